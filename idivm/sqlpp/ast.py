@@ -1,0 +1,312 @@
+"""Typed, immutable AST of SQL++ view definitions.
+
+Produced by :mod:`idivm.sqlpp.parser` from ``grammars/sqlpp.lark``; consumed by
+:mod:`idivm.algebra.builder`.  Every node is a frozen dataclass with a ``span``
+(source position) that is excluded from equality, so two parses of the same
+text compare equal regardless of layout.  Nothing here resolves names: an
+``Identifier`` may later turn out to be a table, a variable or a column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterator
+
+from idivm.errors import Span
+
+
+def _span() -> Any:
+    return field(default=None, compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    span: Span | None = _span()
+
+    def children(self) -> Iterator["Node"]:
+        """Direct child nodes, in field order (tuples are flattened)."""
+        for f in fields(self):
+            if f.name == "span":
+                continue
+            v = getattr(self, f.name)
+            if isinstance(v, Node):
+                yield v
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Node):
+                        yield x
+                    elif isinstance(x, tuple):
+                        yield from (y for y in x if isinstance(y, Node))
+
+    def walk(self) -> Iterator["Node"]:
+        """Pre-order traversal of this node and all descendants."""
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Expr(Node):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Expr):
+    """A constant.  ``value`` is a Python int/float/str/bool/None; MISSING has kind 'missing'."""
+
+    value: Any
+    kind: str  # 'number' | 'string' | 'bool' | 'null' | 'missing'
+
+
+@dataclass(frozen=True, slots=True)
+class Identifier(Expr):
+    """A bare name: a variable, a table, or an unqualified column."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class FieldAccess(Expr):
+    """``base.name``"""
+
+    base: Expr
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class IndexAccess(Expr):
+    """``base[index]``"""
+
+    base: Expr
+    index: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class UnaryOp(Expr):
+    op: str  # '-', '+', 'NOT'
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryOp(Expr):
+    """Arithmetic (+ - * / %), concatenation (||), comparison (= != <> < <= > >=), AND, OR."""
+
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall(Expr):
+    """``name(args)``; ``name`` is upper-cased.  ``COUNT(*)`` has ``star=True`` and no args."""
+
+    name: str
+    args: tuple[Expr, ...]
+    distinct: bool = False
+    star: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CaseWhen(Expr):
+    """``CASE [operand] WHEN c THEN r ... [ELSE e] END``"""
+
+    operand: Expr | None
+    whens: tuple[tuple[Expr, Expr], ...]
+    else_: Expr | None
+
+
+@dataclass(frozen=True, slots=True)
+class IsTest(Expr):
+    """``operand IS [NOT] NULL|MISSING|UNKNOWN``"""
+
+    operand: Expr
+    what: str  # 'NULL' | 'MISSING' | 'UNKNOWN'
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Like(Expr):
+    operand: Expr
+    pattern: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Between(Expr):
+    operand: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InList(Expr):
+    """``operand [NOT] IN (e1, e2, ...)``"""
+
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class InSubquery(Expr):
+    """``operand [NOT] IN (subquery)``"""
+
+    operand: Expr
+    query: "Query"
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Exists(Expr):
+    """``[NOT] EXISTS (subquery)``"""
+
+    query: "Query"
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Subquery(Expr):
+    """A parenthesized query used as a value (scalar, bag or FROM source)."""
+
+    query: "Query"
+
+
+@dataclass(frozen=True, slots=True)
+class TupleConstructor(Expr):
+    """``{"k": e, ...}``"""
+
+    fields: tuple[tuple[str, Expr], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BagConstructor(Expr):
+    """``{{ e, ... }}``"""
+
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayConstructor(Expr):
+    """``[ e, ... ]``"""
+
+    items: tuple[Expr, ...]
+
+
+# ----------------------------------------------------------------------------- SELECT clause
+
+
+@dataclass(frozen=True, slots=True)
+class SelectItem(Node):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ExprItem(SelectItem):
+    """``expr [AS alias]``"""
+
+    expr: Expr
+    alias: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StarItem(SelectItem):
+    """``*`` (qualifier None) or ``alias.*`` / ``expr.*``"""
+
+    qualifier: Expr | None = None
+
+
+# ----------------------------------------------------------------------------- FROM clause
+
+
+@dataclass(frozen=True, slots=True)
+class FromItem(Node):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class FromExpr(FromItem):
+    """``expr [AS] alias [AT pos]``: a table, a path over earlier variables, or a subquery.
+
+    ``unnest`` is true for the ``UNNEST expr`` spelling (same meaning).
+    """
+
+    expr: Expr
+    alias: str | None = None
+    at: str | None = None
+    unnest: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Join(FromItem):
+    """``left [NATURAL] [INNER|LEFT [OUTER]] JOIN right [ON cond]``.
+
+    ``kind`` is 'INNER' or 'LEFT'; NATURAL joins have ``condition`` None.
+    A comma between FROM items is represented as separate items of
+    :class:`SelectQuery.from_items`, not as a Join.
+    """
+
+    kind: str
+    left: FromItem
+    right: FromItem
+    condition: Expr | None = None
+    natural: bool = False
+
+
+# ----------------------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True, slots=True)
+class Query(Node):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey(Node):
+    expr: Expr
+    alias: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LetBinding(Node):
+    name: str
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class SelectQuery(Query):
+    """One SELECT-FROM-WHERE block.
+
+    Exactly one of ``value`` (SELECT VALUE/ELEMENT/RAW expr) and ``items`` is used.
+    ``from_items`` is empty for a FROM-less SELECT.  ``group_as`` holds the
+    variable of ``GROUP AS g`` (or the thesis' ``INTO g``).
+    """
+
+    distinct: bool
+    value: Expr | None
+    items: tuple[SelectItem, ...]
+    from_items: tuple[FromItem, ...]
+    lets: tuple[LetBinding, ...] = ()
+    where: Expr | None = None
+    group_by: tuple[GroupKey, ...] = ()
+    group_as: str | None = None
+    having: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnionAll(Query):
+    left: Query
+    right: Query
+
+
+@dataclass(frozen=True, slots=True)
+class CreateView(Node):
+    name: str
+    query: Query
+
+
+AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
+COLLECTION_AGGREGATES = frozenset({"ARRAY_COUNT", "ARRAY_SUM", "ARRAY_AVG", "ARRAY_MIN", "ARRAY_MAX"})

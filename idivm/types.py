@@ -1,0 +1,176 @@
+"""The SQL++ data model's static types, as far as a view definition can infer them.
+
+Base tables are typed (their Delta/Arrow schema); the builder propagates these
+types through the plan so it can resolve unqualified column names, expand
+``x.*`` and reject unknown fields at define time.  Bags and arrays share
+:class:`CollectionType` (``ordered`` tells them apart).  ``ANY`` stands for a
+type the definition cannot know.
+
+Types serialize to plain JSON (``to_json``/``from_json``) for the catalog and
+convert to and from Arrow schemas (``from_arrow``/``to_arrow``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SCALAR_KINDS = ("bool", "int", "double", "decimal", "string", "date", "timestamp", "binary", "null")
+
+
+@dataclass(frozen=True, slots=True)
+class Type:
+    """Base class of static types."""
+
+    def to_json(self) -> Any:
+        raise NotImplementedError
+
+    def __str__(self) -> str:  # pragma: no cover - overridden
+        return type(self).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class AnyType(Type):
+    def to_json(self) -> Any:
+        return "any"
+
+    def __str__(self) -> str:
+        return "any"
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarType(Type):
+    kind: str  # one of SCALAR_KINDS
+    # decimal precision/scale when kind == "decimal"
+    precision: int | None = None
+    scale: int | None = None
+
+    def __post_init__(self):
+        if self.kind not in SCALAR_KINDS:
+            raise ValueError(f"unknown scalar kind {self.kind!r}")
+
+    def to_json(self) -> Any:
+        if self.kind == "decimal":
+            return {"decimal": [self.precision, self.scale]}
+        return self.kind
+
+    def __str__(self) -> str:
+        if self.kind == "decimal":
+            return f"decimal({self.precision},{self.scale})"
+        return self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class TupleType(Type):
+    fields: tuple[tuple[str, Type], ...]
+
+    def field(self, name: str) -> Type | None:
+        for n, t in self.fields:
+            if n == name:
+                return t
+        return None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.fields)
+
+    def to_json(self) -> Any:
+        return {"tuple": [[n, t.to_json()] for n, t in self.fields]}
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(f"{n}: {t}" for n, t in self.fields) + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionType(Type):
+    element: Type
+    ordered: bool = False  # False: bag, True: array
+
+    def to_json(self) -> Any:
+        return {"array" if self.ordered else "bag": self.element.to_json()}
+
+    def __str__(self) -> str:
+        return f"[{self.element}]" if self.ordered else f"{{{{{self.element}}}}}"
+
+
+ANY = AnyType()
+BOOL = ScalarType("bool")
+INT = ScalarType("int")
+DOUBLE = ScalarType("double")
+STRING = ScalarType("string")
+NULL = ScalarType("null")
+
+
+def from_json(obj: Any) -> Type:
+    if obj == "any":
+        return ANY
+    if isinstance(obj, str):
+        return ScalarType(obj)
+    if isinstance(obj, dict) and len(obj) == 1:
+        (tag, val), = obj.items()
+        if tag == "decimal":
+            return ScalarType("decimal", val[0], val[1])
+        if tag == "tuple":
+            return TupleType(tuple((n, from_json(t)) for n, t in val))
+        if tag in ("bag", "array"):
+            return CollectionType(from_json(val), ordered=(tag == "array"))
+    raise ValueError(f"not a type: {obj!r}")
+
+
+def is_numeric(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.kind in ("int", "double", "decimal")
+
+
+def from_arrow(arrow_type) -> Type:
+    """Convert a pyarrow DataType (or Schema, giving a TupleType) to a Type."""
+    import pyarrow as pa
+
+    if isinstance(arrow_type, pa.Schema):
+        return TupleType(tuple((f.name, from_arrow(f.type)) for f in arrow_type))
+    t = arrow_type
+    if pa.types.is_boolean(t):
+        return BOOL
+    if pa.types.is_integer(t):
+        return INT
+    if pa.types.is_floating(t):
+        return DOUBLE
+    if pa.types.is_decimal(t):
+        return ScalarType("decimal", t.precision, t.scale)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return STRING
+    if pa.types.is_date(t):
+        return ScalarType("date")
+    if pa.types.is_timestamp(t):
+        return ScalarType("timestamp")
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return ScalarType("binary")
+    if pa.types.is_null(t):
+        return NULL
+    if pa.types.is_struct(t):
+        return TupleType(tuple((t.field(i).name, from_arrow(t.field(i).type)) for i in range(t.num_fields)))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return CollectionType(from_arrow(t.value_type), ordered=False)
+    raise ValueError(f"unsupported Arrow type {t}")
+
+
+def to_arrow(t: Type):
+    """Convert a Type to a pyarrow DataType (TupleType -> struct)."""
+    import pyarrow as pa
+
+    if isinstance(t, ScalarType):
+        return {
+            "bool": pa.bool_(), "int": pa.int64(), "double": pa.float64(),
+            "string": pa.string(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
+            "binary": pa.binary(), "null": pa.null(),
+        }.get(t.kind) or pa.decimal128(t.precision, t.scale)
+    if isinstance(t, TupleType):
+        return pa.struct([pa.field(n, to_arrow(ft)) for n, ft in t.fields])
+    if isinstance(t, CollectionType):
+        return pa.list_(to_arrow(t.element))
+    raise ValueError(f"type {t} has no Arrow equivalent")
+
+
+def arrow_schema(t: TupleType):
+    import pyarrow as pa
+
+    return pa.schema([pa.field(n, to_arrow(ft)) for n, ft in t.fields])
