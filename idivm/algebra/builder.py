@@ -1,0 +1,782 @@
+"""AST -> algebra plan, resolving every name against the catalog and the query's scopes.
+
+Input: a parsed :class:`~idivm.sqlpp.ast.CreateView` (or query) and the typed
+schemas of the base tables.  Output: a plan (thesis Table 2.5) whose root is
+``ReturnBag`` and whose only leaves are ``Ground``, plus the static type of
+the view's tuples.
+
+Name rules (DESIGN.md "SQL++ scope"):
+
+* a FROM item without alias is bound to the table's name (or the last step
+  of its path);
+* an unqualified name is, innermost scope first, a FROM/LET variable, a
+  column merged by a NATURAL JOIN, or the column of exactly one variable in
+  scope (SQL-style); two candidates are an ambiguity error;
+* an unaliased projection of a path is named after its last step;
+* after GROUP BY only grouping keys (by their ``AS`` name, their implicit
+  name, or an expression identical to the key, SQL-92 style), the GROUP AS
+  variable and aggregates are visible.
+
+Every variable of the plan gets a name unique in the whole query, so nested
+plans never shadow the environment they run in.  Subqueries, aggregates,
+collection functions and constructors are lifted out of terms into operators
+(ApplyPlan, GroupBy, FunctionCall, Construct*), so terms stay scalar.
+EXISTS / IN / NOT EXISTS / NOT IN conjuncts of WHERE become SemiJoin /
+AntiJoin when the subquery's FROM does not depend on the outer block.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from idivm import types as T
+from idivm.algebra import operators as O
+from idivm.algebra.expressions import (
+    FUNCTION_ALIASES, SCALAR_FUNCTIONS, ArrayExpr, BagExpr, Call, Case, Const, Field, Index,
+    TableRef, Term, TupleExpr, Var, TRUE, conjunction,
+)
+from idivm.errors import SemanticError, Span, UnsupportedError
+from idivm.sqlpp import ast as A
+
+_BINARY = {
+    "+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "||": "concat",
+    "=": "eq", "==": "eq", "!=": "ne", "<>": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
+    "AND": "and", "OR": "or",
+}
+_COLLECTION_FUNCTIONS = {
+    "ARRAY_COUNT": "array_count", "ARRAY_SUM": "array_sum", "ARRAY_AVG": "array_avg",
+    "ARRAY_MIN": "array_min", "ARRAY_MAX": "array_max",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ViewPlan:
+    """A view's plan and the static type of its tuples."""
+
+    name: str
+    plan: O.Operator
+    type: T.TupleType
+
+
+@dataclass
+class Binding:
+    name: str  # what the query text calls it
+    var: str  # the plan variable
+    type: T.Type
+
+
+@dataclass
+class GroupContext:
+    pre_scope: "Scope"
+    keys: list[tuple[Term, str]]  # (key term in the pre-group scope, key variable)
+    aggregates: dict[A.FunctionCall, str]  # aggregate call -> variable
+
+
+@dataclass
+class Scope:
+    parent: "Scope | None"
+    bindings: list[Binding] = field(default_factory=list)
+    natural: dict[str, Term] = field(default_factory=dict)
+    group: GroupContext | None = None
+
+    def lookup(self, name: str) -> Binding | None:
+        for b in reversed(self.bindings):
+            if b.name == name:
+                return b
+        return None
+
+    def add(self, b: Binding, span: Span | None) -> None:
+        if any(x.name == b.name for x in self.bindings):
+            raise SemanticError(f"duplicate alias '{b.name}' in FROM", span)
+        self.bindings.append(b)
+
+    def columns(self) -> dict[str, Term]:
+        """Unqualified column names visible in this block and the terms they denote
+        (ambiguous names map to None)."""
+        cols: dict[str, Term | None] = {}
+        for b in self.bindings:
+            if isinstance(b.type, T.TupleType):
+                for f in b.type.names:
+                    cols[f] = None if f in cols else Field(Var(b.var), f)
+        cols.update(self.natural)
+        return cols
+
+
+class _Ctx:
+    """The plan being extended while terms are built (lifted operators stack on it)."""
+
+    def __init__(self, plan: O.Operator):
+        self.plan = plan
+
+
+@dataclass
+class _Built:
+    plan: O.Operator  # binding tuples
+    element: Term  # per binding tuple, the element of the query's bag
+    type: T.Type  # the element's type
+
+
+def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPlan:
+    """Plan a ``CREATE VIEW``; the view must return tuples."""
+    b = PlanBuilder(tables)
+    plan, ty = b.query_plan(view.query)
+    if not isinstance(ty, T.TupleType):
+        raise UnsupportedError(
+            f"view '{view.name}' returns {ty} values; a view must return tuples "
+            "(use SELECT a, b ... or SELECT VALUE {...})", view.query.span)
+    return ViewPlan(view.name, plan, ty)
+
+
+def build_query(query: A.Query, tables: Mapping[str, T.TupleType]) -> tuple[O.Operator, T.Type]:
+    """Plan a query; returns the plan (rooted at ReturnBag) and the element type."""
+    return PlanBuilder(tables).query_plan(query)
+
+
+class PlanBuilder:
+    def __init__(self, tables: Mapping[str, T.TupleType]):
+        self.tables = dict(tables)
+        self.used: set[str] = set()
+        self.var_types: dict[str, T.Type] = {}
+
+    # ------------------------------------------------------------------ naming
+
+    def fresh(self, base: str, ty: T.Type = T.ANY) -> str:
+        base = re.sub(r"\W", "_", base) or "v"
+        if not (base[0].isalpha() or base[0] == "_") or base.startswith("__"):
+            base = "v_" + base.lstrip("_")
+        name, n = base, 1
+        while name in self.used:
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        self.var_types[name] = ty
+        return name
+
+    def type_of(self, t: Term) -> T.Type:
+        match t:
+            case Var(name=n):
+                return self.var_types.get(n, T.ANY)
+            case Const(type=ty):
+                return ty
+            case Field(base=b, name=n):
+                bt = self.type_of(b)
+                return (bt.field(n) or T.ANY) if isinstance(bt, T.TupleType) else T.ANY
+            case Index(base=b):
+                bt = self.type_of(b)
+                return bt.element if isinstance(bt, T.CollectionType) else T.ANY
+            case Call(function=f, args=args):
+                return SCALAR_FUNCTIONS[f].result([self.type_of(a) for a in args])
+            case Case(whens=whens, otherwise=o):
+                for _, r in whens:
+                    ty = self.type_of(r)
+                    if ty not in (T.NULL, T.ANY):
+                        return ty
+                return self.type_of(o) if o is not None else T.ANY
+            case TupleExpr(fields=fs):
+                return T.TupleType(tuple((n, self.type_of(v)) for n, v in fs))
+            case BagExpr(items=items) | ArrayExpr(items=items):
+                el = self.type_of(items[0]) if items else T.ANY
+                return T.CollectionType(el, ordered=isinstance(t, ArrayExpr))
+        return T.ANY
+
+    # ------------------------------------------------------------------ queries
+
+    def query_plan(self, q: A.Query, parent: Scope | None = None) -> tuple[O.Operator, T.Type]:
+        built = self.query(q, parent)
+        return O.ReturnBag(built.plan, built.element, span=q.span), built.type
+
+    def query(self, q: A.Query, parent: Scope | None) -> _Built:
+        if isinstance(q, A.UnionAll):
+            return self.union_all(q, parent)
+        assert isinstance(q, A.SelectQuery)
+        sc = Scope(parent)
+        ctx = _Ctx(O.Ground())
+        if q.from_items:
+            ctx.plan = self.from_clause(q.from_items, sc)
+        for let in q.lets:
+            t = self.expr(let.expr, sc, ctx)
+            var = self.fresh(let.name, self.type_of(t))
+            ctx.plan = O.Assign(ctx.plan, t, var, span=let.span)
+            sc.add(Binding(let.name, var, self.var_types[var]), let.span)
+        if q.where is not None:
+            self.where(q.where, sc, ctx)
+        out_scope = sc
+        aggs = self.aggregate_calls(q)
+        if q.group_by or aggs or q.group_as:
+            out_scope = self.group_by(q, sc, ctx, aggs)
+            if q.having is not None:
+                cond = self.expr(q.having, out_scope, ctx)
+                ctx.plan = O.Select(ctx.plan, cond, span=q.having.span)
+        elif q.having is not None:
+            raise SemanticError("HAVING needs GROUP BY or an aggregate", q.having.span)
+        return self.select_clause(q, out_scope, ctx)
+
+    def union_all(self, q: A.UnionAll, parent: Scope | None) -> _Built:
+        left = self.query(q.left, parent)
+        right = self.query(q.right, parent)
+        lt, rt = left.element, right.element
+        if isinstance(lt, TupleExpr) and isinstance(rt, TupleExpr):
+            if len(lt.fields) != len(rt.fields):
+                raise SemanticError(
+                    f"UNION ALL branches have {len(lt.fields)} and {len(rt.fields)} columns", q.span)
+            names = [n for n, _ in lt.fields]
+            vars_ = [self.fresh(n) for n in names]
+            lp = O.Project(left.plan, tuple(zip(vars_, (v for _, v in lt.fields))))
+            rp = O.Project(right.plan, tuple(zip(vars_, (v for _, v in rt.fields))))
+            ltype, rtype = left.type, right.type
+            fields_ = []
+            for i, (n, v) in enumerate(zip(names, vars_)):
+                ft = ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY
+                if ft in (T.NULL, T.ANY) and isinstance(rtype, T.TupleType):
+                    ft = rtype.fields[i][1]
+                self.var_types[v] = ft
+                fields_.append((n, ft))
+            element = TupleExpr(tuple((n, Var(v)) for n, v in zip(names, vars_)))
+            return _Built(O.UnionAll(lp, rp, span=q.span), element, T.TupleType(tuple(fields_)))
+        var = self.fresh("value", left.type)
+        lp = O.Project(left.plan, ((var, lt),))
+        rp = O.Project(right.plan, ((var, rt),))
+        return _Built(O.UnionAll(lp, rp, span=q.span), Var(var), left.type)
+
+    # ------------------------------------------------------------------ FROM
+
+    def from_clause(self, items: tuple[A.FromItem, ...], sc: Scope) -> O.Operator:
+        plan: O.Operator | None = None
+        for item in items:
+            plan = self.from_item(item, sc, plan)
+        assert plan is not None
+        return plan
+
+    def from_item(self, item: A.FromItem, sc: Scope, current: O.Operator | None) -> O.Operator:
+        block_vars = {b.var for b in sc.bindings}
+        if isinstance(item, A.FromExpr) and not isinstance(item.expr, A.Subquery) and block_vars:
+            probe = _Ctx(current)
+            if not self.is_table(item.expr, sc):
+                t = self.expr(item.expr, sc, probe)
+                if t.variables() & block_vars or probe.plan is not current:
+                    return self.scan(item, t, sc, probe.plan)
+        if isinstance(item, A.FromExpr) and isinstance(item.expr, A.Subquery) and block_vars:
+            sub = self.subquery_bindings(item, sc)
+            if O.free_variables(sub) & block_vars:
+                return O.InnerCorrelate(current, sub, span=item.span)
+            return O.InnerJoin(current, sub, TRUE, span=item.span)
+        part_scope = Scope(sc.parent)
+        part = self.standalone(item, part_scope, sc)
+        for b in part_scope.bindings:
+            sc.add(b, item.span)
+        sc.natural.update(part_scope.natural)
+        if current is None:
+            return part
+        return O.InnerJoin(current, part, TRUE, span=item.span)
+
+    def is_table(self, e: A.Expr, sc: Scope) -> bool:
+        if not isinstance(e, A.Identifier) or e.name not in self.tables:
+            return False
+        s: Scope | None = sc
+        while s is not None:
+            if s.lookup(e.name) is not None:
+                return False
+            s = s.parent
+        return True
+
+    def standalone(self, item: A.FromItem, part: Scope, block: Scope) -> O.Operator:
+        """A FROM item that does not depend on earlier items of its block, built from Ground.
+        Its bindings go into ``part`` (whose parent is the enclosing query's scope)."""
+        if isinstance(item, A.Join):
+            return self.join(item, part, block)
+        assert isinstance(item, A.FromExpr)
+        if isinstance(item.expr, A.Subquery):
+            sub = self.subquery_bindings(item, part)
+            return sub
+        if self.is_table(item.expr, block):
+            name = item.expr.name  # type: ignore[attr-defined]
+            alias = item.alias or name
+            ty = self.tables[name]
+            var = self.fresh(alias, ty)
+            if item.at:
+                raise SemanticError(f"AT needs an ordered collection; table '{name}' is a bag", item.span)
+            part.add(Binding(alias, var, ty), item.span)
+            return O.ScanCollection(O.Ground(), TableRef(name, span=item.expr.span), var, span=item.span)
+        ctx = _Ctx(O.Ground())
+        t = self.expr(item.expr, block, ctx)
+        return self.scan(item, t, part, ctx.plan)
+
+    def scan(self, item: A.FromExpr, source: Term, sc: Scope, plan: O.Operator) -> O.Operator:
+        ty = self.type_of(source)
+        if isinstance(ty, T.CollectionType):
+            el = ty.element
+        elif ty == T.ANY:
+            el = T.ANY
+        else:
+            raise SemanticError(f"cannot iterate over {source}: it is {ty}, not a collection", item.span)
+        alias = item.alias or _implicit_name(item.expr) or "x"
+        var = self.fresh(alias, el)
+        pos = self.fresh(item.at, T.INT) if item.at else None
+        sc.add(Binding(alias, var, el), item.span)
+        if item.at:
+            sc.add(Binding(item.at, pos, T.INT), item.span)
+        return O.ScanCollection(plan, source, var, pos, span=item.span)
+
+    def subquery_bindings(self, item: A.FromExpr, sc: Scope) -> O.Operator:
+        """``FROM (subquery) AS s``: the subquery's binding tuples with ``s`` bound to each element."""
+        sub = self.query(item.expr.query, sc)  # type: ignore[attr-defined]
+        alias = item.alias or "s"
+        var = self.fresh(alias, sub.type)
+        sc.add(Binding(alias, var, sub.type), item.span)
+        return O.Project(sub.plan, ((var, sub.element),), span=item.span)
+
+    def join(self, j: A.Join, part: Scope, block: Scope) -> O.Operator:
+        left_scope, right_scope = Scope(part.parent), Scope(part.parent)
+        left = self.standalone(j.left, left_scope, block)
+        right = self.standalone(j.right, right_scope, block)
+        cond_scope = Scope(part.parent)
+        for b in left_scope.bindings + right_scope.bindings:
+            cond_scope.add(b, j.span)
+        cond_scope.natural.update(left_scope.natural)
+        cond_scope.natural.update(right_scope.natural)
+        if j.natural:
+            lcols, rcols = left_scope.columns(), right_scope.columns()
+            common = [c for c in lcols if c in rcols]
+            for c in common:
+                if lcols[c] is None or rcols[c] is None:
+                    side = "left" if lcols[c] is None else "right"
+                    raise SemanticError(f"NATURAL JOIN column '{c}' is ambiguous on the {side} side", j.span)
+            cond = conjunction([Call("eq", (lcols[c], rcols[c])) for c in common])
+            for c in common:
+                cond_scope.natural[c] = lcols[c]
+        elif j.condition is not None:
+            ctx = _Ctx(O.Ground())
+            cond = self.expr(j.condition, cond_scope, ctx)
+            if not isinstance(ctx.plan, O.Ground):
+                raise UnsupportedError("subqueries in JOIN … ON are not supported; move them to WHERE",
+                                       j.condition.span)
+        else:
+            cond = TRUE
+        for b in cond_scope.bindings:
+            part.add(b, j.span)
+        part.natural.update(cond_scope.natural)
+        cls = O.InnerJoin if j.kind == "INNER" else O.LeftJoin
+        return cls(left, right, cond, span=j.span)
+
+    # ------------------------------------------------------------------ WHERE
+
+    def where(self, cond: A.Expr, sc: Scope, ctx: _Ctx) -> None:
+        plain: list[Term] = []
+        semis: list[A.Expr] = []
+        for c in _split_and(cond):
+            target = c.operand if isinstance(c, A.UnaryOp) and c.op == "NOT" else c
+            if isinstance(target, (A.Exists, A.InSubquery)):
+                semis.append(c)
+            else:
+                plain.append(self.expr(c, sc, ctx))
+        if plain:
+            ctx.plan = O.Select(ctx.plan, conjunction(plain), span=cond.span)
+        for c in semis:
+            if not self.semijoin(c, sc, ctx):
+                ctx.plan = O.Select(ctx.plan, self.expr(c, sc, ctx), span=c.span)
+
+    def semijoin(self, c: A.Expr, sc: Scope, ctx: _Ctx) -> bool:
+        """Turn ``[NOT] EXISTS (q)`` / ``x [NOT] IN (q)`` into SemiJoin/AntiJoin when q's FROM
+        does not depend on the outer block and q neither groups nor aggregates."""
+        negated = False
+        if isinstance(c, A.UnaryOp):
+            negated, c = True, c.operand
+        negated ^= c.negated  # type: ignore[attr-defined]
+        q = c.query  # type: ignore[attr-defined]
+        if (not isinstance(q, A.SelectQuery) or not q.from_items or q.group_by or q.group_as
+                or q.having is not None or q.lets or self.aggregate_calls(q)):
+            return False
+        block_vars = set(ctx.plan.output_variables())
+        sub_scope = Scope(sc)
+        sub = self.from_clause(q.from_items, sub_scope)
+        if O.free_variables(sub) & block_vars:
+            return False
+        sub_vars = set(sub.output_variables())
+        sub_ctx = _Ctx(sub)
+        local: list[Term] = []
+        correlated: list[Term] = []
+        for w in (_split_and(q.where) if q.where is not None else []):
+            t = self.expr(w, sub_scope, sub_ctx)
+            (correlated if t.variables() & (block_vars - sub_vars) else local).append(t)
+        if isinstance(c, A.InSubquery):
+            if q.value is not None:
+                el_ast = q.value
+            elif len(q.items) == 1 and isinstance(q.items[0], A.ExprItem):
+                el_ast = q.items[0].expr
+            else:
+                raise SemanticError("the subquery of IN must return one column", q.span)
+            element = self.expr(el_ast, sub_scope, sub_ctx)
+            if sub_ctx.plan is not sub and O.free_variables(sub_ctx.plan) & block_vars:
+                return False
+            operand = self.expr(c.operand, sc, ctx)
+            match = Call("eq", (operand, element))
+            if negated:  # NOT IN: no match, no NULL on either side (SQL three-valued logic)
+                match = Call("or", (match, Call("is_null", (operand,)), Call("is_null", (element,))))
+            correlated.append(match)
+        right = sub_ctx.plan
+        if O.free_variables(right) & block_vars:
+            return False
+        if local:
+            right = O.Select(right, conjunction(local), span=q.where.span if q.where else None)
+        cls = O.AntiJoin if negated else O.SemiJoin
+        ctx.plan = cls(ctx.plan, right, conjunction(correlated), span=c.span)
+        return True
+
+    # ------------------------------------------------------------------ GROUP BY
+
+    def aggregate_calls(self, q: A.SelectQuery) -> list[A.FunctionCall]:
+        """SQL aggregate calls of SELECT/HAVING, not inside subqueries or other aggregates."""
+        found: list[A.FunctionCall] = []
+
+        def visit(n: A.Node) -> None:
+            if isinstance(n, (A.Subquery, A.Exists, A.InSubquery)):
+                if isinstance(n, A.InSubquery):
+                    visit(n.operand)
+                return
+            if isinstance(n, A.FunctionCall) and n.name in A.AGGREGATES:
+                if n not in found:
+                    found.append(n)
+                return
+            for ch in n.children():
+                visit(ch)
+
+        roots: list[A.Node] = list(q.items)
+        if q.value is not None:
+            roots.append(q.value)
+        if q.having is not None:
+            roots.append(q.having)
+        for r in roots:
+            visit(r)
+        return found
+
+    def group_by(self, q: A.SelectQuery, sc: Scope, ctx: _Ctx, aggs: list[A.FunctionCall]) -> Scope:
+        keys: list[tuple[str, Term]] = []
+        gctx = GroupContext(sc, [], {})
+        out = Scope(sc.parent, group=gctx)
+        for k in q.group_by:
+            t = self.expr(k.expr, sc, ctx)
+            name = k.alias or _implicit_name(k.expr) or f"key{len(keys) + 1}"
+            var = self.fresh(name, self.type_of(t))
+            keys.append((var, t))
+            gctx.keys.append((t, var))
+            if out.lookup(name) is None:
+                out.bindings.append(Binding(name, var, self.var_types[var]))
+        aggregates: list[tuple[str, O.Aggregate]] = []
+        for call in aggs:
+            if call.star:
+                agg, ty = O.Aggregate("count", None), T.INT
+            else:
+                if len(call.args) != 1:
+                    raise SemanticError(f"{call.name} takes one argument", call.span)
+                for inner in call.args[0].walk():
+                    if isinstance(inner, A.FunctionCall) and inner.name in A.AGGREGATES:
+                        raise SemanticError("aggregates cannot be nested", inner.span)
+                arg = self.expr(call.args[0], sc, ctx)
+                fn = call.name.lower()
+                agg = O.Aggregate(fn, arg, call.distinct)
+                at = self.type_of(arg)
+                ty = {"count": T.INT, "avg": T.DOUBLE}.get(fn, at)
+                if fn == "sum" and at == T.ANY:
+                    ty = T.ANY
+            var = self.fresh(call.name.lower(), ty)
+            aggregates.append((var, agg))
+            gctx.aggregates[call] = var
+        group_var = None
+        group_fields: tuple[tuple[str, str], ...] = ()
+        if q.group_as:
+            group_fields = tuple((b.name, b.var) for b in sc.bindings)
+            el = T.TupleType(tuple((b.name, b.type) for b in sc.bindings))
+            group_var = self.fresh(q.group_as, T.CollectionType(el))
+            out.bindings.append(Binding(q.group_as, group_var, self.var_types[group_var]))
+        ctx.plan = O.GroupBy(ctx.plan, tuple(keys), tuple(aggregates), group_var, group_fields,
+                             span=q.group_by[0].span if q.group_by else q.span)
+        return out
+
+    # ------------------------------------------------------------------ SELECT
+
+    def select_clause(self, q: A.SelectQuery, sc: Scope, ctx: _Ctx) -> _Built:
+        if q.value is not None:
+            t = self.expr(q.value, sc, ctx)
+            ty = self.type_of(t)
+            if q.distinct:
+                var = self.fresh("value", ty)
+                ctx.plan = O.Distinct(O.Project(ctx.plan, ((var, t),), span=q.value.span))
+                t = Var(var)
+            return _Built(ctx.plan, t, ty)
+        fields_: list[tuple[str, Term]] = []
+        from_star: set[str] = set()
+        for i, item in enumerate(q.items, 1):
+            if isinstance(item, A.ExprItem):
+                t = self.expr(item.expr, sc, ctx)
+                name = item.alias or _implicit_name(item.expr) or f"${i}"
+                self._add_field(fields_, from_star, name, t, item.span, star=False, sc=sc)
+            else:
+                assert isinstance(item, A.StarItem)
+                for name, t in self.star(item, sc, ctx):
+                    self._add_field(fields_, from_star, name, t, item.span, star=True, sc=sc)
+        outputs = []
+        element = []
+        tys = []
+        for name, t in fields_:
+            var = self.fresh(name, self.type_of(t))
+            outputs.append((var, t))
+            element.append((name, Var(var)))
+            tys.append((name, self.var_types[var]))
+        ctx.plan = O.Project(ctx.plan, tuple(outputs), span=q.span)
+        if q.distinct:
+            ctx.plan = O.Distinct(ctx.plan, span=q.span)
+        return _Built(ctx.plan, TupleExpr(tuple(element)), T.TupleType(tuple(tys)))
+
+    def _add_field(self, fields_, from_star, name, t, span, *, star: bool, sc: Scope) -> None:
+        for i, (n, old) in enumerate(fields_):
+            if n != name:
+                continue
+            if star and (name in _natural_names(sc) or old == t):
+                return  # the same (natural-join) column again
+            if n in from_star and (name in _natural_names(sc) or old == t):
+                fields_[i] = (name, t)
+                return
+            raise SemanticError(f"duplicate field name '{name}' in SELECT; rename one with AS", span)
+        fields_.append((name, t))
+        if star:
+            from_star.add(name)
+
+    def star(self, item: A.StarItem, sc: Scope, ctx: _Ctx) -> list[tuple[str, Term]]:
+        if item.qualifier is None:
+            if not sc.bindings:
+                raise SemanticError("SELECT * needs FROM variables", item.span)
+            return [(b.name, Var(b.var)) for b in sc.bindings]
+        t = self.expr(item.qualifier, sc, ctx)
+        ty = self.type_of(t)
+        if not isinstance(ty, T.TupleType):
+            what = "unknown" if ty == T.ANY else f"{ty}, not a tuple"
+            raise SemanticError(f"cannot expand {t}.*: its type is {what}", item.span)
+        return [(n, Field(t, n)) for n, _ in ty.fields]
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
+        """Build the term of ``e`` in scope ``sc``; lifted operators are stacked on ``ctx.plan``."""
+        if sc.group is not None and not (isinstance(e, A.FunctionCall) and e.name in A.AGGREGATES):
+            key = self.grouping_key(e, sc)
+            if key is not None:
+                return key
+        match e:
+            case A.Literal(value=v, kind=k):
+                ty = {"number": T.INT if isinstance(v, int) and not isinstance(v, bool) else T.DOUBLE,
+                      "string": T.STRING, "bool": T.BOOL}.get(k, T.NULL)
+                return Const(None if k in ("null", "missing") else v, ty, span=e.span)
+            case A.Identifier(name=n):
+                return self.resolve(n, sc, e.span)
+            case A.FieldAccess(base=b, name=n):
+                base = self.expr(b, sc, ctx)
+                bt = self.type_of(base)
+                if isinstance(bt, T.TupleType) and bt.field(n) is None:
+                    raise SemanticError(
+                        f"unknown field '{n}' of {base} (fields: {', '.join(bt.names)})", e.span)
+                if isinstance(bt, T.CollectionType):
+                    raise SemanticError(f"cannot navigate into {base}: it is a collection, not a tuple "
+                                        f"(iterate it in FROM first)", e.span)
+                if isinstance(bt, T.ScalarType):
+                    raise SemanticError(f"cannot navigate into {base}: it is {bt}, not a tuple", e.span)
+                return Field(base, n, span=e.span)
+            case A.IndexAccess(base=b, index=i):
+                return Index(self.expr(b, sc, ctx), self.scalar_arg(i, sc, ctx), span=e.span)
+            case A.UnaryOp(op=op, operand=x):
+                arg = self.scalar_arg(x, sc, ctx)
+                if op == "+":
+                    return arg
+                return Call("neg" if op == "-" else "not", (arg,), span=e.span)
+            case A.BinaryOp(op=op, left=l, right=r):
+                fn = _BINARY.get(op.upper())
+                if fn is None:
+                    raise SemanticError(f"unknown operator {op}", e.span)
+                return Call(fn, (self.scalar_arg(l, sc, ctx), self.scalar_arg(r, sc, ctx)), span=e.span)
+            case A.FunctionCall():
+                return self.function(e, sc, ctx)
+            case A.CaseWhen(operand=op, whens=whens, else_=other):
+                opt = self.scalar_arg(op, sc, ctx) if op is not None else None
+                ws = []
+                for c, r in whens:
+                    ct = self.scalar_arg(c, sc, ctx)
+                    ws.append((Call("eq", (opt, ct)) if opt is not None else ct, self.expr(r, sc, ctx)))
+                o = self.expr(other, sc, ctx) if other is not None else None
+                return Case(tuple(ws), o, span=e.span)
+            case A.IsTest(operand=x, what=what, negated=neg):
+                arg = self.scalar_arg(x, sc, ctx)
+                t = Call("is_missing" if what == "MISSING" else "is_null", (arg,), span=e.span)
+                return Call("not", (t,), span=e.span) if neg else t
+            case A.Like(operand=x, pattern=p, negated=neg):
+                t = Call("like", (self.scalar_arg(x, sc, ctx), self.scalar_arg(p, sc, ctx)), span=e.span)
+                return Call("not", (t,), span=e.span) if neg else t
+            case A.Between(operand=x, low=lo, high=hi, negated=neg):
+                xt = self.scalar_arg(x, sc, ctx)
+                t = Call("and", (Call("ge", (xt, self.scalar_arg(lo, sc, ctx))),
+                                 Call("le", (xt, self.scalar_arg(hi, sc, ctx)))), span=e.span)
+                return Call("not", (t,), span=e.span) if neg else t
+            case A.InList(operand=x, items=items, negated=neg):
+                args = (self.scalar_arg(x, sc, ctx),) + tuple(self.scalar_arg(i, sc, ctx) for i in items)
+                t = Call("in", args, span=e.span)
+                return Call("not", (t,), span=e.span) if neg else t
+            case A.Exists(query=q, negated=neg):
+                var = self.apply(q, sc, ctx, e.span)
+                t = Call("exists", (Var(var),), span=e.span)
+                return Call("not", (t,), span=e.span) if neg else t
+            case A.InSubquery(operand=x, query=q, negated=neg):
+                xt = self.scalar_arg(x, sc, ctx)
+                var = self.apply(q, sc, ctx, e.span)
+                coll = Var(var)
+                ct = self.var_types[var]
+                if isinstance(ct, T.CollectionType) and isinstance(ct.element, T.TupleType):
+                    if len(ct.element.fields) != 1:
+                        raise SemanticError("the subquery of IN must return one column", q.span)
+                    raise UnsupportedError(
+                        "IN over a subquery that returns tuples is supported only as a WHERE conjunct; "
+                        "write SELECT VALUE in the subquery", q.span)
+                t = Call("contains", (coll, xt), span=e.span)
+                return Call("not", (t,), span=e.span) if neg else t
+            case A.Subquery(query=q):
+                return Var(self.apply(q, sc, ctx, e.span), span=e.span)
+            case A.TupleConstructor(fields=fs):
+                names = [n for n, _ in fs]
+                if len(set(names)) != len(names):
+                    raise SemanticError("duplicate field name in tuple constructor", e.span)
+                terms = tuple((n, self.expr(v, sc, ctx)) for n, v in fs)
+                ty = T.TupleType(tuple((n, self.type_of(v)) for n, v in terms))
+                var = self.fresh("tuple", ty)
+                ctx.plan = O.ConstructTuple(ctx.plan, terms, var, span=e.span)
+                return Var(var, span=e.span)
+            case A.BagConstructor(items=items) | A.ArrayConstructor(items=items):
+                terms = tuple(self.expr(i, sc, ctx) for i in items)
+                ordered = isinstance(e, A.ArrayConstructor)
+                el = self.type_of(terms[0]) if terms else T.ANY
+                var = self.fresh("array" if ordered else "bag", T.CollectionType(el, ordered))
+                cls = O.ConstructArray if ordered else O.ConstructBag
+                ctx.plan = cls(ctx.plan, terms, var, span=e.span)
+                return Var(var, span=e.span)
+        raise SemanticError(f"unsupported expression {type(e).__name__}", e.span)
+
+    def scalar_arg(self, e: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
+        """An operand of a scalar operator: a subquery here is used as a scalar (its single
+        element; a one-column tuple is unwrapped)."""
+        t = self.expr(e, sc, ctx)
+        if isinstance(e, A.Subquery):
+            ct = self.type_of(t)
+            single = Call("singleton", (t,), span=e.span)
+            if isinstance(ct, T.CollectionType) and isinstance(ct.element, T.TupleType) \
+                    and len(ct.element.fields) == 1:
+                return Field(single, ct.element.fields[0][0], span=e.span)
+            return single
+        return t
+
+    def apply(self, q: A.Query, sc: Scope, ctx: _Ctx, span: Span | None) -> str:
+        plan, ty = self.query_plan(q, sc)
+        var = self.fresh("subquery", T.CollectionType(ty))
+        ctx.plan = O.ApplyPlan(ctx.plan, plan, var, span=span)
+        return var
+
+    def function(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        if e.name in A.AGGREGATES:
+            g = sc.group
+            if g is not None and e in g.aggregates:
+                return Var(g.aggregates[e], span=e.span)
+            raise SemanticError(f"aggregate {e.name} is not allowed here "
+                                "(only in SELECT and HAVING of its query)", e.span)
+        if e.star:
+            raise SemanticError(f"{e.name}(*) is not a function", e.span)
+        if e.name in _COLLECTION_FUNCTIONS:
+            if len(e.args) != 1:
+                raise SemanticError(f"{e.name} takes one collection argument", e.span)
+            arg = self.expr(e.args[0], sc, ctx)
+            at = self.type_of(arg)
+            if not isinstance(at, (T.CollectionType, T.AnyType)):
+                raise SemanticError(f"{e.name} needs a collection, got {at}", e.args[0].span)
+            fn = _COLLECTION_FUNCTIONS[e.name]
+            el = at.element if isinstance(at, T.CollectionType) else T.ANY
+            if isinstance(el, T.TupleType) and len(el.fields) == 1 and fn != "array_count":
+                el = el.fields[0][1]
+            ty = {"array_count": T.INT, "array_avg": T.DOUBLE}.get(fn, el)
+            var = self.fresh(fn.removeprefix("array_"), ty)
+            ctx.plan = O.FunctionCall(ctx.plan, fn, (arg,), var, span=e.span)
+            return Var(var, span=e.span)
+        name = FUNCTION_ALIASES.get(e.name)
+        if name is None:
+            raise SemanticError(f"unknown function {e.name}", e.span)
+        spec = SCALAR_FUNCTIONS[name]
+        if not spec.accepts(len(e.args)):
+            raise SemanticError(f"{e.name} takes {spec.arity_text()} arguments, got {len(e.args)}", e.span)
+        return Call(name, tuple(self.scalar_arg(a, sc, ctx) for a in e.args), span=e.span)
+
+    # ------------------------------------------------------------------ names
+
+    def resolve(self, name: str, sc: Scope, span: Span | None) -> Term:
+        s: Scope | None = sc
+        while s is not None:
+            b = s.lookup(name)
+            if b is not None:
+                return Var(b.var, span=span)
+            if name in s.natural:
+                return s.natural[name]
+            hits = [b for b in s.bindings if isinstance(b.type, T.TupleType) and b.type.field(name)]
+            if len(hits) > 1:
+                raise SemanticError(
+                    f"ambiguous column '{name}': it could be "
+                    + " or ".join(f"{h.name}.{name}" for h in hits), span)
+            if hits:
+                return Field(Var(hits[0].var), name, span=span)
+            if s.group is not None:
+                try:
+                    self.resolve(name, s.group.pre_scope, span)
+                except SemanticError:
+                    pass
+                else:
+                    raise SemanticError(f"'{name}' is neither a grouping key nor inside an aggregate", span)
+            s = s.parent
+        if name in self.tables:
+            raise SemanticError(f"table '{name}' can only be used in FROM", span)
+        raise SemanticError(f"unknown name '{name}'", span)
+
+    def grouping_key(self, e: A.Expr, sc: Scope) -> Term | None:
+        """After GROUP BY: the key variable if ``e`` denotes a grouping key (SQL-92 style)."""
+        if not isinstance(e, (A.Identifier, A.FieldAccess, A.IndexAccess)):
+            return None
+        g = sc.group
+        assert g is not None
+        if isinstance(e, A.Identifier) and sc.lookup(e.name) is not None:
+            return None  # a key alias or the group variable: ordinary resolution
+        try:
+            probe = _Ctx(O.Ground())
+            t = self.expr(e, g.pre_scope, probe)
+        except SemanticError:
+            return None
+        for kt, var in g.keys:
+            if kt == t:
+                return Var(var, span=e.span)
+        return None
+
+
+def _split_and(e: A.Expr) -> list[A.Expr]:
+    if isinstance(e, A.BinaryOp) and e.op.upper() == "AND":
+        return _split_and(e.left) + _split_and(e.right)
+    return [e]
+
+
+def _implicit_name(e: A.Expr) -> str | None:
+    if isinstance(e, A.Identifier):
+        return e.name
+    if isinstance(e, A.FieldAccess):
+        return e.name
+    return None
+
+
+def _natural_names(sc: Scope) -> set[str]:
+    names: set[str] = set()
+    s: Scope | None = sc
+    while s is not None:
+        names |= set(s.natural)
+        if s.group is not None:
+            names |= set(s.group.pre_scope.natural)
+        s = s.parent
+    return names

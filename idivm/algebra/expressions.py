@@ -1,0 +1,317 @@
+"""Terms: the scalar expressions that plan operators evaluate per binding tuple.
+
+Thesis §2.10.2: each operator is specified with terms evaluated in the
+environment of the operator.  Terms here are constants, variables, field and
+index navigation, calls of scalar functions (arithmetic, comparison, boolean
+logic, string functions, ...), CASE, and value constructors.  They never
+contain subqueries or aggregates: the builder lifts those into operators
+(ApplyPlan, GroupBy, FunctionCall), so a term is always a pure function of
+one binding tuple.
+
+``SCALAR_FUNCTIONS`` is the single registry of scalar functions: the builder
+checks names and arity against it and infers result types with it, the
+printer prints with it, and the Spark compiler keys its translations on the
+same names (and fails loudly on a name it does not know).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Iterator
+
+from idivm import types as T
+from idivm.errors import Span
+
+
+def _span() -> Any:
+    return field(default=None, compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    span: Span | None = _span()
+
+    def children(self) -> Iterator["Term"]:
+        for f in fields(self):
+            if f.name == "span":
+                continue
+            v = getattr(self, f.name)
+            if isinstance(v, Term):
+                yield v
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Term):
+                        yield x
+                    elif isinstance(x, tuple):
+                        yield from (y for y in x if isinstance(y, Term))
+
+    def walk(self) -> Iterator["Term"]:
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+    def variables(self) -> frozenset[str]:
+        """Names of the variables this term reads."""
+        return frozenset(t.name for t in self.walk() if isinstance(t, Var))
+
+    def __str__(self) -> str:
+        return format_term(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Term):
+    """A literal.  ``value`` is None for NULL (MISSING folds to NULL)."""
+
+    value: Any
+    type: T.Type = T.ANY
+
+
+@dataclass(frozen=True, slots=True)
+class Var(Term):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TableRef(Term):
+    """A base table of the environment Γ (only as the source of ScanCollection)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Field(Term):
+    """Tuple navigation ``base.name``."""
+
+    base: Term
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Index(Term):
+    """Array navigation ``base[index]`` (0-based, as in SQL++)."""
+
+    base: Term
+    index: Term
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Term):
+    """A scalar function of ``SCALAR_FUNCTIONS``."""
+
+    function: str
+    args: tuple[Term, ...]
+
+    def __post_init__(self):
+        spec = SCALAR_FUNCTIONS.get(self.function)
+        if spec is None:
+            raise ValueError(f"unknown scalar function {self.function!r}")
+        if not spec.accepts(len(self.args)):
+            raise ValueError(f"{self.function} takes {spec.arity_text()} arguments, got {len(self.args)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Case(Term):
+    """Searched CASE: the first ``when`` that is true gives the result."""
+
+    whens: tuple[tuple[Term, Term], ...]
+    otherwise: Term | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TupleExpr(Term):
+    fields: tuple[tuple[str, Term], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BagExpr(Term):
+    items: tuple[Term, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayExpr(Term):
+    items: tuple[Term, ...]
+
+
+TRUE = Const(True, T.BOOL)
+NULL = Const(None, T.NULL)
+
+
+# ----------------------------------------------------------------------------- function registry
+
+
+def _numeric(args: list[T.Type]) -> T.Type:
+    kinds = {a.kind for a in args if isinstance(a, T.ScalarType)}
+    if "double" in kinds:
+        return T.DOUBLE
+    if "decimal" in kinds:
+        return T.ScalarType("decimal", 38, 18)
+    if kinds <= {"int", "null"} and kinds:
+        return T.INT
+    return T.ANY
+
+
+def _first(args: list[T.Type]) -> T.Type:
+    for a in args:
+        if a != T.NULL:
+            return a
+    return T.NULL
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSpec:
+    name: str
+    min_args: int
+    max_args: int | None  # None: variadic
+    result: Callable[[list[T.Type]], T.Type]
+    symbol: str | None = None  # infix/prefix operator used when printing
+
+    def accepts(self, n: int) -> bool:
+        return n >= self.min_args and (self.max_args is None or n <= self.max_args)
+
+    def arity_text(self) -> str:
+        if self.max_args == self.min_args:
+            return str(self.min_args)
+        if self.max_args is None:
+            return f"at least {self.min_args}"
+        return f"{self.min_args} to {self.max_args}"
+
+
+def _const(t: T.Type) -> Callable[[list[T.Type]], T.Type]:
+    return lambda _args: t
+
+
+def _specs() -> dict[str, FunctionSpec]:
+    specs = [
+        FunctionSpec("add", 2, 2, _numeric, "+"),
+        FunctionSpec("sub", 2, 2, _numeric, "-"),
+        FunctionSpec("mul", 2, 2, _numeric, "*"),
+        FunctionSpec("div", 2, 2, lambda a: T.DOUBLE if _numeric(a) == T.INT else _numeric(a), "/"),
+        FunctionSpec("mod", 2, 2, _numeric, "%"),
+        FunctionSpec("neg", 1, 1, _numeric, "-"),
+        FunctionSpec("concat", 2, None, _const(T.STRING), "||"),
+        FunctionSpec("eq", 2, 2, _const(T.BOOL), "="),
+        FunctionSpec("ne", 2, 2, _const(T.BOOL), "!="),
+        FunctionSpec("lt", 2, 2, _const(T.BOOL), "<"),
+        FunctionSpec("le", 2, 2, _const(T.BOOL), "<="),
+        FunctionSpec("gt", 2, 2, _const(T.BOOL), ">"),
+        FunctionSpec("ge", 2, 2, _const(T.BOOL), ">="),
+        FunctionSpec("and", 2, None, _const(T.BOOL), "AND"),
+        FunctionSpec("or", 2, None, _const(T.BOOL), "OR"),
+        FunctionSpec("not", 1, 1, _const(T.BOOL), "NOT"),
+        FunctionSpec("is_null", 1, 1, _const(T.BOOL)),
+        FunctionSpec("is_missing", 1, 1, _const(T.BOOL)),
+        FunctionSpec("like", 2, 2, _const(T.BOOL), "LIKE"),
+        FunctionSpec("in", 2, None, _const(T.BOOL)),
+        FunctionSpec("coalesce", 1, None, _first),
+        FunctionSpec("lower", 1, 1, _const(T.STRING)),
+        FunctionSpec("upper", 1, 1, _const(T.STRING)),
+        FunctionSpec("trim", 1, 1, _const(T.STRING)),
+        FunctionSpec("length", 1, 1, _const(T.INT)),
+        FunctionSpec("substr", 2, 3, _const(T.STRING)),
+        FunctionSpec("abs", 1, 1, _first),
+        FunctionSpec("round", 1, 2, _first),
+        FunctionSpec("floor", 1, 1, _first),
+        FunctionSpec("ceil", 1, 1, _first),
+        FunctionSpec("to_string", 1, 1, _const(T.STRING)),
+        # collection predicates used by lifted subqueries
+        FunctionSpec("exists", 1, 1, _const(T.BOOL)),
+        FunctionSpec("contains", 2, 2, _const(T.BOOL)),
+        # the single element of a one-element bag (scalar use of a subquery); NULL if empty
+        FunctionSpec("singleton", 1, 1,
+                     lambda a: a[0].element if isinstance(a[0], T.CollectionType) else T.ANY),
+    ]
+    return {s.name: s for s in specs}
+
+
+SCALAR_FUNCTIONS: dict[str, FunctionSpec] = _specs()
+
+# SQL++ surface names of scalar functions callable by name (upper-case) -> registry name
+FUNCTION_ALIASES = {
+    "COALESCE": "coalesce", "IFNULL": "coalesce", "LOWER": "lower", "UPPER": "upper",
+    "TRIM": "trim", "LENGTH": "length", "CHAR_LENGTH": "length", "SUBSTR": "substr",
+    "SUBSTRING": "substr", "ABS": "abs", "ROUND": "round", "FLOOR": "floor", "CEIL": "ceil",
+    "CEILING": "ceil", "TO_STRING": "to_string", "CONCAT": "concat",
+}
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace('"', '\\"') + '"'
+
+
+def format_term(t: Term) -> str:
+    """Render a term in SQL++-like surface syntax (used by explain and errors)."""
+    match t:
+        case Const(value=None):
+            return "null"
+        case Const(value=bool() as b):
+            return "true" if b else "false"
+        case Const(value=str() as s):
+            return _quote(s)
+        case Const(value=v):
+            return repr(v)
+        case Var(name=n):
+            return n
+        case TableRef(name=n):
+            return f"table {n}"
+        case Field(base=b, name=n):
+            return f"{format_term(b)}.{n}"
+        case Index(base=b, index=i):
+            return f"{format_term(b)}[{format_term(i)}]"
+        case Call(function=f, args=args):
+            spec = SCALAR_FUNCTIONS[f]
+            if f == "neg":
+                return f"-{_paren(args[0])}"
+            if f == "not":
+                return f"NOT {_paren(args[0])}"
+            if f == "in":
+                return f"{_paren(args[0])} IN ({', '.join(format_term(a) for a in args[1:])})"
+            if f == "is_null":
+                return f"{_paren(args[0])} IS NULL"
+            if f == "is_missing":
+                return f"{_paren(args[0])} IS MISSING"
+            if spec.symbol:
+                return f" {spec.symbol} ".join(_paren(a) for a in args)
+            return f"{f}({', '.join(format_term(a) for a in args)})"
+        case Case(whens=whens, otherwise=o):
+            parts = ["CASE"] + [f"WHEN {format_term(c)} THEN {format_term(r)}" for c, r in whens]
+            if o is not None:
+                parts.append(f"ELSE {format_term(o)}")
+            return " ".join(parts + ["END"])
+        case TupleExpr(fields=fs):
+            return "{" + ", ".join(f"{_quote(n)}: {format_term(v)}" for n, v in fs) + "}"
+        case BagExpr(items=items):
+            return "{{" + ", ".join(format_term(i) for i in items) + "}}"
+        case ArrayExpr(items=items):
+            return "[" + ", ".join(format_term(i) for i in items) + "]"
+    raise TypeError(f"not a term: {t!r}")
+
+
+def _paren(t: Term) -> str:
+    s = format_term(t)
+    if isinstance(t, Call) and SCALAR_FUNCTIONS[t.function].symbol and t.function not in ("neg",):
+        return f"({s})"
+    return s
+
+
+def conjuncts(t: Term) -> list[Term]:
+    """Split a condition on AND."""
+    if isinstance(t, Call) and t.function == "and":
+        out: list[Term] = []
+        for a in t.args:
+            out.extend(conjuncts(a))
+        return out
+    if t == TRUE:
+        return []
+    return [t]
+
+
+def conjunction(parts: list[Term]) -> Term:
+    parts = [p for p in parts if p != TRUE]
+    if not parts:
+        return TRUE
+    if len(parts) == 1:
+        return parts[0]
+    return Call("and", tuple(parts))

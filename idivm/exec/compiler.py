@@ -1,0 +1,514 @@
+"""Plan -> Spark DataFrame, with SQL++ semantics.
+
+Each variable of a binding tuple is a DataFrame column (tuples are struct
+columns, collections array columns).  Compilation is keyed by operator class
+(:data:`_COMPILERS`) and fails loudly on an operator it does not know.
+
+Nested plans (ApplyPlan, InnerCorrelate, LeftCorrelate) are decorrelated the
+magic-set way: the nested plan is evaluated once for every *distinct* value of
+its correlation parameters (its free variables, pruned to the fields it
+reads); that set of environments is what its ``Ground`` produces, and every
+operator of the nested plan carries the environment columns along.  The
+results are joined back to the outer binding tuples by null-safe equality on
+the parameters.  At top level ``Ground`` is a single empty binding tuple.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as ST
+
+from idivm.algebra import operators as O
+from idivm.algebra.expressions import (
+    ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var, TRUE,
+)
+from idivm.errors import InternalError
+
+
+@dataclass(frozen=True)
+class Env:
+    """The environment a (nested) plan runs in: ``df`` has one row per distinct environment
+    (None at top level: a single empty binding tuple) with columns ``cols``."""
+
+    df: DataFrame | None
+    cols: tuple[str, ...]
+
+
+TOP = Env(None, ())
+
+
+def col(name: str) -> Column:
+    return F.col(f"`{name}`")
+
+
+class PlanCompiler:
+    """Compiles plans against base tables given by ``read_table(name) -> DataFrame``."""
+
+    def __init__(self, spark: SparkSession, read_table: Callable[[str], DataFrame]):
+        self.spark = spark
+        self._read_table = read_table
+        self._tables: dict[str, DataFrame] = {}
+        self._counter = 0
+
+    # ------------------------------------------------------------------ entry points
+
+    def evaluate(self, plan: O.Operator) -> DataFrame:
+        """A top-level query plan (rooted at ReturnBag) as a DataFrame of its elements.
+
+        Tuple elements become one column per field; other elements one column ``value``.
+        """
+        if not isinstance(plan, O.ReturnBag):
+            raise InternalError(f"a query plan must end in ReturnBag, not {plan.name}")
+        df = self.compile(plan.input, TOP)
+        el = plan.element
+        if isinstance(el, TupleExpr):
+            return df.select(*[self.term(t).alias(n) for n, t in el.fields])
+        out = df.select(self.term(el).alias("__element"))
+        if isinstance(out.schema["__element"].dataType, ST.StructType):
+            return out.select("__element.*")
+        return out.withColumnRenamed("__element", "value")
+
+    def compile(self, op: O.Operator, env: Env) -> DataFrame:
+        fn = _COMPILERS.get(type(op))
+        if fn is None:
+            raise InternalError(f"no Spark compilation for operator {op.name}")
+        return fn(self, op, env)
+
+    # ------------------------------------------------------------------ helpers
+
+    def table(self, name: str) -> DataFrame:
+        if name not in self._tables:
+            self._tables[name] = self._read_table(name)
+        return self._tables[name]
+
+    def fresh(self, prefix: str) -> str:
+        self._counter += 1
+        return f"__{prefix}{self._counter}"
+
+    def ground(self, env: Env) -> DataFrame:
+        if env.df is not None:
+            return env.df
+        return self.spark.range(1).select()
+
+    def keep(self, env: Env, df: DataFrame, *extra: Column | str) -> DataFrame:
+        return df.select(*[col(c) for c in env.cols], *extra)
+
+    # ------------------------------------------------------------------ terms
+
+    def term(self, t: Term) -> Column:
+        match t:
+            case Const(value=v):
+                return F.lit(v)
+            case Var(name=n):
+                return col(n)
+            case Field(base=b, name=n):
+                return self.term(b).getField(n)
+            case Index(base=b, index=i):
+                return F.get(self.term(b), self.term(i))
+            case Call(function=f, args=args):
+                return _call(self, f, args)
+            case Case(whens=whens, otherwise=o):
+                out = None
+                for c, r in whens:
+                    cond = self.term(c)
+                    out = F.when(cond, self.term(r)) if out is None else out.when(cond, self.term(r))
+                if o is not None:
+                    out = out.otherwise(self.term(o))
+                return out
+            case TupleExpr(fields=fs):
+                return F.struct(*[self.term(v).alias(n) for n, v in fs])
+            case BagExpr(items=items) | ArrayExpr(items=items):
+                return F.array(*[self.term(i) for i in items])
+            case TableRef(name=n):
+                raise InternalError(f"table {n} used as a value")
+        raise InternalError(f"no Spark compilation for term {t!r}")
+
+    # ------------------------------------------------------------------ nested plans
+
+    def nested_env(self, outer: DataFrame, plan: O.Operator) -> tuple[DataFrame, list[str], list[str], Env]:
+        """Correlation parameters of ``plan`` over the outer binding tuples.
+
+        Returns the outer frame extended with parameter columns, the parameter column
+        names, the free variables they stand for, and the Env of distinct parameters.
+        """
+        free = sorted(O.free_variables(plan) & set(outer.columns))
+        paths = _used_paths(plan, set(free))
+        params = [self.fresh("p") for _ in free]
+        keyed = outer.select("*", *[_pruned(col(v), outer.schema[v].dataType, paths.get(v)).alias(p)
+                                   for v, p in zip(free, params)])
+        envdf = keyed.select(*[col(p).alias(v) for v, p in zip(free, params)]).distinct()
+        return keyed, params, free, Env(envdf, tuple(free))
+
+    def join_back(self, keyed: DataFrame, params: list[str], free: list[str], res: DataFrame,
+                  how: str) -> DataFrame:
+        renamed = res.select(*[col(v).alias(p) for v, p in zip(free, params)],
+                             *[col(c) for c in res.columns if c not in free])
+        if params:
+            cond = _all([keyed[p].eqNullSafe(renamed[p]) for p in params])
+            joined = keyed.join(renamed, cond, how)
+            return joined.select(*[keyed[c] for c in keyed.columns if c not in params],
+                                 *[renamed[c] for c in renamed.columns if c not in params])
+        return keyed.crossJoin(renamed) if how == "inner" else keyed.join(renamed, F.lit(True), how)
+
+    # ------------------------------------------------------------------ binary operators
+
+    def join(self, op: O.Operator, env: Env, how: str) -> DataFrame:
+        left = self.compile(op.inputs()[0], env)
+        right = self.compile(op.inputs()[1], env)
+        cond = op.condition  # type: ignore[attr-defined]
+        renames = {e: self.fresh("r") for e in env.cols}
+        if renames:
+            right = right.select(*[col(c).alias(renames.get(c, c)) for c in right.columns])
+        parts: list[Column] = [left[e].eqNullSafe(right[r]) for e, r in renames.items()]
+        if cond != TRUE:
+            parts.append(self.term(cond))
+        if not parts:
+            if how == "inner":
+                return left.crossJoin(right)
+            parts = [F.lit(True)]
+        out = left.join(right, _all(parts), how)
+        if renames and how not in ("left_semi", "left_anti"):
+            out = out.drop(*renames.values())
+        return out
+
+
+def _all(parts: list[Column]) -> Column:
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
+
+
+def _used_paths(plan: O.Operator, free: set[str]) -> dict[str, set[tuple[str, ...]] | None]:
+    """For each free variable, the field paths the plan reads below it (None: the whole value)."""
+    paths: dict[str, set[tuple[str, ...]] | None] = {}
+
+    def visit(t: Term, parent_is_field: bool) -> None:
+        if isinstance(t, Field):
+            chain: list[str] = []
+            base: Term = t
+            while isinstance(base, Field):
+                chain.append(base.name)
+                base = base.base
+            if isinstance(base, Var) and base.name in free:
+                if paths.get(base.name, set()) is not None:
+                    paths.setdefault(base.name, set()).add(tuple(reversed(chain)))
+                return
+            visit(base, True)
+            return
+        if isinstance(t, Var) and t.name in free:
+            paths[t.name] = None
+            return
+        for c in t.children():
+            visit(c, False)
+
+    for op in O.walk(plan):
+        for t in op.terms():
+            visit(t, False)
+    return paths
+
+
+def _pruned(c: Column, dtype: ST.DataType, paths: set[tuple[str, ...]] | None) -> Column:
+    """Keep only the fields of struct column ``c`` that ``paths`` reach (all if None)."""
+    if paths is None or not isinstance(dtype, ST.StructType) or any(len(p) == 0 for p in paths):
+        return c
+    heads: dict[str, set[tuple[str, ...]]] = {}
+    for p in paths:
+        heads.setdefault(p[0], set()).add(p[1:])
+    fields = []
+    for f in dtype.fields:
+        if f.name in heads:
+            rest = heads[f.name]
+            sub = None if any(len(r) == 0 for r in rest) else rest
+            fields.append(_pruned(c.getField(f.name), f.dataType, sub).alias(f.name))
+    return F.struct(*fields)
+
+
+# ----------------------------------------------------------------------------- scalar functions
+
+
+def _call(pc: PlanCompiler, f: str, args: tuple[Term, ...]) -> Column:
+    a = [pc.term(x) for x in args]
+    match f:
+        case "add":
+            return a[0] + a[1]
+        case "sub":
+            return a[0] - a[1]
+        case "mul":
+            return a[0] * a[1]
+        case "div":
+            return F.try_divide(a[0], a[1])
+        case "mod":
+            return F.when(a[1] == 0, F.lit(None)).otherwise(a[0] % a[1])
+        case "neg":
+            return -a[0]
+        case "concat":
+            return F.concat(*a)
+        case "eq":
+            return a[0] == a[1]
+        case "ne":
+            return a[0] != a[1]
+        case "lt":
+            return a[0] < a[1]
+        case "le":
+            return a[0] <= a[1]
+        case "gt":
+            return a[0] > a[1]
+        case "ge":
+            return a[0] >= a[1]
+        case "and":
+            return _all(a)
+        case "or":
+            out = a[0]
+            for x in a[1:]:
+                out = out | x
+            return out
+        case "not":
+            return ~a[0]
+        case "is_null":
+            return a[0].isNull()
+        case "is_missing":
+            return F.lit(False)
+        case "like":
+            return F.like(a[0], a[1])
+        case "in":
+            return a[0].isin(*a[1:])
+        case "coalesce":
+            return F.coalesce(*a)
+        case "lower":
+            return F.lower(a[0])
+        case "upper":
+            return F.upper(a[0])
+        case "trim":
+            return F.trim(a[0])
+        case "length":
+            return F.length(a[0])
+        case "substr":
+            start = a[1] + F.lit(1)  # SQL++ positions are 0-based
+            return F.substr(a[0], start, a[2]) if len(a) == 3 else F.substr(a[0], start)
+        case "abs":
+            return F.abs(a[0])
+        case "round":
+            if len(args) == 2:
+                if not isinstance(args[1], Const) or not isinstance(args[1].value, int):
+                    raise InternalError("ROUND's scale must be an integer constant")
+                return F.round(a[0], args[1].value)
+            return F.round(a[0])
+        case "floor":
+            return F.floor(a[0])
+        case "ceil":
+            return F.ceil(a[0])
+        case "to_string":
+            return a[0].cast("string")
+        case "exists":
+            return F.coalesce(F.size(a[0]) > 0, F.lit(False))
+        case "contains":
+            return F.array_contains(a[0], a[1])
+        case "singleton":
+            return F.when(F.size(a[0]) > 1,
+                          F.raise_error(F.lit("a subquery used as a scalar returned more than one value"))
+                          ).otherwise(F.get(a[0], 0))
+    raise InternalError(f"no Spark compilation for function {f}")
+
+
+def _collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
+    """ARRAY_COUNT & co. over an array column: NULL elements are ignored, as SQL aggregates do."""
+    el = dtype.elementType if isinstance(dtype, ST.ArrayType) else None
+    if isinstance(el, ST.StructType) and len(el.fields) == 1 and fn != "array_count":
+        name = el.fields[0].name
+        c = F.transform(c, lambda x: x.getField(name))
+        el = el.fields[0].dataType
+    values = F.filter(c, lambda x: x.isNotNull())
+    n = F.size(values)
+    if fn == "array_count":
+        return F.when(c.isNull(), F.lit(None)).otherwise(n)
+    if fn == "array_min":
+        return F.array_min(values)
+    if fn == "array_max":
+        return F.array_max(values)
+    zero = F.lit(0).cast(el if isinstance(el, ST.NumericType) else ST.DoubleType())
+    total = F.aggregate(values, zero, lambda acc, x: acc + x)
+    if fn == "array_sum":
+        return F.when(n > 0, total)
+    if fn == "array_avg":
+        return F.when(n > 0, total.cast("double") / n)
+    raise InternalError(f"no Spark compilation for collection function {fn}")
+
+
+# ----------------------------------------------------------------------------- operators
+
+
+def _ground(pc: PlanCompiler, op: O.Ground, env: Env) -> DataFrame:
+    return pc.ground(env)
+
+
+def _scan(pc: PlanCompiler, op: O.ScanCollection, env: Env) -> DataFrame:
+    if isinstance(op.source, TableRef):
+        t = pc.table(op.source.name)
+        rows = t.select(F.struct(*[col(c) for c in t.columns]).alias(op.var))
+        if isinstance(op.input, O.Ground) and env.df is None:
+            return rows
+        return pc.compile(op.input, env).crossJoin(rows)
+    df = pc.compile(op.input, env)
+    src = pc.term(op.source)
+    if op.position:
+        pos = pc.fresh("pos")
+        out = df.select("*", F.posexplode(src).alias(pos, op.var))
+        return out.withColumn(op.position, col(pos) + F.lit(1)).drop(pos)
+    return df.select("*", F.explode(src).alias(op.var))
+
+
+def _nav(pc: PlanCompiler, op: O.NavTuple, env: Env) -> DataFrame:
+    df = pc.compile(op.input, env)
+    return df.select("*", pc.term(op.base).getField(op.field_name).alias(op.var))
+
+
+def _select(pc: PlanCompiler, op: O.Select, env: Env) -> DataFrame:
+    return pc.compile(op.input, env).filter(pc.term(op.condition))
+
+
+def _project(pc: PlanCompiler, op: O.Project, env: Env) -> DataFrame:
+    df = pc.compile(op.input, env)
+    return pc.keep(env, df, *[pc.term(t).alias(v) for v, t in op.outputs])
+
+
+def _assign(pc: PlanCompiler, op: O.Assign, env: Env) -> DataFrame:
+    return pc.compile(op.input, env).select("*", pc.term(op.term).alias(op.var))
+
+
+def _function(pc: PlanCompiler, op: O.FunctionCall, env: Env) -> DataFrame:
+    df = pc.compile(op.input, env)
+    arg = pc.term(op.args[0])
+    dtype = df.select(arg).schema.fields[0].dataType
+    return df.select("*", _collection_function(op.function, arg, dtype).alias(op.var))
+
+
+def _construct_tuple(pc: PlanCompiler, op: O.ConstructTuple, env: Env) -> DataFrame:
+    df = pc.compile(op.input, env)
+    return df.select("*", F.struct(*[pc.term(t).alias(n) for n, t in op.fields]).alias(op.var))
+
+
+def _construct_collection(pc: PlanCompiler, op: O.ConstructBag | O.ConstructArray, env: Env) -> DataFrame:
+    df = pc.compile(op.input, env)
+    return df.select("*", F.array(*[pc.term(t) for t in op.items]).alias(op.var))
+
+
+def _apply(pc: PlanCompiler, op: O.ApplyPlan, env: Env) -> DataFrame:
+    outer = pc.compile(op.input, env)
+    keyed, params, free, inner = pc.nested_env(outer, op.plan)
+    res = pc.compile(op.plan, inner)  # env columns + one column "__bag"
+    joined = pc.join_back(keyed, params, free, res.withColumnRenamed("__bag", op.var), "left")
+    el_type = res.schema["__bag"].dataType
+    return joined.withColumn(op.var, F.coalesce(col(op.var), F.array().cast(el_type)))
+
+
+def _correlate(pc: PlanCompiler, op: O.InnerCorrelate | O.LeftCorrelate, env: Env) -> DataFrame:
+    outer = pc.compile(op.input, env)
+    keyed, params, free, inner = pc.nested_env(outer, op.plan)
+    res = pc.compile(op.plan, inner)
+    how = "inner" if isinstance(op, O.InnerCorrelate) else "left"
+    return pc.join_back(keyed, params, free, res, how)
+
+
+def _return_bag(pc: PlanCompiler, op: O.ReturnBag, env: Env) -> DataFrame:
+    """A nested query's value: per environment, the bag of its elements (column ``__bag``)."""
+    df = pc.compile(op.input, env)
+    bag = F.collect_list(pc.term(op.element)).alias("__bag")
+    if not env.cols:
+        return df.agg(bag)
+    grouped = df.groupBy(*[col(c) for c in env.cols]).agg(bag)
+    return grouped
+
+
+def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
+    df = pc.compile(op.input, env)
+    keys = [pc.term(t).alias(k) for k, t in op.keys]
+    aggs = [_aggregate(pc, a).alias(v) for v, a in op.aggregates]
+    if op.group_var:
+        members = F.struct(*[col(v).alias(n) for n, v in op.group_fields])
+        aggs.append(F.collect_list(members).alias(op.group_var))
+    if not aggs:
+        aggs = [F.count(F.lit(1)).alias(pc.fresh("n"))]
+    grouped = df.groupBy(*[col(c) for c in env.cols], *keys).agg(*aggs)
+    if op.keys or not env.cols:
+        return pc.keep(env, grouped, *[col(v) for v in op.output_variables()])
+    # a global aggregate per environment: environments without members get one group too
+    envdf = pc.ground(env)
+    renames = {e: pc.fresh("e") for e in env.cols}
+    g2 = grouped.select(*[col(c).alias(renames.get(c, c)) for c in grouped.columns])
+    joined = envdf.join(g2, _all([envdf[e].eqNullSafe(g2[r]) for e, r in renames.items()]), "left")
+    outs = []
+    for v, a in op.aggregates:
+        c = col(v)
+        outs.append((F.coalesce(c, F.lit(0)) if a.function == "count" else c).alias(v))
+    if op.group_var:
+        gt = grouped.schema[op.group_var].dataType
+        outs.append(F.coalesce(col(op.group_var), F.array().cast(gt)).alias(op.group_var))
+    return joined.select(*[envdf[e] for e in env.cols], *outs)
+
+
+def _aggregate(pc: PlanCompiler, a: O.Aggregate) -> Column:
+    if a.arg is None:
+        return F.count(F.lit(1))
+    x = pc.term(a.arg)
+    match a.function, a.distinct:
+        case "count", False:
+            return F.count(x)
+        case "count", True:
+            return F.count_distinct(x)
+        case "sum", False:
+            return F.sum(x)
+        case "sum", True:
+            return F.sum_distinct(x)
+        case "avg", False:
+            return F.avg(x)
+        case "avg", True:
+            return F.try_divide(F.sum_distinct(x), F.count_distinct(x))
+        case "min", _:
+            return F.min(x)
+        case "max", _:
+            return F.max(x)
+    raise InternalError(f"no Spark compilation for aggregate {a}")
+
+
+def _distinct(pc: PlanCompiler, op: O.Distinct, env: Env) -> DataFrame:
+    return pc.compile(op.input, env).distinct()
+
+
+def _union(pc: PlanCompiler, op: O.UnionAll, env: Env) -> DataFrame:
+    left = pc.compile(op.left, env)
+    right = pc.compile(op.right, env)
+    return left.unionByName(right)
+
+
+_COMPILERS: dict[type, Callable[[PlanCompiler, O.Operator, Env], DataFrame]] = {
+    O.Ground: _ground,
+    O.ScanCollection: _scan,
+    O.NavTuple: _nav,
+    O.Select: _select,
+    O.Project: _project,
+    O.Assign: _assign,
+    O.FunctionCall: _function,
+    O.ConstructTuple: _construct_tuple,
+    O.ConstructBag: _construct_collection,
+    O.ConstructArray: _construct_collection,
+    O.ApplyPlan: _apply,
+    O.InnerCorrelate: _correlate,
+    O.LeftCorrelate: _correlate,
+    O.InnerJoin: lambda pc, op, env: pc.join(op, env, "inner"),
+    O.LeftJoin: lambda pc, op, env: pc.join(op, env, "left"),
+    O.SemiJoin: lambda pc, op, env: pc.join(op, env, "left_semi"),
+    O.AntiJoin: lambda pc, op, env: pc.join(op, env, "left_anti"),
+    O.UnionAll: _union,
+    O.GroupBy: _group_by,
+    O.Distinct: _distinct,
+    O.ReturnBag: _return_bag,
+}
+
+_missing = set(O.OPERATORS) - set(_COMPILERS)
+if _missing:  # every operator of the algebra must compile
+    raise ImportError(f"operators without Spark compilation: {sorted(c.__name__ for c in _missing)}")
