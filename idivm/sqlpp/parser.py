@@ -120,8 +120,7 @@ def _check_terminated(tok: Token) -> None:
         raise SqlppSyntaxError("unterminated comment: '/*' has no closing '*/'", _token_span(tok))
 
 
-@functools.cache
-def _lark() -> Lark:
+def _build_lark(debug: bool = False) -> Lark:
     for path in _GRAMMAR_CANDIDATES:
         if path.exists():
             return Lark(
@@ -132,30 +131,32 @@ def _lark() -> Lark:
                 propagate_positions=True,
                 maybe_placeholders=False,
                 postlex=_Keywords(),
+                debug=debug,
             )
     raise FileNotFoundError("SQL++ grammar not found; looked in " + ", ".join(map(str, _GRAMMAR_CANDIDATES)))
 
 
+@functools.cache
+def _lark() -> Lark:
+    return _build_lark()
+
+
 def grammar_conflicts() -> list[str]:
-    """Shift/reduce conflicts that lark resolves silently (should be none)."""
+    """Shift/reduce conflicts in the grammar, which lark would resolve silently as
+    shifts.  The grammar is meant to have none."""
     records: list[str] = []
 
     class _Collect(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            msg = record.getMessage()
-            if "conflict" in msg.lower():
-                records.append(msg)
+            if "conflict" in record.getMessage().lower():
+                records.append(record.getMessage())
 
     lark_logger = logging.getLogger("lark")
     handler, old_level = _Collect(), lark_logger.level
     lark_logger.addHandler(handler)
     lark_logger.setLevel(logging.DEBUG)
     try:
-        for path in _GRAMMAR_CANDIDATES:
-            if path.exists():
-                Lark(path.read_text(encoding="utf-8"), parser="lalr", lexer="basic",
-                     start=["start_view", "start_query"], postlex=_Keywords(), debug=True)
-                break
+        _build_lark(debug=True)
     finally:
         lark_logger.removeHandler(handler)
         lark_logger.setLevel(old_level)
@@ -182,6 +183,12 @@ _ORDER = [
     "LPAR",  # after a name: the start of a function call, rarely what was meant
 ]
 _MAX_EXPECTED = 7
+# Keywords that end or join clauses: when one is unexpected, the user rarely
+# meant a name, so the "reserved word" hint is left out.
+_STRUCTURAL = frozenset({
+    "SELECT", "FROM", "WHERE", "GROUP", "BY", "HAVING", "LET", "UNION", "INTERSECT", "EXCEPT",
+    "JOIN", "ON", "AND", "OR", "THEN", "ELSE",
+})
 
 _NOT_IN_VIEWS = {
     "ORDER": ("ORDER BY", "order when reading it"),
@@ -217,7 +224,7 @@ def _syntax_error(e: UnexpectedInput, text: str, start: str, context: str) -> Sq
             f"{found}: {tok.value.upper()} JOIN is not supported; use [INNER] JOIN or LEFT [OUTER] JOIN", span)
     wanted = _describe_expected(expected)
     message = f"{found}; expected {wanted}" if wanted else found
-    if tok.type in KEYWORDS and "NAME" in expected:
+    if tok.type in KEYWORDS and tok.type not in _STRUCTURAL and "NAME" in expected:
         message += f" ({tok.value.upper()} is a reserved word; write `{tok.value}` to use it as a name)"
     return SqlppSyntaxError(message, span)
 
