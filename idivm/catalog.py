@@ -1,0 +1,275 @@
+"""The warehouse directory and its catalog.
+
+Layout of a warehouse directory ``<wh>``::
+
+    <wh>/catalog.json        the catalog: base tables, views (indented JSON)
+    <wh>/tables/<name>/      one Delta table per base table
+    <wh>/views/<name>/       one Delta table per view
+
+``catalog.json`` is rewritten atomically (temporary file in the same
+directory, fsync, ``os.replace``), so a reader sees the old catalog or the
+new one, never a mix.  Entry paths are relative to the warehouse, so a
+warehouse can be moved or copied as a whole.
+
+Tables and views share one namespace: a view may not take a table's name.
+Names are identifiers (letters, digits, ``_``; not starting with a digit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from idivm.errors import CatalogError
+from idivm.types import TupleType, from_json
+
+CATALOG_FILE = "catalog.json"
+TABLES_DIR = "tables"
+VIEWS_DIR = "views"
+FORMAT_VERSION = 1
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Return ``name`` if it is an identifier, else raise :class:`CatalogError`."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise CatalogError(f"invalid {what} {name!r}: use letters, digits and '_', not starting with a digit")
+    return name
+
+
+def now_utc() -> str:
+    """The current time as an ISO-8601 UTC timestamp with seconds, e.g. ``2026-11-22T04:40:00Z``."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class TableEntry:
+    """A base table: its primary key, schema and Delta table directory (relative to the warehouse)."""
+
+    name: str
+    key: list[str]
+    schema: TupleType
+    path: str
+    created: str = field(default_factory=now_utc)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "key": list(self.key), "schema": self.schema.to_json(),
+                "path": self.path, "created": self.created}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "TableEntry":
+        return cls(name=obj["name"], key=list(obj["key"]), schema=_tuple_type(obj["schema"]),
+                   path=obj["path"], created=obj.get("created", ""))
+
+
+@dataclass(slots=True)
+class ViewEntry:
+    """A view: its SQL++ text, schema (user-visible), Delta table directory, and ``extra``:
+    an open JSON object for what later stages store (plans, Δ-scripts, watermarks, ...)."""
+
+    name: str
+    text: str
+    schema: TupleType
+    path: str
+    created: str = field(default_factory=now_utc)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "text": self.text, "schema": self.schema.to_json(),
+                "path": self.path, "created": self.created, "extra": self.extra}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "ViewEntry":
+        return cls(name=obj["name"], text=obj["text"], schema=_tuple_type(obj["schema"]),
+                   path=obj["path"], created=obj.get("created", ""), extra=dict(obj.get("extra") or {}))
+
+
+def _tuple_type(obj: Any) -> TupleType:
+    t = from_json(obj)
+    if not isinstance(t, TupleType):
+        raise ValueError(f"a schema must be a tuple type, got {t}")
+    return t
+
+
+class Catalog:
+    """The catalog of one warehouse directory.
+
+    ``Catalog.load(root)`` reads ``<root>/catalog.json`` (an empty catalog if
+    the file does not exist yet; nothing is created until :meth:`save`).
+    Changes are made in memory (``add_*``, ``update_*``, ``drop_*``) and
+    written by :meth:`save`.  Lookups of unknown names raise
+    :class:`CatalogError` naming the known ones.
+    """
+
+    def __init__(self, root: str | os.PathLike, tables: dict[str, TableEntry] | None = None,
+                 views: dict[str, ViewEntry] | None = None):
+        self.root = Path(root)
+        self.tables: dict[str, TableEntry] = dict(tables or {})
+        self.views: dict[str, ViewEntry] = dict(views or {})
+
+    # --- files -----------------------------------------------------------------------------------
+
+    @property
+    def file(self) -> Path:
+        return self.root / CATALOG_FILE
+
+    @classmethod
+    def load(cls, root: str | os.PathLike) -> "Catalog":
+        root = Path(root)
+        file = root / CATALOG_FILE
+        if root.exists() and not root.is_dir():
+            raise CatalogError(f"warehouse {root} is not a directory")
+        try:
+            text = file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return cls(root)
+        except OSError as e:
+            raise CatalogError(f"cannot read {file}: {e.strerror or e}") from e
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CatalogError(f"{file}:{e.lineno}: corrupt catalog: {e.msg}") from e
+        return cls.from_json(root, obj, file)
+
+    @classmethod
+    def from_json(cls, root: str | os.PathLike, obj: Any, file: Any = CATALOG_FILE) -> "Catalog":
+        if not isinstance(obj, dict) or not isinstance(obj.get("tables", {}), dict):
+            raise CatalogError(f"{file}: corrupt catalog: expected an object with 'tables' and 'views'")
+        version = obj.get("format", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise CatalogError(f"{file}: catalog format {version} is not supported (expected {FORMAT_VERSION})")
+        try:
+            tables = {n: TableEntry.from_json(e) for n, e in obj.get("tables", {}).items()}
+            views = {n: ViewEntry.from_json(e) for n, e in obj.get("views", {}).items()}
+        except (KeyError, TypeError, ValueError) as e:
+            raise CatalogError(f"{file}: corrupt catalog entry: {e}") from e
+        return cls(root, tables, views)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT_VERSION,
+                "tables": {n: e.to_json() for n, e in self.tables.items()},
+                "views": {n: e.to_json() for n, e in self.views.items()}}
+
+    def save(self) -> None:
+        """Write ``catalog.json`` atomically (creating the warehouse directory if needed)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = dumps(self.to_json()) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{CATALOG_FILE}.", suffix=".tmp", dir=self.root)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.file)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.root)
+
+    # --- names and paths -------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        """All table and view names."""
+        return [*self.tables, *self.views]
+
+    def has(self, name: str) -> bool:
+        return name in self.tables or name in self.views
+
+    def path_of(self, entry: TableEntry | ViewEntry) -> Path:
+        """The absolute directory of an entry's Delta table."""
+        return self.root / entry.path
+
+    def new_table_path(self, name: str) -> str:
+        return f"{TABLES_DIR}/{check_name(name, 'table name')}"
+
+    def new_view_path(self, name: str) -> str:
+        return f"{VIEWS_DIR}/{check_name(name, 'view name')}"
+
+    # --- lookups ---------------------------------------------------------------------------------
+
+    def table(self, name: str) -> TableEntry:
+        try:
+            return self.tables[name]
+        except KeyError:
+            hint = " (it is a view)" if name in self.views else ""
+            raise CatalogError(f"unknown table {name!r}{hint}; {_known('tables', self.tables)}") from None
+
+    def view(self, name: str) -> ViewEntry:
+        try:
+            return self.views[name]
+        except KeyError:
+            hint = " (it is a table)" if name in self.tables else ""
+            raise CatalogError(f"unknown view {name!r}{hint}; {_known('views', self.views)}") from None
+
+    # --- changes ---------------------------------------------------------------------------------
+
+    def add_table(self, entry: TableEntry) -> None:
+        self.check_new_name(entry.name, "table")
+        if not entry.key:
+            raise CatalogError(f"table {entry.name!r} needs a key")
+        self.tables[entry.name] = entry
+
+    def add_view(self, entry: ViewEntry) -> None:
+        self.check_new_name(entry.name, "view")
+        self.views[entry.name] = entry
+
+    def update_table(self, entry: TableEntry) -> None:
+        self.table(entry.name)
+        self.tables[entry.name] = entry
+
+    def update_view(self, entry: ViewEntry) -> None:
+        self.view(entry.name)
+        self.views[entry.name] = entry
+
+    def drop_table(self, name: str) -> TableEntry:
+        self.table(name)
+        return self.tables.pop(name)
+
+    def drop_view(self, name: str) -> ViewEntry:
+        self.view(name)
+        return self.views.pop(name)
+
+    def check_new_name(self, name: str, what: str = "table") -> None:
+        """Raise :class:`CatalogError` unless ``name`` is an identifier that no table or view has."""
+        check_name(name, f"{what} name")
+        if name in self.tables:
+            raise CatalogError(f"a table named {name!r} already exists")
+        if name in self.views:
+            raise CatalogError(f"a view named {name!r} already exists")
+
+
+def dumps(value: Any, indent: int = 0, width: int = 100) -> str:
+    """Indented JSON that keeps a value on one line when it fits in ``width`` columns."""
+    flat = json.dumps(value, ensure_ascii=False)
+    if len(flat) + indent <= width or not isinstance(value, (dict, list)) or not value:
+        return flat
+    pad = " " * (indent + 2)
+    if isinstance(value, dict):
+        items = [f"{pad}{json.dumps(k, ensure_ascii=False)}: {dumps(v, indent + 2, width)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    items = [pad + dumps(v, indent + 2, width) for v in value]
+    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+
+
+def _known(what: str, entries: dict[str, Any]) -> str:
+    return f"known {what}: {', '.join(sorted(entries))}" if entries else f"there are no {what}"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

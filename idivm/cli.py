@@ -1,0 +1,143 @@
+"""The ``idivm`` command.
+
+    idivm [--warehouse DIR] [--spark-master URL] [--debug] COMMAND ...
+
+Exit codes: 0 success; 1 an idivm error (printed as ``error: <message>``, plus
+the source excerpt when the error has one) or an internal error (``internal
+error: ...``; ``--debug`` adds the traceback); 2 a usage error (click's).
+
+Each command is a function in this file, registered on :data:`cli` or one of
+its groups; commands reach the warehouse through :func:`open_warehouse`,
+which creates it once per invocation (Spark starts only if the command
+needs it).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from idivm import __version__
+from idivm.errors import IdivmError
+from idivm.warehouse import DEFAULT_WAREHOUSE, FORMATS, WAREHOUSE_ENV, Warehouse
+
+
+@dataclass
+class CliState:
+    """Global options of one invocation, and the warehouse once it is open."""
+
+    warehouse_path: str = DEFAULT_WAREHOUSE
+    spark_master: str | None = None
+    debug: bool = False
+    warehouse: Warehouse | None = field(default=None, repr=False)
+
+
+def open_warehouse(ctx: click.Context) -> Warehouse:
+    """The invocation's Warehouse (opened on first use)."""
+    state = ctx.find_object(CliState)
+    if state.warehouse is None:
+        state.warehouse = Warehouse(state.warehouse_path, spark_master=state.spark_master)
+    return state.warehouse
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--warehouse", "warehouse_path", metavar="DIR", envvar=WAREHOUSE_ENV, default=DEFAULT_WAREHOUSE,
+              show_default=True, help=f"Warehouse directory (or ${WAREHOUSE_ENV}).")
+@click.option("--spark-master", metavar="URL", envvar="IDIVM_SPARK_MASTER", default=None,
+              help="Spark master URL (or $IDIVM_SPARK_MASTER); default local[*].")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.version_option(__version__, prog_name="idivm")
+@click.pass_context
+def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, debug: bool) -> None:
+    """Incrementally maintained SQL++ views on Spark and Delta Lake."""
+    state = ctx.ensure_object(CliState)
+    state.warehouse_path = warehouse_path
+    state.spark_master = spark_master
+    state.debug = debug
+
+
+# --- table ---------------------------------------------------------------------------------------
+
+@cli.group()
+def table() -> None:
+    """Create and list base tables."""
+
+
+@table.command("create")
+@click.argument("name")
+@click.option("--key", required=True, metavar="COL[,COL]", help="Primary key column(s), comma-separated.")
+@click.option("--from", "source", required=True, metavar="FILE", help="File (or Parquet directory) to load.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="File format; default: from the file extension.")
+@click.pass_context
+def table_create(ctx: click.Context, name: str, key: str, source: str, fmt: str | None) -> None:
+    """Create base table NAME from FILE."""
+    info = open_warehouse(ctx).create_table(name, key, source, format=fmt)
+    rows = f"{info.rows} row{'' if info.rows == 1 else 's'}"
+    click.echo(f"created table {info.name} (key {', '.join(info.key)}): {rows}, version {info.version}")
+
+
+@table.command("list")
+@click.pass_context
+def table_list(ctx: click.Context) -> None:
+    """List base tables: name, key, rows, version."""
+    infos = open_warehouse(ctx).tables()
+    if not infos:
+        click.echo("no tables")
+        return
+    click.echo(format_table(["name", "key", "rows", "version"],
+                            [[i.name, ",".join(i.key), i.rows, i.version] for i in infos],
+                            right={"rows", "version"}))
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: set[str] = frozenset()) -> str:
+    """Columns aligned with two spaces between them; columns named in ``right`` are right-aligned."""
+    cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = []
+    for r in cells:
+        parts = [c.rjust(w) if h in right else c.ljust(w) for c, w, h in zip(r, widths, header)]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (the console script exits with it)."""
+    state = CliState()
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = cli.main(args=args, prog_name="idivm", standalone_mode=False, obj=state)
+        return result if isinstance(result, int) and not isinstance(result, bool) else 0
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except IdivmError as e:
+        if state.debug:
+            traceback.print_exc()
+        click.echo(f"error: {e.one_line()}", err=True)
+        excerpt = e.excerpt()
+        if excerpt:
+            click.echo(excerpt, err=True)
+        return 1
+    except Exception as e:  # our bug, or a library failure we do not translate yet
+        if state.debug:
+            traceback.print_exc()
+        text = str(e).strip().splitlines()
+        detail = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+        hint = "" if state.debug else " (run with --debug for the traceback)"
+        click.echo(f"internal error: {detail}{hint}", err=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

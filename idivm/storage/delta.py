@@ -1,0 +1,403 @@
+"""Delta Lake tables through delta-rs (the ``deltalake`` package; no delta-spark).
+
+Every table idivm creates has ``delta.enableChangeDataFeed=true``, so the
+changes between two versions can be read back (:func:`read_changes`).
+
+Reading into Spark goes by the list of a version's active Parquet files and
+the table's own schema (``DeltaTable(path, version=v).file_uris()`` →
+``spark.read.schema(...).parquet(*uris)``), so Spark needs no Delta jars.
+Writing from Spark goes through a Parquet staging directory whose files are
+streamed as Arrow batches into delta-rs (:func:`write_spark`); nothing is
+collected into the driver.
+
+Commit metadata (``commit_metadata=``) is a flat ``dict`` of JSON values that
+lands in the commit's ``commitInfo`` and comes back from :func:`history`;
+keys should be prefixed (``"idivm.watermark"``) so they do not collide with
+Delta's own commitInfo fields, and keys that do collide are rejected.
+
+Paths are local directories (``str`` or ``Path``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from idivm.errors import CatalogError, DataError
+from idivm.storage import schema as schemas
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+
+TABLE_CONFIGURATION = {"delta.enableChangeDataFeed": "true"}
+
+#: Columns that :func:`read_changes` adds to the table's own columns.
+CHANGE_COLUMNS = pa.schema([
+    pa.field("_change_type", pa.string()),       # insert | update_preimage | update_postimage | delete
+    pa.field("_commit_version", pa.int64()),
+    pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")),
+])
+
+_RESERVED_COMMIT_KEYS = frozenset({
+    "timestamp", "operation", "operationParameters", "operationMetrics", "readVersion", "version",
+    "isolationLevel", "isBlindAppend", "engineInfo", "clientVersion", "userMetadata", "userId",
+    "userName", "job", "notebook", "clusterId", "txnId", "inCommitTimestamp",
+})
+
+PathLike = str | os.PathLike
+
+
+# --- opening -------------------------------------------------------------------------------------
+
+def exists(path: PathLike) -> bool:
+    """Whether ``path`` holds a Delta table."""
+    from deltalake import DeltaTable
+
+    return Path(path).is_dir() and DeltaTable.is_deltatable(str(path))
+
+
+def open_table(path: PathLike, version: int | None = None) -> "DeltaTable":
+    """The ``DeltaTable`` at ``path`` (at ``version``, default latest).
+
+    Raises :class:`CatalogError` if there is no table there or no such version.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    if not exists(path):
+        raise CatalogError(f"no Delta table at {path}")
+    try:
+        return DeltaTable(str(path), version=version)
+    except TableNotFoundError as e:
+        raise CatalogError(f"no Delta table at {path}") from e
+    except DeltaError as e:
+        if version is not None:
+            latest = DeltaTable(str(path)).version()
+            raise CatalogError(f"{path} has no version {version} (versions 0..{latest}, "
+                               "unless older ones were vacuumed)") from e
+        raise
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+def create_table(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
+                 schema: pa.Schema | None = None,
+                 commit_metadata: Mapping[str, Any] | None = None) -> int:
+    """Create a Delta table at ``path`` holding ``data``; return its version (0).
+
+    ``data`` is a pyarrow Table or RecordBatchReader (streamed, never fully
+    materialized).  It is conformed to ``schema`` if given, else to
+    :func:`idivm.storage.schema.delta_schema` of its own schema.  The table gets
+    ``delta.enableChangeDataFeed=true``.  Fails if a table exists at ``path``.
+    """
+    from deltalake import write_deltalake
+
+    target = schemas.delta_schema(schema if schema is not None else data.schema)
+    write_deltalake(str(path), schemas.conform(data, target), mode="error",
+                    configuration=TABLE_CONFIGURATION,
+                    commit_properties=_commit_properties(commit_metadata))
+    return version(path)
+
+
+def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
+                mode: Literal["error", "append", "overwrite"] = "append",
+                commit_metadata: Mapping[str, Any] | None = None) -> int:
+    """Write Arrow data to a table (creating it with the change data feed on if
+    needed); ``overwrite`` may also replace the schema.  Returns the new version."""
+    from deltalake import write_deltalake
+
+    _check_mode(mode, ("error", "append", "overwrite"))
+    if mode == "append" and exists(path):
+        target = schemas.delta_schema(schemas.as_arrow_schema(open_table(path).schema().to_arrow()))
+    else:
+        target = schemas.delta_schema(data.schema)
+    write_deltalake(str(path), schemas.conform(data, target), mode=mode,
+                    configuration=TABLE_CONFIGURATION,
+                    schema_mode="overwrite" if mode == "overwrite" else None,
+                    commit_properties=_commit_properties(commit_metadata))
+    return version(path)
+
+
+def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite"] = "error",
+                commit_metadata: Mapping[str, Any] | None = None) -> int:
+    """Write a Spark DataFrame to the Delta table at ``path``; return the new version.
+
+    ``mode="error"`` creates the table (failing if one exists);
+    ``mode="overwrite"`` replaces its contents (and schema) in one commit, or
+    creates it.  Spark writes Parquet into a staging directory next to the
+    table (``<parent>/.<name>.staging-<id>``); its files are then streamed as
+    Arrow batches into delta-rs, so the data never passes through the driver's
+    memory as a whole.  The staging directory is removed afterwards, also on
+    failure.  Every column becomes nullable.  With a cluster master, the
+    staging directory must be on storage that the executors and the driver share.
+    """
+    import pyarrow.dataset as ds
+    from deltalake import write_deltalake
+
+    _check_mode(mode, ("error", "overwrite"))
+    target = Path(path)
+    if mode == "error" and exists(target):
+        raise CatalogError(f"a Delta table already exists at {target}")
+    df = _without_void_columns(df)
+    arrow = schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
+    staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        df.write.mode("error").parquet(str(staging))
+        files = sorted(str(p) for p in staging.glob("*.parquet"))
+        if files:
+            reader = schemas.conform(ds.dataset(files, format="parquet").scanner().to_reader(), arrow)
+        else:
+            reader = pa.RecordBatchReader.from_batches(arrow, iter(()))
+        write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
+                        schema_mode="overwrite" if mode == "overwrite" else None,
+                        commit_properties=_commit_properties(commit_metadata))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return version(target)
+
+
+def _without_void_columns(df: "DataFrame") -> "DataFrame":
+    """Cast top-level NULL-typed columns (e.g. ``lit(None)``) to string: Parquet cannot hold them."""
+    from pyspark.sql.types import NullType
+
+    void = [f.name for f in df.schema.fields if isinstance(f.dataType, NullType)]
+    if not void:
+        return df
+    return df.withColumns({name: df[name].cast("string") for name in void})
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedUpdate:
+    """``WHEN MATCHED [AND predicate] THEN UPDATE SET col = expr, ...``; ``set=None`` updates all columns."""
+
+    set: Mapping[str, str] | None = None
+    predicate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedDelete:
+    """``WHEN MATCHED [AND predicate] THEN DELETE``."""
+
+    predicate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotMatchedInsert:
+    """``WHEN NOT MATCHED [AND predicate] THEN INSERT``; ``values=None`` inserts all columns."""
+
+    values: Mapping[str, str] | None = None
+    predicate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotMatchedBySourceDelete:
+    """``WHEN NOT MATCHED BY SOURCE [AND predicate] THEN DELETE``."""
+
+    predicate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NotMatchedBySourceUpdate:
+    """``WHEN NOT MATCHED BY SOURCE [AND predicate] THEN UPDATE SET col = expr, ...``."""
+
+    set: Mapping[str, str] = field(default_factory=dict)
+    predicate: str | None = None
+
+
+MergeClause = MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySourceDelete | NotMatchedBySourceUpdate
+
+
+def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Sequence[MergeClause], *,
+                source_alias: str = "s", target_alias: str = "t",
+                commit_metadata: Mapping[str, Any] | None = None,
+                streamed_exec: bool = False) -> dict[str, Any]:
+    """MERGE ``source`` into the table at ``path`` in one commit; return delta-rs's metrics.
+
+    ``predicate`` and the clause predicates/expressions are delta-rs SQL over
+    ``source_alias``/``target_alias`` columns.  ``clauses`` apply in order
+    (the first clause whose predicate holds wins), e.g.::
+
+        merge_arrow(p, batch, "t.id = s.id",
+                    [MatchedDelete("s._op = 'delete'"), MatchedUpdate(), NotMatchedInsert("s._op <> 'delete'")])
+
+    Source rows are conformed to the table's schema by column name (extra
+    source columns stay usable in predicates).  Metrics include
+    ``num_target_rows_inserted/updated/deleted/copied`` and
+    ``num_target_files_added/removed``, plus ``version``: the table version
+    after the merge.  A merge that changes no file makes no commit, unless
+    ``commit_metadata`` is given: then an empty commit carries it, so the
+    metadata always lands.  The source is
+    held in memory (``streamed_exec=False``) so delta-rs can prune target files
+    by the source's key ranges; pass ``streamed_exec=True`` for very large sources.
+    """
+    if not clauses:
+        raise ValueError("merge_arrow needs at least one clause")
+    dt = open_table(path)
+    merger = dt.merge(_conform_source(dt, source), predicate, source_alias=source_alias,
+                      target_alias=target_alias, streamed_exec=streamed_exec,
+                      commit_properties=_commit_properties(commit_metadata))
+    for clause in clauses:
+        match clause:
+            case MatchedUpdate(set=None, predicate=p):
+                merger = merger.when_matched_update_all(predicate=p)
+            case MatchedUpdate(set=updates, predicate=p):
+                merger = merger.when_matched_update(dict(updates), predicate=p)
+            case MatchedDelete(predicate=p):
+                merger = merger.when_matched_delete(predicate=p)
+            case NotMatchedInsert(values=None, predicate=p):
+                merger = merger.when_not_matched_insert_all(predicate=p)
+            case NotMatchedInsert(values=values, predicate=p):
+                merger = merger.when_not_matched_insert(dict(values), predicate=p)
+            case NotMatchedBySourceDelete(predicate=p):
+                merger = merger.when_not_matched_by_source_delete(predicate=p)
+            case NotMatchedBySourceUpdate(set=updates, predicate=p):
+                merger = merger.when_not_matched_by_source_update(dict(updates), predicate=p)
+            case _:
+                raise TypeError(f"not a merge clause: {clause!r}")
+    metrics = dict(merger.execute())
+    if commit_metadata and not (metrics.get("num_target_files_added") or metrics.get("num_target_files_removed")):
+        # delta-rs does not commit a merge that changes no file; commit an empty append so the
+        # metadata (e.g. a watermark) still lands.
+        from deltalake import write_deltalake
+
+        empty = schemas.as_arrow_schema(dt.schema().to_arrow()).empty_table()
+        write_deltalake(dt, empty, mode="append", commit_properties=_commit_properties(commit_metadata))
+    metrics["version"] = dt.version()
+    return metrics
+
+
+def _conform_source(dt: "DeltaTable", source: pa.Table) -> pa.Table:
+    """Cast the source's table columns to the table's types; keep extra columns as they are."""
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    columns, fields = [], []
+    for f in source.schema:
+        col = source.column(f.name)
+        target = table_schema.field(f.name).type if f.name in table_schema.names else schemas.delta_schema(
+            pa.schema([f])).field(0).type
+        if col.type != target:
+            try:
+                col = col.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise DataError(f"merge source column '{f.name}' ({f.type}) does not fit the table's "
+                                f"type {target}: {str(e).splitlines()[0]}") from e
+        columns.append(col)
+        fields.append(pa.field(f.name, target, True))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of a table version as a pyarrow Table (with the table's schema)."""
+    dt = open_table(path, version)
+    return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
+
+
+def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None) -> "DataFrame":
+    """A Spark DataFrame over one version of a table (default: the latest).
+
+    Reads exactly that version's active Parquet files with the Spark schema
+    converted from the table's Arrow schema; an empty version gives an empty
+    DataFrame with that schema.  Tables that need a Delta-aware reader
+    (partitioned, column mapping, deletion vectors) raise :class:`DataError`
+    instead of being read wrongly.
+    """
+    dt = open_table(path, version)
+    _check_readable_as_parquet(dt, path)
+    struct = schemas.spark_schema(dt.schema().to_arrow())
+    uris = dt.file_uris()
+    if not uris:
+        return spark.createDataFrame([], struct)
+    return spark.read.schema(struct).parquet(*uris)
+
+
+def _check_readable_as_parquet(dt: "DeltaTable", path: PathLike) -> None:
+    meta = dt.metadata()
+    if meta.partition_columns:
+        raise DataError(f"{path}: partitioned Delta tables cannot be read by Spark without delta-spark "
+                        f"(partition columns: {', '.join(meta.partition_columns)})")
+    if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
+        raise DataError(f"{path}: Delta tables with column mapping cannot be read by Spark without delta-spark")
+    if "deletionVectors" in (dt.protocol().reader_features or ()):
+        raise DataError(f"{path}: Delta tables with deletion vectors cannot be read by Spark without delta-spark")
+
+
+def schema(path: PathLike, version: int | None = None) -> pa.Schema:
+    """The Arrow schema of a table version."""
+    return schemas.as_arrow_schema(open_table(path, version).schema().to_arrow())
+
+
+def version(path: PathLike) -> int:
+    """The latest version of a table."""
+    return open_table(path).version()
+
+
+def row_count(path: PathLike, version: int | None = None) -> int:
+    """Rows in a table version: from the add actions' statistics when every
+    file has them, otherwise by counting rows of the files."""
+    dt = open_table(path, version)
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    if "num_records" in actions.column_names:
+        counts = actions.column("num_records")
+        if counts.null_count == 0:
+            return int(pc.sum(counts).as_py() or 0)
+    return dt.to_pyarrow_dataset().count_rows()
+
+
+def history(path: PathLike, limit: int | None = None) -> list[dict[str, Any]]:
+    """Commits of a table, newest first: dicts with ``version``, ``timestamp``
+    (ms since the epoch), ``operation``, ``operationMetrics``, ... and the
+    keys of the commit's custom metadata."""
+    return open_table(path).history(limit)
+
+
+def read_changes(path: PathLike, start_version: int, end_version: int | None = None) -> pa.Table:
+    """The change data feed of versions ``start_version..end_version`` (inclusive;
+    default: up to the latest) as a pyarrow Table.
+
+    Columns: the table's columns plus :data:`CHANGE_COLUMNS` (``_change_type``
+    is ``insert``, ``delete``, ``update_preimage`` or ``update_postimage``).
+    An empty range (``start_version`` past the end) gives an empty table.
+    """
+    dt = open_table(path)
+    latest = dt.version()
+    end = latest if end_version is None else min(end_version, latest)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    target = pa.schema(list(table_schema) + list(CHANGE_COLUMNS))
+    if start_version < 0:
+        raise ValueError(f"start_version must be >= 0, got {start_version}")
+    if start_version > end:
+        return target.empty_table()
+    reader = pa.RecordBatchReader.from_stream(dt.load_cdf(starting_version=start_version, ending_version=end))
+    changes = reader.read_all()
+    columns = [changes.column(f.name).cast(f.type) if f.name in changes.column_names
+               else pa.nulls(changes.num_rows, f.type) for f in target]
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _check_mode(mode: str, allowed: tuple[str, ...]) -> None:
+    if mode not in allowed:
+        raise ValueError(f"mode must be one of {', '.join(allowed)}, got {mode!r}")
+
+
+def _commit_properties(commit_metadata: Mapping[str, Any] | None):
+    from deltalake import CommitProperties
+
+    if not commit_metadata:
+        return None
+    clash = sorted(set(commit_metadata) & _RESERVED_COMMIT_KEYS)
+    if clash:
+        raise ValueError(f"commit metadata keys collide with Delta commitInfo fields: {', '.join(clash)}")
+    return CommitProperties(custom_metadata=dict(commit_metadata))

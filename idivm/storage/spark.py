@@ -1,0 +1,92 @@
+"""The one place that creates a SparkSession.
+
+Everything else receives a session (``Warehouse.spark``, test fixtures) and
+never builds its own.  The embedded default is ``local[*]``; a cluster is
+chosen with the ``master`` argument or ``IDIVM_SPARK_MASTER``.  Sessions are
+quiet (driver logs at ERROR, no progress bars, no UI), use UTC, write
+microsecond timestamps (the only precision Delta Lake stores) and exchange
+data with Python through Arrow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from idivm.errors import SetupError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+MASTER_ENV = "IDIVM_SPARK_MASTER"
+SHUFFLE_PARTITIONS = 4
+
+JAVA_MISSING = ("no Java runtime found: install Java 17 or 21 "
+                "(e.g. 'apt-get install openjdk-17-jre-headless') or set JAVA_HOME")
+
+_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+SESSION_CONFIG: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def check_java() -> str:
+    """Return the path of the ``java`` executable Spark will launch.
+
+    Spark's launcher uses ``$JAVA_HOME/bin/java`` when ``JAVA_HOME`` is set and
+    ``java`` on ``PATH`` otherwise; this checks the same places.  Raises
+    :class:`SetupError` (one line, saying how to install Java) when there is none.
+    """
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        java = Path(java_home, "bin", "java")
+        if java.is_file() and os.access(java, os.X_OK):
+            return str(java)
+        raise SetupError(f"JAVA_HOME={java_home} has no bin/java: point JAVA_HOME at a Java 17 or 21 "
+                         "runtime, or unset it to use 'java' from PATH")
+    java = shutil.which("java")
+    if java is None:
+        raise SetupError(JAVA_MISSING)
+    return java
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The Spark master URL: the argument, else ``$IDIVM_SPARK_MASTER``, else ``local[*]``."""
+    return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+
+
+def get_session(master: str | None = None) -> "SparkSession":
+    """Create (or return the already active) SparkSession configured for idivm.
+
+    If a session is already active in this process, Spark returns it; its
+    runtime settings (time zone, shuffle partitions, ...) are then set to ours,
+    while its master stays what it was.
+    """
+    check_java()
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(resolve_master(master)).appName("idivm")
+    for key, value in SESSION_CONFIG.items():
+        builder = builder.config(key, value)
+    if _LOG_CONFIG.is_file():
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}")
+    try:
+        spark = builder.getOrCreate()
+    except PySparkRuntimeError as e:
+        if getattr(e, "getCondition", lambda: None)() == "JAVA_GATEWAY_EXITED" or "JAVA_GATEWAY" in str(e):
+            raise SetupError("Spark could not start its Java gateway: check that Java 17 or 21 is installed "
+                             "(JAVA_HOME or 'java' on PATH) and that the Spark master is reachable") from e
+        raise
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,642 @@
+"""The Python entry point: a warehouse directory with its catalog, base tables and views.
+
+``Warehouse`` opens the catalog eagerly and the SparkSession lazily: listing
+tables, describing them and creating them from files or Arrow data use
+delta-rs only, so they never start a JVM.  Anything that computes with Spark
+goes through ``self.spark``, which creates the session on first use (or
+returns the session given as ``spark=``).
+
+Base tables are loaded from JSON Lines, JSON arrays, Parquet and CSV files,
+lists of dicts, Arrow tables or Spark DataFrames.  Everything is validated
+before anything is written (column names, types, key present, non-null and
+unique), and a failed ``create_table`` leaves the warehouse as it was.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from idivm import types as T
+from idivm.catalog import Catalog, TableEntry, check_name
+from idivm.errors import CatalogError, DataError
+from idivm.storage import delta
+from idivm.storage import schema as schemas
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DEFAULT_WAREHOUSE = "./idivm-warehouse"
+WAREHOUSE_ENV = "IDIVM_WAREHOUSE"
+
+FORMATS = ("jsonl", "json", "parquet", "csv")
+_EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet",
+               ".pq": "parquet", ".csv": "csv"}
+
+#: How many offending rows/keys an error message names.
+SHOWN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """What ``tables()``/``table_info()`` report about a base table."""
+
+    name: str
+    key: tuple[str, ...]
+    rows: int
+    version: int
+    schema: T.TupleType
+    path: Path
+    created: str
+
+
+class Warehouse:
+    """A warehouse directory: ``catalog.json``, ``tables/<name>/``, ``views/<name>/``.
+
+    ``path`` defaults to ``$IDIVM_WAREHOUSE`` or ``./idivm-warehouse``; the
+    directory is created on the first write.  ``spark`` is an existing
+    SparkSession to use as it is; otherwise one is created on first need with
+    ``idivm.storage.spark.get_session(spark_master)``.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, spark: "SparkSession | None" = None,
+                 spark_master: str | None = None):
+        self.path = Path(path if path is not None else os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE).absolute()
+        self._spark = spark
+        self._spark_master = spark_master
+        Catalog.load(self.path)  # fail early on a corrupt catalog or a path that is a file
+
+    def __repr__(self) -> str:
+        return f"Warehouse({str(self.path)!r})"
+
+    @property
+    def spark(self) -> "SparkSession":
+        """The SparkSession, created on first use unless one was given."""
+        if self._spark is None:
+            from idivm.storage.spark import get_session
+
+            self._spark = get_session(self._spark_master)
+        return self._spark
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog as it is on disk now (re-read on every access)."""
+        return Catalog.load(self.path)
+
+    # --- base tables -----------------------------------------------------------------------------
+
+    def create_table(self, name: str, key: str | Sequence[str], source: Any, *,
+                     format: str | None = None) -> TableInfo:
+        """Create base table ``name`` with primary key ``key`` from ``source``.
+
+        ``source`` is a file path (format from ``format`` or the extension:
+        ``.jsonl``/``.ndjson``, ``.json``, ``.parquet``/``.pq`` (file or
+        directory), ``.csv``), a list of dicts, a pyarrow Table or a Spark
+        DataFrame.  ``key`` is a column name, a comma-separated list or a list
+        of names.  Raises :class:`CatalogError` for a bad or taken name and
+        :class:`DataError` for bad data; in both cases nothing is written.
+        """
+        catalog = self.catalog
+        catalog.check_new_name(name, "table")
+        key_columns = parse_key(key)
+        rel = catalog.new_table_path(name)
+        if (self.path / rel).exists():
+            raise CatalogError(f"{self.path / rel} exists but table {name!r} is not in the catalog "
+                               "(left over from an interrupted run?): remove it or choose another name")
+        metadata = {"idivm.operation": "create table", "idivm.table": name}
+        if is_spark_dataframe(source):
+            df = source
+            target = _spark_delta_schema(df)
+            check_spark_key(df, key_columns, origin="DataFrame")
+
+            def write(p: Path) -> None:
+                delta.write_spark(df, p, mode="error", commit_metadata=metadata)
+        else:
+            rows = load_source(source, format=format)
+            target = schemas.delta_schema(rows.table.schema)
+            check_key(rows, key_columns)
+
+            def write(p: Path) -> None:
+                delta.create_table(p, rows.table, schema=target, commit_metadata=metadata)
+        check_columns(target, _origin_of(source))
+        schema = idivm_schema(target, _origin_of(source))
+        entry = TableEntry(name=name, key=key_columns, schema=schema, path=rel)
+        self._install(rel, write, lambda cat: cat.add_table(entry))
+        return self.table_info(name)
+
+    def tables(self) -> list[TableInfo]:
+        """All base tables, sorted by name."""
+        catalog = self.catalog
+        return [self._info(catalog, catalog.tables[n]) for n in sorted(catalog.tables)]
+
+    def table_info(self, name: str) -> TableInfo:
+        """Key, row count, version and schema of base table ``name``."""
+        catalog = self.catalog
+        return self._info(catalog, catalog.table(name))
+
+    def table_path(self, name: str) -> Path:
+        """The Delta table directory of base table ``name``."""
+        catalog = self.catalog
+        return catalog.path_of(catalog.table(name))
+
+    def read_table(self, name: str, version: int | None = None) -> "DataFrame":
+        """Base table ``name`` (at Delta ``version``, default latest) as a Spark DataFrame."""
+        return delta.read_spark(self.spark, self.table_path(name), version)
+
+    # --- shared machinery ------------------------------------------------------------------------
+
+    def _info(self, catalog: Catalog, entry: TableEntry) -> TableInfo:
+        path = catalog.path_of(entry)
+        return TableInfo(name=entry.name, key=tuple(entry.key), rows=delta.row_count(path),
+                         version=delta.version(path), schema=entry.schema, path=path, created=entry.created)
+
+    def _install(self, rel: str, write: Callable[[Path], Any], register: Callable[[Catalog], None]) -> Path:
+        """Write a new Delta table at ``<warehouse>/<rel>`` and register it in the catalog, all or nothing.
+
+        ``write(staging_dir)`` writes the table into a hidden staging directory
+        next to its final place; it is then renamed into place and
+        ``register(catalog)`` records it; the catalog is saved last.  On any
+        failure the staging/final directory and any directories this call
+        created are removed and the catalog file is left untouched.
+        """
+        final = self.path / rel
+        staging = final.parent / f".{final.name}.creating-{uuid.uuid4().hex[:12]}"
+        created_dirs = [d for d in (final.parent, *final.parent.parents) if not d.exists()]
+        placed = False
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            write(staging)
+            os.rename(staging, final)
+            placed = True
+            catalog = self.catalog
+            register(catalog)
+            catalog.save()
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            if placed:
+                shutil.rmtree(final, ignore_errors=True)
+            for d in created_dirs:  # deepest first
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+            raise
+        return final
+
+
+# --- sources ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Arrow data loaded from a source, and how to point at its rows in messages.
+
+    ``unit`` is ``line`` (files: ``locators`` holds each row's line number),
+    ``index`` (lists of dicts) or ``row`` (Arrow/Parquet: the 0-based row number).
+    """
+
+    table: pa.Table
+    origin: str
+    unit: str = "row"
+    locators: Sequence[int] | None = None
+
+    def locate(self, i: int) -> int:
+        return self.locators[i] if self.locators is not None else i
+
+    def where(self, indices: Sequence[int]) -> str:
+        """``line 3`` / ``lines 3, 8`` for row indices."""
+        plural = {"line": "lines", "index": "indexes", "row": "rows"}[self.unit]
+        where = ", ".join(str(self.locate(i)) for i in indices)
+        return f"{self.unit if len(indices) == 1 else plural} {where}"
+
+
+def parse_key(key: str | Sequence[str]) -> list[str]:
+    """Key columns from ``"a"``, ``"a,b"`` or ``["a", "b"]``; empty or repeated keys are DataErrors."""
+    if isinstance(key, str):
+        columns = [c.strip() for c in key.split(",")] if key.strip() else []
+    else:
+        columns = [str(c).strip() for c in key]
+    if not columns or any(not c for c in columns):
+        raise DataError("a table needs a key: one or more column names, e.g. key=['user_id'] or --key user_id")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise DataError(f"key column(s) listed twice: {', '.join(repeated)}")
+    return columns
+
+
+def is_spark_dataframe(obj: Any) -> bool:
+    """Whether ``obj`` is a (classic or Connect) Spark DataFrame, without importing pyspark."""
+    return type(obj).__module__.startswith("pyspark.sql") and hasattr(obj, "schema") and hasattr(obj, "write")
+
+
+def infer_format(path: str | os.PathLike) -> str:
+    suffix = Path(path).suffix.lower()
+    try:
+        return _EXTENSIONS[suffix]
+    except KeyError:
+        raise DataError(f"cannot infer the format of {str(path)!r} from its extension; "
+                        f"specify one of {', '.join(FORMATS)}") from None
+
+
+def load_source(source: Any, *, format: str | None = None) -> Rows:
+    """Load a file path, list of dicts or pyarrow Table as :class:`Rows`."""
+    if isinstance(source, (str, os.PathLike)):
+        fmt = format or infer_format(source)
+        if fmt not in FORMATS:
+            raise DataError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+        return {"jsonl": read_json_lines, "json": read_json, "parquet": read_parquet, "csv": read_csv}[fmt](source)
+    if isinstance(source, pa.RecordBatch):
+        source = pa.Table.from_batches([source])
+    if isinstance(source, pa.Table):
+        return Rows(source, "table", "row")
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        for i, r in enumerate(source):
+            if not isinstance(r, Mapping):
+                raise DataError(f"rows[{i}] is {type(r).__name__}, not a dict")
+        return Rows(table_from_records(source, "rows", lambda i: f"index {i}"), "rows", "index")
+    raise DataError(f"cannot load a table from a {type(source).__name__}: give a file path, a list of dicts, "
+                    "a pyarrow Table or a Spark DataFrame")
+
+
+def _read_text(path: str | os.PathLike) -> str:
+    p = Path(path)
+    if p.is_dir():
+        raise DataError(f"cannot read {str(path)!r}: it is a directory")
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"cannot read {str(path)!r}: no such file") from None
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def read_json_lines(path: str | os.PathLike) -> Rows:
+    """One JSON object per line (blank lines are skipped)."""
+    text = _read_text(path)
+    records, lines = [], []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+        _check_object(value, path, n)
+        records.append(value)
+        lines.append(n)
+    return _records_rows(records, lines, str(path))
+
+
+def read_json(path: str | os.PathLike) -> Rows:
+    """A top-level JSON array of objects, or objects one after the other (JSON Lines)."""
+    text = _read_text(path)
+    records, lines = [], []
+    for n, value in _json_values(text, str(path)):
+        _check_object(value, path, n)
+        records.append(value)
+        lines.append(n)
+    return _records_rows(records, lines, str(path))
+
+
+def _records_rows(records: list[dict], lines: list[int], origin: str) -> Rows:
+    if not records:
+        raise DataError(f"{origin}: no rows, so no columns to create the table with")
+    table = table_from_records(records, origin, lambda i: f"line {lines[i]}")
+    return Rows(table, origin, "line", lines)
+
+
+def _check_object(value: Any, path: Any, line: int) -> None:
+    if not isinstance(value, dict):
+        raise DataError(f"{path}:{line}: expected a JSON object, got {_json_kind(value)}")
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _json_values(text: str, origin: str):
+    """Yield ``(line, value)`` for the elements of a top-level array, or for
+    whitespace-separated top-level values."""
+    decoder = json.JSONDecoder()
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(starts, pos)
+
+    def fail(pos: int, msg: str):
+        raise DataError(f"{origin}:{line_of(pos)}: invalid JSON: {msg} (column {pos - starts[line_of(pos) - 1] + 1})")
+
+    def decode(pos: int):
+        try:
+            return decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{origin}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+
+    i = _WS.match(text, 0).end()
+    if text.startswith("[", i):
+        i = _WS.match(text, i + 1).end()
+        if text.startswith("]", i):
+            i = i + 1
+        else:
+            while True:
+                value, end = decode(i)
+                yield line_of(i), value
+                i = _WS.match(text, end).end()
+                if text.startswith(",", i):
+                    i = _WS.match(text, i + 1).end()
+                elif text.startswith("]", i):
+                    i += 1
+                    break
+                else:
+                    fail(i, "expected ',' or ']' after an array element")
+        i = _WS.match(text, i).end()
+        if i < len(text):
+            fail(i, "extra data after the top-level array")
+        return
+    while i < len(text):
+        value, end = decode(i)
+        yield line_of(i), value
+        i = _WS.match(text, end).end()
+
+
+def read_parquet(path: str | os.PathLike) -> Rows:
+    """A Parquet file or a directory of Parquet files."""
+    import pyarrow.parquet as pq
+
+    if not Path(path).exists():
+        raise DataError(f"cannot read {str(path)!r}: no such file")
+    try:
+        table = pq.read_table(str(path))
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
+    except (pa.ArrowException, ValueError) as e:
+        raise DataError(f"{path}: not a readable Parquet file: {_first_line(e)}") from None
+    return Rows(table, str(path), "row")
+
+
+def read_csv(path: str | os.PathLike) -> Rows:
+    """A CSV file with a header line; column types are inferred by pyarrow."""
+    import pyarrow.csv as pacsv
+
+    p = Path(path)
+    if p.is_dir():
+        raise DataError(f"cannot read {str(path)!r}: it is a directory")
+    if not p.exists():
+        raise DataError(f"cannot read {str(path)!r}: no such file")
+    try:
+        table = pacsv.read_csv(str(path))
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
+    except (pa.ArrowException, ValueError) as e:
+        raise DataError(f"{path}: invalid CSV: {_first_line(e)}") from None
+    # Line numbers assume no quoted line breaks: the header is line 1.
+    return Rows(table, str(path), "line", range(2, table.num_rows + 2))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# --- JSON values to Arrow ---------------------------------------------------------------------------
+
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
+                       where: Callable[[int], str]) -> pa.Table:
+    """An Arrow table from dicts: one column per key seen in any record (in
+    order of first appearance; absent keys are null), types inferred by
+    ``pyarrow.array`` over all values, so nested objects become structs,
+    arrays lists, and integers mixed with floats doubles.
+
+    Values of one column that cannot share a type raise :class:`DataError`
+    naming the column (``a.b``, ``a[]`` for nested ones) and the rows
+    (``where(i)``) of the first conflicting values.
+    """
+    names: dict[str, None] = {}
+    for r in records:
+        for k in r:
+            names.setdefault(k, None)
+    arrays = []
+    for name in names:
+        values = [r.get(name) for r in records]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+            conflict = _type_conflict(name, list(enumerate(values)), where)
+            detail = conflict or f"column '{name}' cannot be converted: {_first_line(e)}"
+            raise DataError(f"{origin}: {detail}") from None
+    return pa.Table.from_arrays(arrays, names=list(names))
+
+
+def _json_kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int):
+        return "an integer"
+    if isinstance(v, float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "an array"
+    if v is None:
+        return "null"
+    return f"a {type(v).__name__}"
+
+
+def _type_group(kind: str) -> str:
+    return "a number" if kind in ("an integer", "a number") else kind
+
+
+def _type_conflict(path: str, items: list[tuple[int, Any]], where: Callable[[int], str]) -> str | None:
+    """Describe the first pair of values at ``path`` that cannot share an Arrow type, or None."""
+    first: tuple[str, int] | None = None
+    for i, v in items:
+        if v is None:
+            continue
+        kind = _json_kind(v)
+        if kind == "an integer" and not _INT64[0] <= v <= _INT64[1]:
+            return f"column '{path}' has an integer outside the 64-bit range at {where(i)}"
+        if first is None:
+            first = (kind, i)
+        elif _type_group(kind) != _type_group(first[0]):
+            return f"column '{path}' is {first[0]} at {where(first[1])} but {kind} at {where(i)}"
+    if first is None:
+        return None
+    if first[0] == "an object":
+        fields: dict[str, list[tuple[int, Any]]] = {}
+        for i, v in items:
+            if isinstance(v, Mapping):
+                for k, sub in v.items():
+                    fields.setdefault(k, []).append((i, sub))
+        for k, sub_items in fields.items():
+            found = _type_conflict(f"{path}.{k}", sub_items, where)
+            if found:
+                return found
+    if first[0] == "an array":
+        return _type_conflict(f"{path}[]", [(i, e) for i, v in items if isinstance(v, (list, tuple)) for e in v],
+                              where)
+    return None
+
+
+# --- validation --------------------------------------------------------------------------------------
+
+# Characters Delta Lake (without column mapping) and Spark's Parquet writer reject in names; '.'
+# would make Spark column paths ambiguous.
+_BAD_NAME_CHARS = set(" ,;{}()\n\t=.")
+
+
+def check_columns(schema: pa.Schema, origin: str) -> None:
+    """Column and field names must be non-empty, free of `` ,;{}()\\n\\t=.`` and
+    distinct ignoring case (Spark resolves names case-insensitively)."""
+    def check(fields: Sequence[pa.Field], where: str) -> None:
+        seen: dict[str, str] = {}
+        for f in fields:
+            full = f"{where}{f.name}"
+            if not f.name or set(f.name) & _BAD_NAME_CHARS:
+                raise DataError(f"{origin}: column name {full!r} is not allowed: names must be non-empty and "
+                                "contain none of: space , ; { } ( ) = . tab newline")
+            low = f.name.lower()
+            if low in seen:
+                raise DataError(f"{origin}: columns {where}{seen[low]!r} and {full!r} differ only in case")
+            seen[low] = f.name
+            t = f.type
+            while pa.types.is_list(t) or pa.types.is_large_list(t):
+                t = t.value_type
+            if pa.types.is_struct(t):
+                if t.num_fields == 0:
+                    raise DataError(f"{origin}: column {full!r} is an object without fields in every row; "
+                                    "its type cannot be stored")
+                check([t.field(i) for i in range(t.num_fields)], f"{full}.")
+    check(list(schema), "")
+
+
+def idivm_schema(schema: pa.Schema, origin: str) -> T.TupleType:
+    """The idivm static type of a (Delta-ready) Arrow schema; DataError for unsupported types."""
+    for f in schema:
+        try:
+            T.from_arrow(f.type)
+        except ValueError:
+            raise DataError(f"{origin}: column '{f.name}' has type {f.type}, which idivm does not support") from None
+    result = T.from_arrow(schema)
+    assert isinstance(result, T.TupleType)
+    return result
+
+
+def _check_key_columns(names: Sequence[str], types: Mapping[str, Any], key: Sequence[str], origin: str,
+                       nested: Callable[[Any], bool]) -> None:
+    missing = [k for k in key if k not in names]
+    if missing:
+        available = ", ".join(names) if names else "none"
+        raise DataError(f"{origin}: key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"not found; columns: {available}")
+    for k in key:
+        if nested(types[k]):
+            raise DataError(f"{origin}: key column {k} has a nested type ({types[k]}); key columns must be scalars")
+
+
+def check_key(rows: Rows, key: Sequence[str]) -> None:
+    """Key columns exist, are scalars, and are non-null and unique in every row."""
+    table = rows.table
+    types = {f.name: f.type for f in table.schema}
+    _check_key_columns(table.column_names, types, key, rows.origin, pa.types.is_nested)
+
+    for k in key:
+        nulls = pc.is_null(table.column(k), nan_is_null=True)
+        if table.num_rows and pc.any(nulls).as_py():
+            bad = pc.indices_nonzero(nulls).to_pylist()
+            more = f" (and {len(bad) - SHOWN} more)" if len(bad) > SHOWN else ""
+            raise DataError(f"{rows.origin}: key column {k} is null at {rows.where(bad[:SHOWN])}{more}")
+
+    if table.num_rows < 2:
+        return
+    indexed = table.select(list(key)).append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+    groups = indexed.group_by(list(key), use_threads=False).aggregate([("__row", "list"), ("__row", "min")])
+    sizes = pc.list_value_length(groups.column("__row_list"))
+    dups = groups.filter(pc.greater(sizes, 1))
+    if dups.num_rows == 0:
+        return
+    dups = dups.sort_by([("__row_min", "ascending")])
+    parts = []
+    for r in dups.slice(0, SHOWN).to_pylist():
+        values = ", ".join(f"{k}={_show_value(r[k])}" for k in key)
+        shown = sorted(r["__row_list"])[:SHOWN + 2]
+        parts.append(f"{values if len(key) == 1 else '(' + values + ')'} at {rows.where(shown)}")
+    more = f" ({dups.num_rows} duplicated keys in all)" if dups.num_rows > SHOWN else ""
+    raise DataError(f"{rows.origin}: duplicate key {'; '.join(parts)}{more}")
+
+
+def _show_value(v: Any) -> str:
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)
+
+
+def _spark_delta_schema(df: "DataFrame") -> pa.Schema:
+    try:
+        return schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
+    except DataError:
+        raise
+    except Exception as e:  # pyspark raises its own errors for types Arrow cannot hold
+        raise DataError(f"DataFrame: cannot store its schema: {_first_line(e)}") from None
+
+
+def check_spark_key(df: "DataFrame", key: Sequence[str], origin: str = "DataFrame") -> None:
+    """The checks of :func:`check_key` for a Spark DataFrame, as Spark aggregations
+    (only counts and the first few duplicated keys reach the driver)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    _check_key_columns(df.columns, {k: v.simpleString() for k, v in types.items()}, key, origin,
+                       lambda s: s.startswith(("struct", "array", "map")))
+    assert not any(isinstance(types[k], (ArrayType, MapType, StructType)) for k in key)
+    cols = [F.col(f"`{k}`") for k in key]
+
+    counts = df.select([F.sum(F.col(f"`{k}`").isNull().cast("long")).alias(f"n{i}")
+                        for i, k in enumerate(key)]).first()
+    for i, k in enumerate(key):
+        nulls = counts[f"n{i}"] or 0
+        if nulls:
+            raise DataError(f"{origin}: key column {k} is null in {nulls} row{'s' if nulls > 1 else ''}")
+
+    dup = df.groupBy(*cols).count().filter(F.col("count") > 1)
+    first = dup.orderBy(F.col("count").desc(), *cols).limit(SHOWN).collect()
+    if not first:
+        return
+    total = dup.count() if len(first) == SHOWN else len(first)
+    parts = []
+    for r in first:
+        values = ", ".join(f"{k}={_show_value(r[k])}" for k in key)
+        parts.append(f"{values if len(key) == 1 else '(' + values + ')'} ({r['count']} rows)")
+    more = f" ({total} duplicated keys in all)" if total > SHOWN else ""
+    raise DataError(f"{origin}: duplicate key {'; '.join(parts)}{more}")
+
+
+def _origin_of(source: Any) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    if is_spark_dataframe(source):
+        return "DataFrame"
+    if isinstance(source, (pa.Table, pa.RecordBatch)):
+        return "table"
+    return "rows"
