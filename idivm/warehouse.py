@@ -118,6 +118,7 @@ class Warehouse:
         if is_spark_dataframe(source):
             df = source
             target = _spark_delta_schema(df)
+            check_columns(target, "DataFrame")
             check_spark_key(df, key_columns, origin="DataFrame")
 
             def write(p: Path) -> None:
@@ -125,11 +126,11 @@ class Warehouse:
         else:
             rows = load_source(source, format=format)
             target = schemas.delta_schema(rows.table.schema)
+            check_columns(target, rows.origin)
             check_key(rows, key_columns)
 
             def write(p: Path) -> None:
                 delta.create_table(p, rows.table, schema=target, commit_metadata=metadata)
-        check_columns(target, _origin_of(source))
         schema = idivm_schema(target, _origin_of(source))
         entry = TableEntry(name=name, key=key_columns, schema=schema, path=rel)
         self._install(rel, write, lambda cat: cat.add_table(entry))
@@ -384,6 +385,8 @@ def read_parquet(path: str | os.PathLike) -> Rows:
         raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
     except (pa.ArrowException, ValueError) as e:
         raise DataError(f"{path}: not a readable Parquet file: {_first_line(e)}") from None
+    if table.num_columns == 0:
+        raise DataError(f"{path}: no columns (no Parquet files?)")
     return Rows(table, str(path), "row")
 
 
@@ -514,6 +517,8 @@ def check_columns(schema: pa.Schema, origin: str) -> None:
                 raise DataError(f"{origin}: column name {full!r} is not allowed: names must be non-empty and "
                                 "contain none of: space , ; { } ( ) = . tab newline")
             low = f.name.lower()
+            if seen.get(low) == f.name:
+                raise DataError(f"{origin}: column {full!r} appears twice")
             if low in seen:
                 raise DataError(f"{origin}: columns {where}{seen[low]!r} and {full!r} differ only in case")
             seen[low] = f.name

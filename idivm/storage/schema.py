@@ -94,10 +94,23 @@ def _cast_batches(reader: pa.RecordBatchReader, target: pa.Schema) -> Iterator[p
 
 
 def _cast_table(table: pa.Table, target: pa.Schema) -> pa.Table:
-    try:
-        return table.select(target.names).cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise DataError(f"cannot convert data for storage: {_first_line(e)}") from e
+    """Cast column by column; timestamps are truncated to microseconds (all Delta Lake stores),
+    every other cast must be lossless."""
+    missing = [n for n in target.names if n not in table.column_names]
+    if missing:
+        raise DataError(f"data lacks column(s) {', '.join(missing)} of the table schema")
+    columns = []
+    for f in target:
+        col = table.column(f.name)
+        if col.type == f.type:
+            columns.append(col)
+            continue
+        lossy = pa.types.is_timestamp(col.type) and pa.types.is_timestamp(f.type)
+        try:
+            columns.append(col.cast(f.type, safe=not lossy))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise DataError(f"column '{f.name}' ({col.type}) cannot be stored as {f.type}: {_first_line(e)}") from e
+    return pa.Table.from_arrays(columns, schema=target)
 
 
 def _first_line(e: BaseException) -> str:

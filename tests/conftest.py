@@ -1,0 +1,54 @@
+"""Shared fixtures: one SparkSession for the whole run, warehouses in temporary directories.
+
+Options: ``--runslow`` also runs tests marked ``slow``; ``--update-goldens``
+rewrites golden files instead of comparing with them (see the
+``update_goldens`` fixture).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite golden files with the current output")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def update_goldens(request) -> bool:
+    """Whether golden files should be rewritten rather than compared."""
+    return request.config.getoption("--update-goldens")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one SparkSession of the test run (local[2], 2 shuffle partitions, UI off)."""
+    from idivm.storage.spark import get_session
+
+    session = get_session("local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def make_warehouse(spark, tmp_path_factory):
+    """Factory: ``make_warehouse()`` returns a Warehouse in a fresh temporary directory
+    that uses the session's SparkSession."""
+    from idivm.warehouse import Warehouse
+
+    def make(name: str = "wh") -> Warehouse:
+        return Warehouse(tmp_path_factory.mktemp(name), spark=spark)
+
+    return make

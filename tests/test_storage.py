@@ -1,0 +1,276 @@
+"""Delta Lake access through delta-rs, Spark reads/writes of Delta tables, schema conversion."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+
+from idivm.errors import CatalogError, DataError, SetupError
+from idivm.storage import delta
+from idivm.storage import schema as schemas
+from idivm.storage import spark as spark_setup
+
+NESTED = pa.schema([
+    pa.field("id", pa.int64()),
+    pa.field("name", pa.string()),
+    pa.field("addr", pa.struct([pa.field("city", pa.string()), pa.field("zip", pa.int64())])),
+    pa.field("tags", pa.list_(pa.string())),
+    pa.field("reviews", pa.list_(pa.struct([pa.field("r", pa.int64()), pa.field("stars", pa.float64())]))),
+])
+
+ROWS = [
+    {"id": 1, "name": "ann", "addr": {"city": "SF", "zip": 94110}, "tags": ["a", "b"],
+     "reviews": [{"r": 10, "stars": 4.5}]},
+    {"id": 2, "name": "bob", "addr": None, "tags": [], "reviews": []},
+    {"id": 3, "name": None, "addr": {"city": "LA", "zip": None}, "tags": None, "reviews": None},
+]
+
+
+def by_id(rows):
+    return sorted(rows, key=lambda r: r["id"])
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / "t"
+    delta.create_table(path, pa.Table.from_pylist(ROWS, schema=NESTED), commit_metadata={"idivm.op": "create"})
+    return path
+
+
+# --- delta-rs -----------------------------------------------------------------------------------
+
+def test_create_enables_change_feed_and_keeps_nested_types(table):
+    assert delta.version(table) == 0
+    assert delta.open_table(table).metadata().configuration["delta.enableChangeDataFeed"] == "true"
+    got = delta.schema(table)
+    assert got.field("addr").type == NESTED.field("addr").type
+    assert got.field("reviews").type.value_type == NESTED.field("reviews").type.value_type
+    assert by_id(delta.read_arrow(table).to_pylist()) == ROWS
+    assert delta.row_count(table) == 3
+
+
+def test_create_from_reader_with_schema(tmp_path):
+    data = pa.Table.from_pylist(ROWS, schema=NESTED)
+    reader = pa.RecordBatchReader.from_batches(NESTED, data.to_batches(max_chunksize=1))
+    delta.create_table(tmp_path / "r", reader, schema=NESTED)
+    assert by_id(delta.read_arrow(tmp_path / "r").to_pylist()) == ROWS
+
+
+def test_create_refuses_existing_table(table):
+    with pytest.raises(Exception):
+        delta.create_table(table, pa.table({"id": [1]}))
+    assert delta.version(table) == 0
+
+
+def test_merge_returns_metrics_and_versions_are_readable(table):
+    source = pa.table({"id": [1, 2, 4], "name": ["ANN", None, "dan"], "op": ["update", "delete", "insert"]})
+    metrics = delta.merge_arrow(
+        table, source, "t.id = s.id",
+        [delta.MatchedDelete("s.op = 'delete'"), delta.MatchedUpdate({"name": "s.name"}),
+         delta.NotMatchedInsert({"id": "s.id", "name": "s.name"}, predicate="s.op = 'insert'")],
+        commit_metadata={"idivm.run": "r1", "idivm.watermark": 7})
+    assert metrics["num_target_rows_updated"] == 1
+    assert metrics["num_target_rows_deleted"] == 1
+    assert metrics["num_target_rows_inserted"] == 1
+    assert metrics["version"] == 1 == delta.version(table)
+    now = {r["id"]: r for r in delta.read_arrow(table).to_pylist()}
+    assert sorted(now) == [1, 3, 4]
+    assert now[1]["name"] == "ANN" and now[1]["addr"] == ROWS[0]["addr"]
+    assert now[4] == {"id": 4, "name": "dan", "addr": None, "tags": None, "reviews": None}
+    assert by_id(delta.read_arrow(table, version=0).to_pylist()) == ROWS
+    assert delta.row_count(table) == 3 and delta.row_count(table, version=0) == 3
+
+
+def test_merge_update_all_and_insert_all(table):
+    source = pa.Table.from_pylist([{**ROWS[1], "name": "BOB"}, {**ROWS[0], "id": 9}], schema=NESTED)
+    delta.merge_arrow(table, source, "t.id = s.id", [delta.MatchedUpdate(), delta.NotMatchedInsert()])
+    now = {r["id"]: r for r in delta.read_arrow(table).to_pylist()}
+    assert now[2]["name"] == "BOB" and now[9]["reviews"] == ROWS[0]["reviews"]
+
+
+def test_merge_without_changes_still_commits_metadata(table):
+    metrics = delta.merge_arrow(table, pa.table({"id": [99]}), "t.id = s.id", [delta.MatchedDelete()],
+                                commit_metadata={"idivm.watermark": 3})
+    assert metrics["version"] == 1 == delta.version(table)
+    assert delta.history(table, 1)[0]["idivm.watermark"] == 3
+    unchanged = delta.merge_arrow(table, pa.table({"id": [99]}), "t.id = s.id", [delta.MatchedDelete()])
+    assert unchanged["version"] == 1
+
+
+def test_merge_needs_a_clause_and_rejects_reserved_metadata(table):
+    with pytest.raises(ValueError):
+        delta.merge_arrow(table, pa.table({"id": [1]}), "t.id = s.id", [])
+    with pytest.raises(ValueError, match="operation"):
+        delta.merge_arrow(table, pa.table({"id": [1]}), "t.id = s.id", [delta.MatchedDelete()],
+                          commit_metadata={"operation": "x"})
+
+
+def test_history_carries_custom_metadata(table):
+    delta.merge_arrow(table, pa.table({"id": [1]}), "t.id = s.id", [delta.MatchedDelete()],
+                      commit_metadata={"idivm.run": "r2", "idivm.info": {"tables": ["t"]}})
+    commits = delta.history(table)
+    assert [c["version"] for c in commits] == [1, 0]
+    assert commits[0]["idivm.run"] == "r2" and commits[0]["idivm.info"] == {"tables": ["t"]}
+    assert commits[0]["operation"] == "MERGE"
+    assert commits[1]["idivm.op"] == "create"
+
+
+def test_change_data_feed_rows(table):
+    source = pa.table({"id": [1, 2, 5], "name": ["ANN", None, "eve"], "op": ["u", "d", "i"]})
+    delta.merge_arrow(table, source, "t.id = s.id",
+                      [delta.MatchedDelete("s.op = 'd'"), delta.MatchedUpdate({"name": "s.name"}),
+                       delta.NotMatchedInsert({"id": "s.id", "name": "s.name"})])
+    changes = delta.read_changes(table, 1)
+    assert changes.schema.names[-3:] == ["_change_type", "_commit_version", "_commit_timestamp"]
+    got = sorted((r["_change_type"], r["id"], r["name"], r["_commit_version"]) for r in changes.to_pylist())
+    assert got == [("delete", 2, "bob", 1), ("insert", 5, "eve", 1),
+                   ("update_postimage", 1, "ANN", 1), ("update_preimage", 1, "ann", 1)]
+    assert delta.read_changes(table, 0, 0).column("_change_type").to_pylist() == ["insert"] * 3
+    empty = delta.read_changes(table, 2)
+    assert empty.num_rows == 0 and empty.schema == changes.schema
+
+
+def test_missing_table_and_version(tmp_path, table):
+    with pytest.raises(CatalogError, match="no Delta table"):
+        delta.version(tmp_path / "nope")
+    with pytest.raises(CatalogError, match="no version 5"):
+        delta.read_arrow(table, version=5)
+
+
+def test_write_arrow_append_and_overwrite(table):
+    v = delta.write_arrow(table, pa.Table.from_pylist([{**ROWS[0], "id": 7}], schema=NESTED))
+    assert v == 1 and delta.row_count(table) == 4
+    v = delta.write_arrow(table, pa.table({"x": ["only"]}), mode="overwrite", commit_metadata={"idivm.k": 1})
+    assert v == 2 and delta.read_arrow(table).to_pylist() == [{"x": "only"}]
+
+
+# --- schemas ------------------------------------------------------------------------------------
+
+def test_delta_schema_normalizes_what_delta_cannot_store():
+    s = pa.schema([
+        pa.field("n", pa.null()), pa.field("u", pa.uint32()), pa.field("ts", pa.timestamp("ns", tz="Europe/Paris")),
+        pa.field("ntz", pa.timestamp("ms")), pa.field("v", pa.string_view()),
+        pa.field("l", pa.large_list(pa.field("x", pa.null()))),
+        pa.field("d", pa.dictionary(pa.int8(), pa.string())),
+        pa.field("req", pa.int64(), nullable=False),
+    ])
+    out = schemas.delta_schema(s)
+    assert out.field("n").type == pa.string()
+    assert out.field("u").type == pa.int64()
+    assert out.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert out.field("ntz").type == pa.timestamp("us")
+    assert out.field("v").type == pa.string()
+    assert out.field("l").type == pa.list_(pa.field("element", pa.string()))
+    assert out.field("d").type == pa.string()
+    assert all(f.nullable for f in out)
+
+
+def test_delta_schema_rejects_unstorable_types():
+    with pytest.raises(DataError, match="'t'"):
+        schemas.delta_schema(pa.schema([pa.field("t", pa.time64("us"))]))
+
+
+def test_spark_schema_round_trip():
+    from pyspark.sql.types import ArrayType, LongType, StringType, StructType, TimestampNTZType, TimestampType
+
+    s = schemas.spark_schema(pa.schema([*NESTED, pa.field("ts", pa.timestamp("us", tz="UTC")),
+                                        pa.field("ntz", pa.timestamp("us")), pa.field("sv", pa.string_view())]))
+    assert isinstance(s["id"].dataType, LongType)
+    assert isinstance(s["addr"].dataType, StructType)
+    assert isinstance(s["reviews"].dataType, ArrayType)
+    assert isinstance(s["reviews"].dataType.elementType, StructType)
+    assert isinstance(s["ts"].dataType, TimestampType)
+    assert isinstance(s["ntz"].dataType, TimestampNTZType)
+    assert isinstance(s["sv"].dataType, StringType)
+    back = schemas.arrow_schema(schemas.spark_schema(NESTED), nullable=True)
+    assert schemas.delta_schema(back) == schemas.delta_schema(NESTED)
+
+
+# --- Spark --------------------------------------------------------------------------------------
+
+def test_check_java_reports_missing_java_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SetupError) as e:
+        spark_setup.check_java()
+    assert "\n" not in e.value.one_line() and "install Java 17 or 21" in e.value.one_line()
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(SetupError, match="JAVA_HOME"):
+        spark_setup.check_java()
+
+
+def test_master_resolution(monkeypatch):
+    monkeypatch.delenv("IDIVM_SPARK_MASTER", raising=False)
+    assert spark_setup.resolve_master() == "local[*]"
+    monkeypatch.setenv("IDIVM_SPARK_MASTER", "spark://h:7077")
+    assert spark_setup.resolve_master() == "spark://h:7077"
+    assert spark_setup.resolve_master("local[1]") == "local[1]"
+
+
+def test_session_settings(spark):
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
+    assert spark.conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+    assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
+
+
+def test_read_spark_versions(spark, table):
+    delta.merge_arrow(table, pa.table({"id": [2]}), "t.id = s.id", [delta.MatchedDelete()])
+    v0 = delta.read_spark(spark, table, version=0)
+    latest = delta.read_spark(spark, table)
+    assert sorted(r["id"] for r in v0.collect()) == [1, 2, 3]
+    assert sorted(r["id"] for r in latest.collect()) == [1, 3]
+    assert by_id(v0.toArrow().to_pylist()) == ROWS
+
+
+def test_read_spark_of_empty_table_has_the_schema(spark, tmp_path):
+    delta.create_table(tmp_path / "e", NESTED.empty_table())
+    df = delta.read_spark(spark, tmp_path / "e")
+    assert df.count() == 0
+    assert df.schema == schemas.spark_schema(delta.schema(tmp_path / "e"))
+
+
+def test_write_spark_nested_round_trip(spark, tmp_path):
+    source = spark.createDataFrame(pa.Table.from_pylist(ROWS, schema=NESTED)) \
+        .selectExpr("*", "timestamp'2026-01-02 03:04:05.123456' AS ts")
+    path = tmp_path / "w"
+    assert delta.write_spark(source, path, commit_metadata={"idivm.op": "materialize"}) == 0
+    got = by_id(delta.read_arrow(path).to_pylist())
+    assert [{k: v for k, v in r.items() if k != "ts"} for r in got] == ROWS
+    assert got[0]["ts"] == dt.datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=dt.timezone.utc)
+    assert delta.schema(path).field("reviews").type.value_type == NESTED.field("reviews").type.value_type
+    assert delta.history(path)[0]["idivm.op"] == "materialize"
+    assert delta.open_table(path).metadata().configuration["delta.enableChangeDataFeed"] == "true"
+    back = delta.read_spark(spark, path)
+    assert back.schema == schemas.spark_schema(delta.schema(path))
+    assert not [p for p in os.listdir(tmp_path) if p != "w"], "staging directory left behind"
+
+
+def test_write_spark_empty_dataframe(spark, tmp_path):
+    source = spark.createDataFrame(NESTED.empty_table()).selectExpr("*", "CAST(NULL AS STRING) AS v")
+    path = tmp_path / "e"
+    delta.write_spark(source.limit(0), path)
+    assert delta.row_count(path) == 0
+    assert delta.schema(path).names == [*NESTED.names, "v"]
+    assert delta.read_spark(spark, path).count() == 0
+
+
+def test_write_spark_overwrite_and_error_modes(spark, tmp_path):
+    path = tmp_path / "o"
+    delta.write_spark(spark.range(5), path)
+    with pytest.raises(CatalogError, match="already exists"):
+        delta.write_spark(spark.range(1), path)
+    assert delta.write_spark(spark.range(2).selectExpr("id", "'x' AS s"), path, mode="overwrite") == 1
+    assert sorted(r["id"] for r in delta.read_spark(spark, path).collect()) == [0, 1]
+    assert sorted(r["id"] for r in delta.read_spark(spark, path, version=0).collect()) == [0, 1, 2, 3, 4]
+    assert delta.read_changes(path, 1).num_rows >= 2
+
+
+def test_write_spark_failure_removes_staging(spark, tmp_path):
+    bad = spark.range(3).selectExpr("raise_error('boom') AS x")
+    with pytest.raises(Exception):
+        delta.write_spark(bad, tmp_path / "f")
+    assert os.listdir(tmp_path) == []
