@@ -60,7 +60,7 @@ def test_create_from_reader_with_schema(tmp_path):
 
 
 def test_create_refuses_existing_table(table):
-    with pytest.raises(Exception):
+    with pytest.raises(CatalogError, match="already exists"):
         delta.create_table(table, pa.table({"id": [1]}))
     assert delta.version(table) == 0
 

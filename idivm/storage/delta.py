@@ -101,6 +101,8 @@ def create_table(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
     """
     from deltalake import write_deltalake
 
+    if exists(path):
+        raise CatalogError(f"a Delta table already exists at {path}")
     target = schemas.delta_schema(schema if schema is not None else data.schema)
     write_deltalake(str(path), schemas.conform(data, target), mode="error",
                     configuration=TABLE_CONFIGURATION,
