@@ -14,6 +14,7 @@ needs it).
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from collections.abc import Sequence
@@ -93,6 +94,62 @@ def table_list(ctx: click.Context) -> None:
     click.echo(format_table(["name", "key", "rows", "version"],
                             [[i.name, ",".join(i.key), i.rows, i.version] for i in infos],
                             right={"rows", "version"}))
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+@cli.command()
+@click.argument("file", metavar="FILE")
+@click.pass_context
+def define(ctx: click.Context, file: str) -> None:
+    """Plan and materialize the view defined in FILE (CREATE VIEW name AS ...)."""
+    info = open_warehouse(ctx).define(file)
+    click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True)
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="Show at most N rows.")
+@click.pass_context
+def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
+    """Print the rows of view (or base table) NAME."""
+    wh = open_warehouse(ctx)
+    if name in wh.catalog.tables:
+        from idivm.exec.materialize import collect_rows
+
+        rows, columns = collect_rows(wh.read_table(name), limit), wh.catalog.table(name).schema.names
+    else:
+        rows, columns = wh.rows(name, limit), wh.catalog.view(name).schema.names
+    if fmt == "jsonl":
+        for r in rows:
+            click.echo(json.dumps(r, ensure_ascii=False, default=str))
+        return
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    click.echo(format_table(list(columns), cells))
+    click.echo(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
+
+
+def _cell(v: Any, width: int = 60) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@cli.command()
+@click.argument("target", metavar="FILE|NAME")
+@click.pass_context
+def explain(ctx: click.Context, target: str) -> None:
+    """Print the plan of a defined view NAME or of the view in FILE."""
+    click.echo(open_warehouse(ctx).explain(target))
+
+
+@cli.command()
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Load the sample data, define the thesis' example views and print them."""
+    from idivm.demo import run_demo
+
+    run_demo(open_warehouse(ctx), echo=click.echo)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: set[str] = frozenset()) -> str:

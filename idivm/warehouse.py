@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from idivm import types as T
-from idivm.catalog import Catalog, TableEntry
+from idivm.catalog import Catalog, TableEntry, ViewEntry, check_name
 from idivm.errors import CatalogError, DataError
 from idivm.storage import delta
 from idivm.storage import schema as schemas
@@ -54,6 +54,18 @@ class TableInfo:
 
     name: str
     key: tuple[str, ...]
+    rows: int
+    version: int
+    schema: T.TupleType
+    path: Path
+    created: str
+
+
+@dataclass(frozen=True, slots=True)
+class ViewInfo:
+    """What ``views()``/``view_info()``/``define()`` report about a view."""
+
+    name: str
     rows: int
     version: int
     schema: T.TupleType
@@ -155,6 +167,77 @@ class Warehouse:
         """Base table ``name`` (at Delta ``version``, default latest) as a Spark DataFrame."""
         return delta.read_spark(self.spark, self.table_path(name), version)
 
+    # --- views -----------------------------------------------------------------------------------
+
+    def define(self, text_or_path: str | os.PathLike) -> "ViewInfo":
+        """Plan and materialize the view of a ``CREATE VIEW`` text (or a ``.sqlpp`` file).
+
+        Syntax errors, unknown names and bad data raise before anything is
+        written; the view's Delta table and its catalog entry land together.
+        """
+        text, filename = sqlpp_source(text_or_path)
+        catalog = self.catalog
+        view = self._plan(text, filename, catalog)
+        catalog.check_new_name(view.name, "view")
+        from idivm.exec.materialize import evaluate_plan
+
+        df = evaluate_plan(self.spark, view.plan, self.read_table)
+        rel = catalog.new_view_path(view.name)
+        metadata = {"idivm.operation": "define view", "idivm.view": view.name}
+        entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel)
+        self._install(rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata),
+                      lambda cat: cat.add_view(entry))
+        return self.view_info(view.name)
+
+    def views(self) -> list["ViewInfo"]:
+        """All views, sorted by name."""
+        catalog = self.catalog
+        return [self._view_info(catalog, catalog.views[n]) for n in sorted(catalog.views)]
+
+    def view_info(self, name: str) -> "ViewInfo":
+        catalog = self.catalog
+        return self._view_info(catalog, catalog.view(name))
+
+    def read(self, name: str) -> "DataFrame":
+        """View ``name`` as a Spark DataFrame of its user-visible columns."""
+        from idivm.exec.materialize import user_visible
+
+        catalog = self.catalog
+        return user_visible(delta.read_spark(self.spark, catalog.path_of(catalog.view(name))))
+
+    def rows(self, name: str, limit: int | None = None) -> list[dict]:
+        """View ``name`` as plain Python values (user-visible columns only)."""
+        from idivm.exec.materialize import collect_rows
+
+        return collect_rows(self.read(name), limit)
+
+    def explain(self, name_or_text: str | os.PathLike) -> str:
+        """The plan of a defined view (by name) or of a ``CREATE VIEW`` text or file."""
+        catalog = self.catalog
+        if isinstance(name_or_text, str) and name_or_text in catalog.views:
+            text, filename = catalog.view(name_or_text).text, f"<view {name_or_text}>"
+        else:
+            text, filename = sqlpp_source(name_or_text)
+        view = self._plan(text, filename, catalog)
+        from idivm.algebra.printer import format_plan
+
+        return f"view {view.name}: {view.type}\n\nplan:\n{format_plan(view.plan, indent='  ')}"
+
+    def _plan(self, text: str, filename: str | None, catalog: Catalog):
+        from idivm.algebra.builder import build_view
+        from idivm.errors import IdivmError
+        from idivm.sqlpp import parse_view
+
+        try:
+            return build_view(parse_view(text, filename), {n: e.schema for n, e in catalog.tables.items()})
+        except IdivmError as e:
+            raise e.with_source(text, filename)
+
+    def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
+        path = catalog.path_of(entry)
+        return ViewInfo(name=entry.name, rows=delta.row_count(path), version=delta.version(path),
+                        schema=entry.schema, path=path, created=entry.created)
+
     # --- shared machinery ------------------------------------------------------------------------
 
     def _info(self, catalog: Catalog, entry: TableEntry) -> TableInfo:
@@ -194,6 +277,20 @@ class Warehouse:
                     pass
             raise
         return final
+
+
+def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:
+    """(text, file name) of a view given as SQL++ text or as a path to a file holding it."""
+    if isinstance(text_or_path, os.PathLike) or (
+            isinstance(text_or_path, str) and "\n" not in text_or_path
+            and (text_or_path.endswith(".sqlpp") or os.path.isfile(text_or_path))):
+        path = os.fspath(text_or_path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read(), path
+        except (OSError, UnicodeDecodeError) as e:
+            raise DataError(f"cannot read {path}: {e.strerror if isinstance(e, OSError) else e}") from None
+    return str(text_or_path), None
 
 
 # --- sources ---------------------------------------------------------------------------------------

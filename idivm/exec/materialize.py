@@ -1,0 +1,72 @@
+"""Evaluate view plans on Spark and turn stored rows into plain Python values.
+
+Stored views may carry hidden columns (provenance, IDs) whose names start
+with :data:`HIDDEN_PREFIX`; readers of user data (``rows``, ``read``,
+``show``) drop them, recursively inside nested tuples too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from typing import Any, Callable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as ST
+
+from idivm.algebra.operators import Operator
+from idivm.exec.compiler import PlanCompiler
+
+HIDDEN_PREFIX = "__idivm_"
+
+
+def evaluate_plan(spark: SparkSession, plan: Operator, read_table: Callable[[str], DataFrame]) -> DataFrame:
+    """The view's rows as a DataFrame (one column per field of the view's tuples)."""
+    return PlanCompiler(spark, read_table).evaluate(plan)
+
+
+def _visible(c: Column, dtype: ST.DataType) -> Column:
+    if isinstance(dtype, ST.StructType):
+        if not any(f.name.startswith(HIDDEN_PREFIX) or _has_hidden(f.dataType) for f in dtype.fields):
+            return c
+        return F.struct(*[_visible(c.getField(f.name), f.dataType).alias(f.name)
+                          for f in dtype.fields if not f.name.startswith(HIDDEN_PREFIX)])
+    if isinstance(dtype, ST.ArrayType) and _has_hidden(dtype.elementType):
+        return F.transform(c, lambda x: _visible(x, dtype.elementType))
+    return c
+
+
+def _has_hidden(dtype: ST.DataType) -> bool:
+    if isinstance(dtype, ST.StructType):
+        return any(f.name.startswith(HIDDEN_PREFIX) or _has_hidden(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, ST.ArrayType):
+        return _has_hidden(dtype.elementType)
+    return False
+
+
+def user_visible(df: DataFrame) -> DataFrame:
+    """Drop hidden columns and hidden fields of nested tuples."""
+    return df.select(*[_visible(F.col(f"`{f.name}`"), f.dataType).alias(f.name)
+                       for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX)])
+
+
+def to_python(value: Any) -> Any:
+    """Spark Row values -> plain Python (dicts, lists, numbers, strings, None)."""
+    if hasattr(value, "asDict"):
+        return {k: to_python(v) for k, v in value.asDict(recursive=False).items()}
+    if isinstance(value, dict):
+        return {k: to_python(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_python(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    return value
+
+
+def collect_rows(df: DataFrame, limit: int | None = None) -> list[dict]:
+    if limit is not None:
+        df = df.limit(limit)
+    return [to_python(r) for r in df.collect()]
