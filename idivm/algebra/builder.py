@@ -375,7 +375,8 @@ class PlanBuilder:
             ctx.plan = O.Select(ctx.plan, conjunction(plain), span=cond.span)
         for c in semis:
             if not self.semijoin(c, sc, ctx):
-                ctx.plan = O.Select(ctx.plan, self.expr(c, sc, ctx), span=c.span)
+                t = self.expr(c, sc, ctx)  # first: it stacks the subquery's ApplyPlan on ctx.plan
+                ctx.plan = O.Select(ctx.plan, t, span=c.span)
 
     def semijoin(self, c: A.Expr, sc: Scope, ctx: _Ctx) -> bool:
         """Turn ``[NOT] EXISTS (q)`` / ``x [NOT] IN (q)`` into SemiJoin/AntiJoin when q's FROM
