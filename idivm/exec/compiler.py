@@ -415,9 +415,14 @@ def _correlate(pc: PlanCompiler, op: O.InnerCorrelate | O.LeftCorrelate, env: En
 
 
 def _return_bag(pc: PlanCompiler, op: O.ReturnBag, env: Env) -> DataFrame:
-    """A nested query's value: per environment, the bag of its elements (column ``__bag``)."""
+    """A nested query's value: per environment, the bag of its elements (column ``__bag``).
+
+    NULL elements stay in the bag: ``collect_list`` skips nulls, so each element is
+    collected inside a one-field struct (never null) and unwrapped afterwards.
+    """
     df = pc.compile(op.input, env)
-    bag = F.collect_list(pc.term(op.element)).alias("__bag")
+    wrapped = F.collect_list(F.struct(pc.term(op.element).alias("e")))
+    bag = F.transform(wrapped, lambda w: w.getField("e")).alias("__bag")
     if not env.cols:
         return df.agg(bag)
     grouped = df.groupBy(*[col(c) for c in env.cols]).agg(bag)
