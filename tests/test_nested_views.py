@@ -1,0 +1,488 @@
+"""Nested SQL++ views over a small Yelp-like dataset, checked against hand-written results.
+
+The data is written out below; every expected result was worked out by hand from
+it and the SQL++ semantics of DESIGN.md ("SQL++ scope"): ``SELECT *`` gives one
+field per FROM variable, ``GROUP AS``/``INTO`` bags hold one tuple per binding
+({variable: value}), a subquery in SELECT is a bag, an outer join's missing side
+is NULL, ``AT`` positions start at 1 and ARRAY_* functions ignore NULL elements.
+
+Results are compared as bags, recursively: every list is sorted by its elements'
+canonical JSON unless the test names it as ordered.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+BUSINESSES = [
+    {"business_id": "b1", "name": "Garaje", "city": "San Francisco",
+     "categories": ["Mexican", "Burgers", "Gastropub"]},
+    {"business_id": "b2", "name": "Zuni Cafe", "city": "San Francisco", "categories": ["American"]},
+    {"business_id": "b3", "name": "Tartine", "city": "San Francisco", "categories": []},  # no reviews
+    {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas", "Bars"]},
+    {"business_id": "b5", "name": "Nowhere", "city": None, "categories": None},
+]
+
+REVIEWS = [
+    {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4, "date": "2016-03-09"},
+    {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2, "date": "2017-01-02"},
+    {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5, "date": "2015-05-05"},
+    {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3, "date": "2018-07-01"},  # u1 again
+    {"review_id": "r5", "user_id": "u3", "business_id": "b4", "stars": 5, "date": "2019-02-14"},
+    {"review_id": "r6", "user_id": "u2", "business_id": "b5", "stars": None, "date": None},
+    {"review_id": "r7", "user_id": "u9", "business_id": "b1", "stars": 3, "date": "2020-12-31"},  # no such user
+]
+
+USERS = [
+    {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
+    {"user_id": "u2", "user_name": "Ana", "fans": 5, "friends": ["u1"], "elite": []},
+    {"user_id": "u3", "user_name": "Bo", "fans": None, "friends": [], "elite": [2013, 2014]},
+    {"user_id": "u4", "user_name": "Cy", "fans": 0, "friends": ["u1", "u2", "u3"], "elite": [2015, 2016, 2017]},
+]
+
+
+def canonical(value, ordered: frozenset[str] = frozenset(), field: str | None = None):
+    """``value`` with every list sorted (bags), except lists held by a field named in ``ordered``."""
+    if isinstance(value, dict):
+        return {k: canonical(v, ordered, k) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [canonical(v, ordered) for v in value]
+        if field in ordered:
+            return items
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    return value
+
+
+def assert_same_bag(actual, expected, ordered=frozenset()):
+    assert canonical(actual, frozenset(ordered)) == canonical(expected, frozenset(ordered))
+
+
+@pytest.fixture
+def yelp(make_warehouse):
+    wh = make_warehouse("yelp")
+    wh.create_table("businesses", "business_id", BUSINESSES)
+    wh.create_table("reviews", "review_id", REVIEWS)
+    wh.create_table("users", "user_id", USERS)
+    return wh
+
+
+def check(wh, text, expected, ordered=()):
+    info = wh.define(text)
+    rows = wh.rows(info.name)
+    assert_same_bag(rows, expected, ordered)
+    assert info.rows == len(expected)
+
+
+# --- the comparison itself ----------------------------------------------------------------------
+
+def test_canonical_ignores_bag_order_at_every_level_but_not_ordered_fields():
+    a = [{"k": 1, "bag": [[2, 1], [3]]}, {"k": 0, "bag": []}]
+    b = [{"k": 0, "bag": []}, {"k": 1, "bag": [[3], [1, 2]]}]
+    assert canonical(a) == canonical(b)
+    assert canonical([{"xs": [1, 2]}], frozenset({"xs"})) != canonical([{"xs": [2, 1]}], frozenset({"xs"}))
+    assert canonical([1, 1, 2]) != canonical([1, 2, 2])  # multiplicities count
+
+
+# --- the thesis' views (§2.9, §2.16.3) ----------------------------------------------------------
+
+def test_thesis_view_v_correlated_subquery(yelp):
+    check(yelp, """
+        CREATE VIEW v AS
+        SELECT business_id, (
+          SELECT reviews.*, users.*
+          FROM reviews NATURAL JOIN users
+          WHERE business_id = businesses.business_id
+        ) AS full_reviews
+        FROM businesses
+        WHERE city = "San Francisco"
+    """, [
+        {"business_id": "b1", "full_reviews": [
+            {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4, "date": "2016-03-09",
+             "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
+            {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2, "date": "2017-01-02",
+             "user_name": "Ana", "fans": 5, "friends": ["u1"], "elite": []},
+        ]},
+        {"business_id": "b2", "full_reviews": [
+            {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5, "date": "2015-05-05",
+             "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
+            {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3, "date": "2018-07-01",
+             "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
+        ]},
+        {"business_id": "b3", "full_reviews": []},
+    ])
+
+
+def test_thesis_view_v1_group_by_into(yelp):
+    b1, b2, b3 = BUSINESSES[:3]
+    check(yelp, """
+        CREATE VIEW v1 AS
+        SELECT business_id, full_reviews
+        FROM businesses NATURAL LEFT OUTER JOIN (
+            reviews NATURAL JOIN
+            users
+        )
+        WHERE city = "San Francisco"
+        GROUP BY business_id INTO full_reviews
+    """, [
+        {"business_id": "b1", "full_reviews": [
+            {"businesses": {"business_id": "b1", "name": "Garaje", "city": "San Francisco",
+                            "categories": ["Mexican", "Burgers", "Gastropub"]},
+             "reviews": {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4,
+                         "date": "2016-03-09"},
+             "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
+                       "elite": [2012, 2013]}},
+            {"businesses": b1,
+             "reviews": {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2,
+                         "date": "2017-01-02"},
+             "users": {"user_id": "u2", "user_name": "Ana", "fans": 5, "friends": ["u1"], "elite": []}},
+        ]},
+        {"business_id": "b2", "full_reviews": [
+            {"businesses": b2,
+             "reviews": {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5,
+                         "date": "2015-05-05"},
+             "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
+                       "elite": [2012, 2013]}},
+            {"businesses": b2,
+             "reviews": {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3,
+                         "date": "2018-07-01"},
+             "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
+                       "elite": [2012, 2013]}},
+        ]},
+        {"business_id": "b3", "full_reviews": [{"businesses": b3, "reviews": None, "users": None}]},
+    ])
+
+
+def test_thesis_view_v2_flat_left_outer_join(yelp):
+    check(yelp, """
+        CREATE VIEW v2 AS
+        SELECT business_id, reviews.*, users.*
+        FROM businesses NATURAL LEFT OUTER JOIN (
+            reviews NATURAL JOIN
+            users
+        )
+        WHERE city = "San Francisco"
+    """, [
+        {"business_id": "b1", "review_id": "r1", "user_id": "u1", "stars": 4, "date": "2016-03-09",
+         "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
+        {"business_id": "b1", "review_id": "r2", "user_id": "u2", "stars": 2, "date": "2017-01-02",
+         "user_name": "Ana", "fans": 5, "friends": ["u1"], "elite": []},
+        {"business_id": "b2", "review_id": "r3", "user_id": "u1", "stars": 5, "date": "2015-05-05",
+         "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
+        {"business_id": "b2", "review_id": "r4", "user_id": "u1", "stars": 3, "date": "2018-07-01",
+         "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
+        {"business_id": "b3", "review_id": None, "user_id": None, "stars": None, "date": None,
+         "user_name": None, "fans": None, "friends": None, "elite": None},
+    ])
+
+
+# --- subqueries ---------------------------------------------------------------------------------
+
+def test_correlated_subquery_bag_of_scalars(yelp):
+    check(yelp, """
+        CREATE VIEW reviewed AS
+        SELECT u.user_id, (SELECT VALUE r.business_id FROM reviews r WHERE r.user_id = u.user_id) AS businesses
+        FROM users u
+    """, [
+        {"user_id": "u1", "businesses": ["b1", "b2", "b2"]},
+        {"user_id": "u2", "businesses": ["b1", "b5"]},
+        {"user_id": "u3", "businesses": ["b4"]},
+        {"user_id": "u4", "businesses": []},
+    ])
+
+
+def test_correlated_subquery_bag_of_tuples_with_constructed_fields(yelp):
+    check(yelp, """
+        CREATE VIEW user_reviews AS
+        SELECT u.user_name AS name,
+               (SELECT r.review_id, {"business": r.business_id, "stars": r.stars} AS about
+                FROM reviews r WHERE r.user_id = u.user_id) AS reviews
+        FROM users u
+        WHERE u.fans > 0
+    """, [
+        {"name": "Sebastien", "reviews": [
+            {"review_id": "r1", "about": {"business": "b1", "stars": 4}},
+            {"review_id": "r3", "about": {"business": "b2", "stars": 5}},
+            {"review_id": "r4", "about": {"business": "b2", "stars": 3}},
+        ]},
+        {"name": "Ana", "reviews": [
+            {"review_id": "r2", "about": {"business": "b1", "stars": 2}},
+            {"review_id": "r6", "about": {"business": "b5", "stars": None}},
+        ]},
+    ])
+
+
+def test_subquery_inside_subquery_correlated_with_both_outer_levels(yelp):
+    check(yelp, """
+        CREATE VIEW elsewhere AS
+        SELECT b.business_id,
+               (SELECT r.review_id,
+                       (SELECT VALUE r2.review_id FROM reviews r2
+                        WHERE r2.user_id = r.user_id AND r2.business_id <> b.business_id) AS other_reviews
+                FROM reviews r
+                WHERE r.business_id = b.business_id) AS reviews
+        FROM businesses b
+        WHERE b.city = "San Francisco"
+    """, [
+        {"business_id": "b1", "reviews": [
+            {"review_id": "r1", "other_reviews": ["r3", "r4"]},
+            {"review_id": "r2", "other_reviews": ["r6"]},
+            {"review_id": "r7", "other_reviews": []},
+        ]},
+        {"business_id": "b2", "reviews": [
+            {"review_id": "r3", "other_reviews": ["r1"]},
+            {"review_id": "r4", "other_reviews": ["r1"]},
+        ]},
+        {"business_id": "b3", "reviews": []},
+    ])
+
+
+def test_subquery_over_a_nested_collection_joined_with_a_table(yelp):
+    check(yelp, """
+        CREATE VIEW friend_names AS
+        SELECT u.user_id,
+               (SELECT VALUE v.user_name FROM u.friends AS f, users v WHERE v.user_id = f) AS friends
+        FROM users u
+    """, [
+        {"user_id": "u1", "friends": ["Ana", "Bo"]},
+        {"user_id": "u2", "friends": ["Sebastien"]},
+        {"user_id": "u3", "friends": []},
+        {"user_id": "u4", "friends": ["Sebastien", "Ana", "Bo"]},
+    ])
+
+
+# --- GROUP AS / INTO ----------------------------------------------------------------------------
+
+def test_group_as_with_aggregates_over_the_group(yelp):
+    check(yelp, """
+        CREATE VIEW per_business AS
+        SELECT r.business_id AS business_id,
+               COUNT(*) AS n,
+               (SELECT VALUE COUNT(*) FROM g) AS n_bag,
+               ARRAY_COUNT(g) AS n_members,
+               (SELECT VALUE x.r.stars FROM g AS x) AS stars,
+               ARRAY_AVG((SELECT VALUE x.r.stars FROM g AS x)) AS avg_stars
+        FROM reviews r
+        GROUP BY r.business_id GROUP AS g
+    """, [
+        {"business_id": "b1", "n": 3, "n_bag": [3], "n_members": 3, "stars": [4, 2, 3], "avg_stars": 3.0},
+        {"business_id": "b2", "n": 2, "n_bag": [2], "n_members": 2, "stars": [5, 3], "avg_stars": 4.0},
+        {"business_id": "b4", "n": 1, "n_bag": [1], "n_members": 1, "stars": [5], "avg_stars": 5.0},
+        {"business_id": "b5", "n": 1, "n_bag": [1], "n_members": 1, "stars": [None], "avg_stars": None},
+    ])
+
+
+def test_group_as_over_unnested_scalars_holds_every_variable(yelp):
+    check(yelp, """
+        CREATE VIEW elite_years AS
+        SELECT y AS year, COUNT(*) AS n, g AS members
+        FROM users u, u.elite AS y
+        WHERE u.fans IS NULL OR u.fans < 100
+        GROUP BY y GROUP AS g
+    """, [
+        {"year": 2013, "n": 1, "members": [
+            {"u": {"user_id": "u3", "user_name": "Bo", "fans": None, "friends": [], "elite": [2013, 2014]},
+             "y": 2013}]},
+        {"year": 2014, "n": 1, "members": [
+            {"u": {"user_id": "u3", "user_name": "Bo", "fans": None, "friends": [], "elite": [2013, 2014]},
+             "y": 2014}]},
+        {"year": 2015, "n": 1, "members": [
+            {"u": {"user_id": "u4", "user_name": "Cy", "fans": 0, "friends": ["u1", "u2", "u3"],
+                   "elite": [2015, 2016, 2017]}, "y": 2015}]},
+        {"year": 2016, "n": 1, "members": [
+            {"u": {"user_id": "u4", "user_name": "Cy", "fans": 0, "friends": ["u1", "u2", "u3"],
+                   "elite": [2015, 2016, 2017]}, "y": 2016}]},
+        {"year": 2017, "n": 1, "members": [
+            {"u": {"user_id": "u4", "user_name": "Cy", "fans": 0, "friends": ["u1", "u2", "u3"],
+                   "elite": [2015, 2016, 2017]}, "y": 2017}]},
+    ])
+
+
+def test_left_join_grouped_into_nested_bags(yelp):
+    check(yelp, """
+        CREATE VIEW user_review_ids AS
+        SELECT u.user_id, (SELECT VALUE x.r.review_id FROM g AS x WHERE x.r IS NOT NULL) AS reviews,
+               ARRAY_COUNT(g) AS n_members
+        FROM users u LEFT OUTER JOIN reviews r ON r.user_id = u.user_id
+        GROUP BY u.user_id GROUP AS g
+    """, [
+        {"user_id": "u1", "reviews": ["r1", "r3", "r4"], "n_members": 3},
+        {"user_id": "u2", "reviews": ["r2", "r6"], "n_members": 2},
+        {"user_id": "u3", "reviews": ["r5"], "n_members": 1},
+        {"user_id": "u4", "reviews": [], "n_members": 1},
+    ])
+
+
+# --- unnesting ------------------------------------------------------------------------------------
+
+def test_unnest_bag_of_scalars_in_from(yelp):
+    check(yelp, """
+        CREATE VIEW user_elite AS
+        SELECT u.user_id, y AS year FROM users u, u.elite AS y
+    """, [
+        {"user_id": "u1", "year": 2012}, {"user_id": "u1", "year": 2013},
+        {"user_id": "u3", "year": 2013}, {"user_id": "u3", "year": 2014},
+        {"user_id": "u4", "year": 2015}, {"user_id": "u4", "year": 2016}, {"user_id": "u4", "year": 2017},
+    ])
+
+
+def test_unnest_with_at_positions(yelp):
+    check(yelp, """
+        CREATE VIEW friend_positions AS
+        SELECT u.user_id, f AS friend, i AS pos FROM users u, u.friends AS f AT i
+    """, [
+        {"user_id": "u1", "friend": "u2", "pos": 1}, {"user_id": "u1", "friend": "u3", "pos": 2},
+        {"user_id": "u2", "friend": "u1", "pos": 1},
+        {"user_id": "u4", "friend": "u1", "pos": 1}, {"user_id": "u4", "friend": "u2", "pos": 2},
+        {"user_id": "u4", "friend": "u3", "pos": 3},
+    ])
+
+
+def test_unnest_keyword(yelp):
+    check(yelp, """
+        CREATE VIEW sf_categories AS
+        SELECT b.business_id, c AS category
+        FROM businesses b UNNEST b.categories AS c
+        WHERE b.city = "San Francisco"
+    """, [
+        {"business_id": "b1", "category": "Mexican"}, {"business_id": "b1", "category": "Burgers"},
+        {"business_id": "b1", "category": "Gastropub"}, {"business_id": "b2", "category": "American"},
+    ])
+
+
+# --- constructors, SELECT VALUE, SELECT * ---------------------------------------------------------
+
+def test_tuple_bag_and_array_constructors_in_select_value(yelp):
+    check(yelp, """
+        CREATE VIEW cards AS
+        SELECT VALUE {"id": u.user_id,
+                      "pair": [u.user_id, u.user_name],
+                      "tags": {{"user", u.user_name}},
+                      "stats": {"fans": u.fans, "elite": u.elite}}
+        FROM users u
+        WHERE u.user_id IN ("u2", "u3")
+    """, [
+        {"id": "u2", "pair": ["u2", "Ana"], "tags": ["user", "Ana"], "stats": {"fans": 5, "elite": []}},
+        {"id": "u3", "pair": ["u3", "Bo"], "tags": ["Bo", "user"], "stats": {"fans": None, "elite": [2013, 2014]}},
+    ], ordered={"pair", "elite"})
+
+
+def test_select_star_gives_one_field_per_variable(yelp):
+    check(yelp, """
+        CREATE VIEW star AS
+        SELECT * FROM users u, u.elite AS y WHERE u.user_id = "u1"
+    """, [
+        {"u": USERS[0], "y": 2012},
+        {"u": USERS[0], "y": 2013},
+    ])
+
+
+def test_select_star_over_a_join(yelp):
+    check(yelp, """
+        CREATE VIEW star_join AS
+        SELECT * FROM businesses b JOIN reviews r ON b.business_id = r.business_id WHERE b.city = "Madison"
+    """, [
+        {"b": {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas", "Bars"]},
+         "r": {"review_id": "r5", "user_id": "u3", "business_id": "b4", "stars": 5, "date": "2019-02-14"}},
+    ])
+
+
+# --- collection functions -------------------------------------------------------------------------
+
+def test_array_functions_over_nested_lists(yelp):
+    check(yelp, """
+        CREATE VIEW elite_stats AS
+        SELECT u.user_id, ARRAY_COUNT(u.elite) AS n, ARRAY_MIN(u.elite) AS first,
+               ARRAY_MAX(u.elite) AS last, ARRAY_SUM(u.elite) AS total, ARRAY_AVG(u.elite) AS mean,
+               ARRAY_COUNT(u.friends) AS n_friends
+        FROM users u
+    """, [
+        {"user_id": "u1", "n": 2, "first": 2012, "last": 2013, "total": 4025, "mean": 2012.5, "n_friends": 2},
+        {"user_id": "u2", "n": 0, "first": None, "last": None, "total": None, "mean": None, "n_friends": 1},
+        {"user_id": "u3", "n": 2, "first": 2013, "last": 2014, "total": 4027, "mean": 2013.5, "n_friends": 0},
+        {"user_id": "u4", "n": 3, "first": 2015, "last": 2017, "total": 6048, "mean": 2016.0, "n_friends": 3},
+    ])
+
+
+def test_array_functions_over_subqueries(yelp):
+    check(yelp, """
+        CREATE VIEW star_stats AS
+        SELECT b.business_id,
+               ARRAY_COUNT(b.categories) AS n_categories,
+               ARRAY_COUNT((SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS n,
+               ARRAY_SUM((SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS total,
+               ARRAY_AVG((SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS mean,
+               ARRAY_MIN((SELECT r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS low,
+               ARRAY_MAX((SELECT r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS high
+        FROM businesses b
+    """, [
+        {"business_id": "b1", "n_categories": 3, "n": 3, "total": 9, "mean": 3.0, "low": 2, "high": 4},
+        {"business_id": "b2", "n_categories": 1, "n": 2, "total": 8, "mean": 4.0, "low": 3, "high": 5},
+        {"business_id": "b3", "n_categories": 0, "n": 0, "total": None, "mean": None, "low": None, "high": None},
+        {"business_id": "b4", "n_categories": 2, "n": 1, "total": 5, "mean": 5.0, "low": 5, "high": 5},
+        {"business_id": "b5", "n_categories": None, "n": 0, "total": None, "mean": None, "low": None,
+         "high": None},
+    ])
+
+
+# --- joins, LET, EXISTS -----------------------------------------------------------------------------
+
+def test_left_join_with_nested_output(yelp):
+    check(yelp, """
+        CREATE VIEW business_reviews AS
+        SELECT b.business_id, b.categories, r.review_id, {"stars": r.stars, "by": r.user_id} AS review
+        FROM businesses b LEFT OUTER JOIN reviews r ON b.business_id = r.business_id
+        WHERE b.city = "San Francisco" OR b.city IS NULL
+    """, [
+        {"business_id": "b1", "categories": ["Mexican", "Burgers", "Gastropub"], "review_id": "r1",
+         "review": {"stars": 4, "by": "u1"}},
+        {"business_id": "b1", "categories": ["Mexican", "Burgers", "Gastropub"], "review_id": "r2",
+         "review": {"stars": 2, "by": "u2"}},
+        {"business_id": "b1", "categories": ["Mexican", "Burgers", "Gastropub"], "review_id": "r7",
+         "review": {"stars": 3, "by": "u9"}},
+        {"business_id": "b2", "categories": ["American"], "review_id": "r3", "review": {"stars": 5, "by": "u1"}},
+        {"business_id": "b2", "categories": ["American"], "review_id": "r4", "review": {"stars": 3, "by": "u1"}},
+        {"business_id": "b3", "categories": [], "review_id": None, "review": {"stars": None, "by": None}},
+        {"business_id": "b5", "categories": None, "review_id": "r6", "review": {"stars": None, "by": "u2"}},
+    ])
+
+
+def test_let(yelp):
+    check(yelp, """
+        CREATE VIEW elite_users AS
+        SELECT u.user_id, n AS n_elite, veteran
+        FROM users u
+        LET n = ARRAY_COUNT(u.elite), veteran = n >= 3
+        WHERE n > 0
+    """, [
+        {"user_id": "u1", "n_elite": 2, "veteran": False},
+        {"user_id": "u3", "n_elite": 2, "veteran": False},
+        {"user_id": "u4", "n_elite": 3, "veteran": True},
+    ])
+
+
+def test_exists_over_a_nested_collection(yelp):
+    check(yelp, """
+        CREATE VIEW recent_elite AS
+        SELECT u.user_id,
+               EXISTS (SELECT VALUE f FROM u.friends AS f WHERE f = "u1") AS befriends_u1
+        FROM users u
+        WHERE EXISTS (SELECT VALUE y FROM u.elite AS y WHERE y >= 2014)
+    """, [
+        {"user_id": "u3", "befriends_u1": False},
+        {"user_id": "u4", "befriends_u1": True},
+    ])
+
+
+def test_not_exists_over_a_nested_collection_and_a_table(yelp):
+    check(yelp, """
+        CREATE VIEW lonely AS
+        SELECT u.user_id
+        FROM users u
+        WHERE NOT EXISTS (SELECT VALUE f FROM u.friends AS f)
+           OR NOT EXISTS (SELECT VALUE r FROM reviews r WHERE r.user_id = u.user_id)
+    """, [
+        {"user_id": "u3"},
+        {"user_id": "u4"},
+    ])
