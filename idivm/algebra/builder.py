@@ -228,17 +228,17 @@ class PlanBuilder:
             ltype, rtype = left.type, right.type
             fields_ = []
             for i, (n, v) in enumerate(zip(names, vars_)):
-                ft = ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY
-                if ft in (T.NULL, T.ANY) and isinstance(rtype, T.TupleType):
-                    ft = rtype.fields[i][1]
+                ft = _union_type(ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY,
+                                 rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY)
                 self.var_types[v] = ft
                 fields_.append((n, ft))
             element = TupleExpr(tuple((n, Var(v)) for n, v in zip(names, vars_)))
             return _Built(O.UnionAll(lp, rp, span=q.span), element, T.TupleType(tuple(fields_)))
-        var = self.fresh("value", left.type)
+        ty = _union_type(left.type, right.type)
+        var = self.fresh("value", ty)
         lp = O.Project(left.plan, ((var, lt),))
         rp = O.Project(right.plan, ((var, rt),))
-        return _Built(O.UnionAll(lp, rp, span=q.span), Var(var), left.type)
+        return _Built(O.UnionAll(lp, rp, span=q.span), Var(var), ty)
 
     # ------------------------------------------------------------------ FROM
 
@@ -756,6 +756,21 @@ class PlanBuilder:
             if kt == t:
                 return Var(var, span=e.span)
         return None
+
+
+def _union_type(a: T.Type, b: T.Type) -> T.Type:
+    """The type of values from either branch of UNION ALL: numbers widen (int and double give
+    double, as Spark's union does), tuples with the same fields field by field; an unknown or
+    NULL branch takes the other branch's type."""
+    if a in (T.NULL, T.ANY):
+        return b
+    if b in (T.NULL, T.ANY) or a == b:
+        return a
+    if T.is_numeric(a) and T.is_numeric(b):
+        return SCALAR_FUNCTIONS["add"].result([a, b])
+    if isinstance(a, T.TupleType) and isinstance(b, T.TupleType) and a.names == b.names:
+        return T.TupleType(tuple((n, _union_type(x, y)) for (n, x), (_, y) in zip(a.fields, b.fields)))
+    return a
 
 
 def _split_and(e: A.Expr) -> list[A.Expr]:
