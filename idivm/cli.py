@@ -15,16 +15,18 @@ needs it).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import click
 
 from idivm import __version__
-from idivm.errors import IdivmError
+from idivm.errors import CatalogError, IdivmError
 from idivm.warehouse import DEFAULT_WAREHOUSE, FORMATS, WAREHOUSE_ENV, Warehouse
 
 
@@ -103,7 +105,7 @@ def table_list(ctx: click.Context) -> None:
 @click.pass_context
 def define(ctx: click.Context, file: str) -> None:
     """Plan and materialize the view defined in FILE (CREATE VIEW name AS ...)."""
-    info = open_warehouse(ctx).define(file)
+    info = open_warehouse(ctx).define(Path(file))  # always a file, never SQL++ text
     click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}")
 
 
@@ -140,7 +142,15 @@ def _cell(v: Any, width: int = 60) -> str:
 @click.pass_context
 def explain(ctx: click.Context, target: str) -> None:
     """Print the plan of a defined view NAME or of the view in FILE."""
-    click.echo(open_warehouse(ctx).explain(target))
+    wh = open_warehouse(ctx)
+    views = wh.catalog.views
+    if target in views:
+        click.echo(wh.explain(target))
+        return
+    if not os.path.exists(target):
+        known = ", ".join(sorted(views)) or "none"
+        raise CatalogError(f"no view named {target!r} and no file {target} (views: {known})")
+    click.echo(wh.explain(Path(target)))
 
 
 @cli.command()
