@@ -121,6 +121,28 @@ def is_numeric(t: Type) -> bool:
     return isinstance(t, ScalarType) and t.kind in ("int", "double", "decimal")
 
 
+def common_type(a: Type, b: Type) -> Type:
+    """The type of a value that has type ``a`` or type ``b`` (a UNION ALL column, the branches
+    of CASE, the arguments of COALESCE).
+
+    Numbers widen as in arithmetic (int and double give double), tuples with the same field
+    names field by field; NULL and unknown (ANY) give way to the other type; any other mixture
+    keeps ``a``.
+    """
+    if a in (NULL, ANY):
+        return b
+    if b in (NULL, ANY) or a == b:
+        return a
+    if is_numeric(a) and is_numeric(b):
+        kinds = {a.kind, b.kind}  # type: ignore[union-attr]
+        if "double" in kinds:
+            return DOUBLE
+        return ScalarType("decimal", 38, 18) if "decimal" in kinds else INT
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and a.names == b.names:
+        return TupleType(tuple((n, common_type(x, y)) for (n, x), (_, y) in zip(a.fields, b.fields)))
+    return a
+
+
 def from_arrow(arrow_type) -> Type:
     """Convert a pyarrow DataType (or Schema, giving a TupleType) to a Type."""
     import pyarrow as pa

@@ -169,11 +169,10 @@ class PlanBuilder:
             case Call(function=f, args=args):
                 return SCALAR_FUNCTIONS[f].result([self.type_of(a) for a in args])
             case Case(whens=whens, otherwise=o):
-                for _, r in whens:
-                    ty = self.type_of(r)
-                    if ty not in (T.NULL, T.ANY):
-                        return ty
-                return self.type_of(o) if o is not None else T.ANY
+                ty: T.Type = T.NULL
+                for r in [r for _, r in whens] + ([o] if o is not None else []):
+                    ty = T.common_type(ty, self.type_of(r))
+                return T.ANY if ty == T.NULL and o is None else ty
             case TupleExpr(fields=fs):
                 return T.TupleType(tuple((n, self.type_of(v)) for n, v in fs))
             case BagExpr(items=items) | ArrayExpr(items=items):
@@ -228,13 +227,13 @@ class PlanBuilder:
             ltype, rtype = left.type, right.type
             fields_ = []
             for i, (n, v) in enumerate(zip(names, vars_)):
-                ft = _union_type(ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY,
-                                 rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY)
+                ft = T.common_type(ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY,
+                                   rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY)
                 self.var_types[v] = ft
                 fields_.append((n, ft))
             element = TupleExpr(tuple((n, Var(v)) for n, v in zip(names, vars_)))
             return _Built(O.UnionAll(lp, rp, span=q.span), element, T.TupleType(tuple(fields_)))
-        ty = _union_type(left.type, right.type)
+        ty = T.common_type(left.type, right.type)
         var = self.fresh("value", ty)
         lp = O.Project(left.plan, ((var, lt),))
         rp = O.Project(right.plan, ((var, rt),))
@@ -756,21 +755,6 @@ class PlanBuilder:
             if kt == t:
                 return Var(var, span=e.span)
         return None
-
-
-def _union_type(a: T.Type, b: T.Type) -> T.Type:
-    """The type of values from either branch of UNION ALL: numbers widen (int and double give
-    double, as Spark's union does), tuples with the same fields field by field; an unknown or
-    NULL branch takes the other branch's type."""
-    if a in (T.NULL, T.ANY):
-        return b
-    if b in (T.NULL, T.ANY) or a == b:
-        return a
-    if T.is_numeric(a) and T.is_numeric(b):
-        return SCALAR_FUNCTIONS["add"].result([a, b])
-    if isinstance(a, T.TupleType) and isinstance(b, T.TupleType) and a.names == b.names:
-        return T.TupleType(tuple((n, _union_type(x, y)) for (n, x), (_, y) in zip(a.fields, b.fields)))
-    return a
 
 
 def _split_and(e: A.Expr) -> list[A.Expr]:

@@ -150,6 +150,13 @@ def _numeric(args: list[T.Type]) -> T.Type:
     return T.ANY
 
 
+def _common(args: list[T.Type]) -> T.Type:
+    out: T.Type = T.NULL
+    for a in args:
+        out = T.common_type(out, a)
+    return out
+
+
 def _first(args: list[T.Type]) -> T.Type:
     for a in args:
         if a != T.NULL:
@@ -202,7 +209,7 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("is_missing", 1, 1, _const(T.BOOL)),
         FunctionSpec("like", 2, 2, _const(T.BOOL), "LIKE"),
         FunctionSpec("in", 2, None, _const(T.BOOL)),
-        FunctionSpec("coalesce", 1, None, _first),
+        FunctionSpec("coalesce", 1, None, _common),
         FunctionSpec("lower", 1, 1, _const(T.STRING)),
         FunctionSpec("upper", 1, 1, _const(T.STRING)),
         FunctionSpec("trim", 1, 1, _const(T.STRING)),
