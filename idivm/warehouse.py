@@ -165,7 +165,8 @@ class Warehouse:
 
     def read_table(self, name: str, version: int | None = None) -> "DataFrame":
         """Base table ``name`` (at Delta ``version``, default latest) as a Spark DataFrame."""
-        return delta.read_spark(self.spark, self.table_path(name), version)
+        path = self.table_path(name)  # an unknown name fails before Spark starts
+        return delta.read_spark(self.spark, path, version)
 
     # --- views -----------------------------------------------------------------------------------
 
@@ -203,7 +204,8 @@ class Warehouse:
         from idivm.exec.materialize import user_visible
 
         catalog = self.catalog
-        return user_visible(delta.read_spark(self.spark, catalog.path_of(catalog.view(name))))
+        path = catalog.path_of(catalog.view(name))  # an unknown name fails before Spark starts
+        return user_visible(delta.read_spark(self.spark, path))
 
     def rows(self, name: str, limit: int | None = None) -> list[dict]:
         """View ``name`` as plain Python values (user-visible columns only)."""
