@@ -178,14 +178,15 @@ class Warehouse:
         """
         text, filename = sqlpp_source(text_or_path)
         catalog = self.catalog
-        view = self._plan(text, filename, catalog)
+        view, prov = self._plan(text, filename, catalog)
         catalog.check_new_name(view.name, "view")
         from idivm.exec.materialize import evaluate_plan
 
-        df = evaluate_plan(self.spark, view.plan, self.read_table)
+        df = evaluate_plan(self.spark, prov.plan, self.read_table)
         rel = catalog.new_view_path(view.name)
         metadata = {"idivm.operation": "define view", "idivm.view": view.name}
-        entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel)
+        ids = [{"column": c, "name": n} for c, n in prov.view_ids]
+        entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra={"ids": ids})
         self._install(rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata),
                       lambda cat: cat.add_view(entry))
         return self.view_info(view.name)
@@ -220,18 +221,24 @@ class Warehouse:
             text, filename = catalog.view(name_or_text).text, f"<view {name_or_text}>"
         else:
             text, filename = sqlpp_source(name_or_text)
-        view = self._plan(text, filename, catalog)
+        view, prov = self._plan(text, filename, catalog)
         from idivm.algebra.printer import format_plan
 
-        return f"view {view.name}: {view.type}\n\nplan:\n{format_plan(view.plan, indent='  ')}"
+        ids = ", ".join(n for _, n in prov.view_ids)
+        return (f"view {view.name}: {view.type}\nIDs: {{{ids}}}\n\n"
+                f"plan (IDs of each operator, thesis Table 2.1 / 2.6):\n{format_plan(view.plan, prov.annotate)}")
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
+        """Parse, plan and infer provenance; errors carry the view text."""
         from idivm.algebra.builder import build_view
         from idivm.errors import IdivmError
+        from idivm.provenance.ids import infer_provenance
         from idivm.sqlpp import parse_view
 
         try:
-            return build_view(parse_view(text, filename), {n: e.schema for n, e in catalog.tables.items()})
+            view = build_view(parse_view(text, filename), {n: e.schema for n, e in catalog.tables.items()})
+            keys = {n: tuple(e.key) for n, e in catalog.tables.items()}
+            return view, infer_provenance(view.plan, keys, {n: e.schema for n, e in catalog.tables.items()})
         except IdivmError as e:
             raise e.with_source(text, filename)
 

@@ -126,6 +126,9 @@ def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPla
         raise UnsupportedError(
             f"view '{view.name}' returns {ty} values; a view must return tuples "
             "(use SELECT a, b ... or SELECT VALUE {...})", view.query.span)
+    if not isinstance(plan.element, TupleExpr):  # SELECT VALUE of a tuple: one column per field
+        el = plan.element
+        plan = O.ReturnBag(plan.input, TupleExpr(tuple((n, Field(el, n)) for n in ty.names)), span=plan.span)
     return ViewPlan(view.name, plan, ty)
 
 
@@ -484,9 +487,9 @@ class PlanBuilder:
             aggregates.append((var, agg))
             gctx.aggregates[call] = var
         group_var = None
-        group_fields: tuple[tuple[str, str], ...] = ()
+        group_fields: tuple[tuple[str, Term], ...] = ()
         if q.group_as:
-            group_fields = tuple((b.name, b.var) for b in sc.bindings)
+            group_fields = tuple((b.name, Var(b.var)) for b in sc.bindings)
             el = T.TupleType(tuple((b.name, b.type) for b in sc.bindings))
             group_var = self.fresh(q.group_as, T.CollectionType(el))
             out.bindings.append(Binding(q.group_as, group_var, self.var_types[group_var]))

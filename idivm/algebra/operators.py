@@ -375,7 +375,7 @@ class GroupBy(Operator):
 
     Output: one binding tuple per group with the key variables, one variable
     per aggregate, and (if ``group_var``) the bag of the group's binding
-    tuples as tuples: ``group_fields`` lists (field name, variable) pairs.  With no keys there is
+    tuples as tuples: ``group_fields`` lists (field name, term) pairs.  With no keys there is
     exactly one group, also for empty input (SQL's global aggregate).
     """
 
@@ -383,7 +383,7 @@ class GroupBy(Operator):
     keys: tuple[tuple[str, Term], ...]
     aggregates: tuple[tuple[str, Aggregate], ...] = ()
     group_var: str | None = None
-    group_fields: tuple[tuple[str, str], ...] = ()
+    group_fields: tuple[tuple[str, Term], ...] = ()
 
     def output_variables(self) -> tuple[str, ...]:
         return (tuple(k for k, _ in self.keys) + tuple(a for a, _ in self.aggregates)

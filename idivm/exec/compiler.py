@@ -27,6 +27,7 @@ from idivm.algebra.expressions import (
     ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var, TRUE,
 )
 from idivm.errors import InternalError
+from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 
 
 @dataclass(frozen=True)
@@ -318,10 +319,11 @@ def _call(pc: PlanCompiler, f: str, args: tuple[Term, ...]) -> Column:
 def _collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
     """ARRAY_COUNT & co. over an array column: NULL elements are ignored, as SQL aggregates do."""
     el = dtype.elementType if isinstance(dtype, ST.ArrayType) else None
-    if isinstance(el, ST.StructType) and len(el.fields) == 1 and fn != "array_count":
-        name = el.fields[0].name
+    visible = [f for f in el.fields if not f.name.startswith(HIDDEN_PREFIX)] if isinstance(el, ST.StructType) else []
+    if len(visible) == 1 and fn != "array_count":  # a one-column subquery: its values
+        name = visible[0].name
         c = F.transform(c, lambda x: x.getField(name))
-        el = el.fields[0].dataType
+        el = visible[0].dataType
     values = F.filter(c, lambda x: x.isNotNull())
     n = F.size(values)
     if fn == "array_count":
@@ -434,7 +436,7 @@ def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
     keys = [pc.term(t).alias(k) for k, t in op.keys]
     aggs = [_aggregate(pc, a).alias(v) for v, a in op.aggregates]
     if op.group_var:
-        members = F.struct(*[col(v).alias(n) for n, v in op.group_fields])
+        members = F.struct(*[pc.term(t).alias(n) for n, t in op.group_fields])
         aggs.append(F.collect_list(members).alias(op.group_var))
     if not aggs:
         aggs = [F.count(F.lit(1)).alias(pc.fresh("n"))]

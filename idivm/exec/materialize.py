@@ -16,9 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra.operators import Operator
-from idivm.exec.compiler import PlanCompiler
-
-HIDDEN_PREFIX = "__idivm_"
+from idivm.exec.compiler import HIDDEN_PREFIX, PlanCompiler
 
 
 def evaluate_plan(spark: SparkSession, plan: Operator, read_table: Callable[[str], DataFrame]) -> DataFrame:

@@ -1,0 +1,527 @@
+"""ID / provenance inference with key retouching (thesis §2.4 pass 1, Tables 2.1 and 2.6,
+Appendix B, Appendix D.3).
+
+Input: a plan (from :mod:`idivm.algebra.builder`) and the primary keys of the
+base tables.  Output: :class:`ProvenanceResult` — the *retouched* plan, which
+computes every ID the view needs, and the IDs of every operator's output.
+
+IDs are kept as *key groups* (App. B.3.1): a group is a set of equivalent
+terms over the operator's output variables, any one of which identifies the
+same component of the key (e.g. ``parts.pid`` and ``devices_parts.pid`` after
+the join of Fig. 2.5a).  A group is named after its column (``pid``); when two
+groups of one operator share a name they are qualified with their variable
+(``parts.pid``), the thesis' name-conflict renaming.
+
+Rules, bottom-up (Table 2.1 for the relational operators, Table 2.6 / D.3 for
+SQL++): Ground is a singleton (no IDs); ScanCollection adds the key of the
+scanned table, or the provenance of the scanned collection's elements (the
+value itself for a bag of scalars, the position for ``AT``); Select, Assign,
+FunctionCall, Construct*, NavTuple and ApplyPlan keep their input's IDs;
+joins and correlates concatenate both sides, and an inner equi-join makes
+the two sides' equal key terms one group; Semi/AntiJoin keep the left IDs;
+UnionAll adds the branch attribute; GroupBy's IDs are its grouping keys
+(none for a global aggregate: a singleton); Distinct's IDs are all its
+variables.  Nested collections carry the provenance of their elements: an
+ApplyPlan's bag gets the IDs of the nested query's result, a GROUP AS bag
+the IDs of the group's members.
+
+Retouching: a Project that would drop every term of a key group keeps one as
+a hidden variable (App. B.4.5); UnionAll branches get the branch attribute
+and each other's hidden key columns padded with NULL (B.4.10); every Return
+of tuples gets its provenance as hidden fields, so the stored view carries
+its IDs (top level: one hidden column per key group; nested tuple elements:
+one hidden ``__idivm_prov`` field).  An ID that cannot be inferred is
+tolerated until it reaches the view's output, where it is an error naming the
+operator that lost it (App. B.2.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from idivm import types as T
+from idivm.algebra import operators as O
+from idivm.algebra.expressions import (
+    Call, Const, Field, TableRef, Term, TupleExpr, Var, conjuncts,
+)
+from idivm.errors import UnsupportedError
+
+HIDDEN = "__idivm_"  # prefix of hidden (provenance) columns and fields of stored views
+ELEMENT = Var("@")  # placeholder for "the element" in provenance of collection elements
+BRANCH = f"{HIDDEN}branch"
+PROV_FIELD = f"{HIDDEN}prov"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGroup:
+    """One ID attribute: equivalent terms (first is canonical) and its display name."""
+
+    name: str
+    terms: tuple[Term, ...]
+
+    @property
+    def term(self) -> Term:
+        return self.terms[0]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "terms": [str(t) for t in self.terms]}
+
+
+@dataclass(frozen=True, slots=True)
+class Ids:
+    """The IDs of a bag: key groups, or ``unknown`` (with the reason) if none can be inferred."""
+
+    groups: tuple[KeyGroup, ...] = ()
+    unknown: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.unknown is None
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.groups)
+
+    def __str__(self) -> str:
+        if not self.known:
+            return "IDs unknown"
+        return "IDs {" + ", ".join(self.names()) + "}" if self.groups else "IDs {} (singleton)"
+
+    def to_json(self) -> dict:
+        if not self.known:
+            return {"unknown": self.unknown}
+        return {"groups": [g.to_json() for g in self.groups]}
+
+
+UNKNOWN_SCALAR = "elements are not tuples"
+
+
+@dataclass(frozen=True, slots=True)
+class ProvenanceResult:
+    plan: O.Operator  # the retouched plan (computes and returns the hidden IDs)
+    ids: Mapping[O.Operator, Ids]  # IDs of each operator of the ORIGINAL plan
+    view_ids: tuple[tuple[str, str], ...]  # (hidden column, ID name) of the view's top level
+
+    def annotate(self, op: O.Operator) -> str:
+        ids = self.ids.get(op)
+        return "" if ids is None else f"[{ids}]"
+
+
+@dataclass
+class _Info:
+    """What inference knows about an operator's output."""
+
+    ids: Ids
+    # provenance of the elements of collection-valued terms (paths over output variables)
+    elements: dict[Term, Ids] = field(default_factory=dict)
+
+
+def infer_provenance(plan: O.Operator, table_keys: Mapping[str, tuple[str, ...]],
+                     table_types: Mapping[str, T.TupleType] | None = None) -> ProvenanceResult:
+    """Infer the IDs of every operator of ``plan`` and retouch it to carry them (see module doc)."""
+    inf = _Inference(table_keys, table_types or {})
+    if not isinstance(plan, O.ReturnBag):
+        raise ValueError("a view plan ends in ReturnBag")
+    new_input, info = inf.infer(plan.input, {})
+    inf.record(plan, info.ids)
+    if not info.ids.known:
+        raise UnsupportedError(f"the view has no inferable key: {info.ids.unknown}", plan.span)
+    element, hidden = _top_level_element(plan.element, info.ids)
+    return ProvenanceResult(replace(plan, input=new_input, element=element), inf.ids, hidden)
+
+
+def _top_level_element(element: Term, ids: Ids) -> tuple[Term, tuple[tuple[str, str], ...]]:
+    extra = tuple((f"{HIDDEN}id_{_column(g.name)}", g) for g in ids.groups)
+    hidden = tuple((c, g.name) for c, g in extra)
+    fields_ = tuple((c, g.term) for c, g in extra)
+    if not isinstance(element, TupleExpr):
+        raise ValueError("the top-level element of a view plan is a tuple constructor")
+    return TupleExpr(element.fields + fields_), hidden
+
+
+def _column(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+
+
+class _Inference:
+    def __init__(self, table_keys: Mapping[str, tuple[str, ...]], table_types: Mapping[str, T.TupleType]):
+        self.table_keys = table_keys
+        self.table_types = table_types
+        self.ids: dict[O.Operator, Ids] = {}
+        self.counter = 0
+
+    def record(self, op: O.Operator, ids: Ids) -> None:
+        self.ids.setdefault(op, ids)
+
+    def hidden_var(self, name: str) -> str:
+        self.counter += 1
+        return f"{HIDDEN}{_column(name)}_{self.counter}"
+
+    # ------------------------------------------------------------------ per operator
+
+    def infer(self, op: O.Operator, env: dict[Term, Ids]) -> tuple[O.Operator, _Info]:
+        """(retouched operator, info).  ``env``: element provenance of the environment's
+        collection-valued terms (for nested plans)."""
+        method = getattr(self, f"_{type(op).__name__}", None)
+        if method is None:
+            raise UnsupportedError(f"no provenance rule for {op.name}", op.span)
+        new, info = method(op, env)
+        info.ids = _named(info.ids)
+        self.record(op, info.ids)
+        return new, info
+
+    def _Ground(self, op: O.Ground, env):
+        return op, _Info(Ids(()), dict(env))
+
+    def _ScanCollection(self, op: O.ScanCollection, env):
+        inp, info = self.infer(op.input, env)
+        x = Var(op.var)
+        elements = dict(info.elements)
+        if isinstance(op.source, TableRef):
+            keys = self.table_keys[op.source.name]
+            own = Ids(tuple(KeyGroup(k, (Field(x, k),)) for k in keys))
+            ttype = self.table_types.get(op.source.name)
+            if ttype is not None:
+                for f, ft in ttype.fields:
+                    if isinstance(ft, T.CollectionType):
+                        elements[Field(x, f)] = _element_ids(ft.element, f)
+        else:
+            el = info.elements.get(op.source)
+            if op.position:
+                own = Ids((KeyGroup(op.position, (Var(op.position),)),))
+            elif el is None:
+                own = Ids(unknown=f"ScanCollection over {op.source}: the provenance of its elements is unknown")
+            else:
+                own = _subst_ids(el, ELEMENT, x)
+            for path, ids in info.elements.items():
+                if _starts_with(path, ELEMENT):
+                    continue
+            for path, ids in list(info.elements.items()):
+                rel = _relative(path, op.source)
+                if rel is not None:
+                    elements[_subst(rel, ELEMENT, x)] = ids
+        return replace(op, input=inp), _Info(_concat(info.ids, own), elements)
+
+    def _NavTuple(self, op: O.NavTuple, env):
+        inp, info = self.infer(op.input, env)
+        elements = dict(info.elements)
+        nav = Field(op.base, op.field_name)
+        for path, ids in info.elements.items():
+            rel = _relative_path(path, nav)
+            if rel is not None:
+                elements[_subst(rel, ELEMENT, Var(op.var))] = ids
+        return replace(op, input=inp), _Info(info.ids, elements)
+
+    def _Select(self, op: O.Select, env):
+        inp, info = self.infer(op.input, env)
+        return replace(op, input=inp), _Info(_merge_equalities(info.ids, op.condition), info.elements)
+
+    def _Project(self, op: O.Project, env):
+        inp, info = self.infer(op.input, env)
+        outputs = list(op.outputs)
+        groups = []
+        if info.ids.known:
+            for g in info.ids.groups:
+                kept = tuple(t2 for t in g.terms for t2 in _through(t, outputs))
+                if not kept:  # retouch: keep one copy of the key (App. B.4.5)
+                    v = self.hidden_var(g.name)
+                    outputs.append((v, g.term))
+                    kept = (Var(v),)
+                groups.append(KeyGroup(g.name, kept))
+            ids = Ids(tuple(groups))
+        else:
+            ids = info.ids
+        elements = {}
+        for path, el in info.elements.items():
+            for t in _through(path, outputs):
+                elements[t] = el
+        for path, el in env.items():
+            elements.setdefault(path, el)
+        return replace(op, input=inp, outputs=tuple(outputs)), _Info(ids, elements)
+
+    def _Assign(self, op: O.Assign, env):
+        inp, info = self.infer(op.input, env)
+        return replace(op, input=inp), _Info(info.ids, _alias_elements(info.elements, op.term, Var(op.var)))
+
+    def _FunctionCall(self, op: O.FunctionCall, env):
+        inp, info = self.infer(op.input, env)
+        return replace(op, input=inp), _Info(info.ids, info.elements)
+
+    def _ConstructTuple(self, op: O.ConstructTuple, env):
+        inp, info = self.infer(op.input, env)
+        elements = dict(info.elements)
+        for name, t in op.fields:
+            elements.update(_alias_elements(info.elements, t, Field(Var(op.var), name)))
+        return replace(op, input=inp), _Info(info.ids, elements)
+
+    def _ConstructBag(self, op, env):
+        inp, info = self.infer(op.input, env)
+        elements = dict(info.elements)
+        elements[Var(op.var)] = Ids(unknown=f"{op.name} {op.var}: constructed collections have no provenance")
+        return replace(op, input=inp), _Info(info.ids, elements)
+
+    _ConstructArray = _ConstructBag
+
+    def _ApplyPlan(self, op: O.ApplyPlan, env):
+        inp, info = self.infer(op.input, env)
+        plan, el_ids = self.nested_query(op.plan, info.elements)
+        elements = dict(info.elements)
+        elements[Var(op.var)] = el_ids
+        return replace(op, input=inp, plan=plan), _Info(info.ids, elements)
+
+    def nested_query(self, plan: O.Operator, env: dict[Term, Ids]) -> tuple[O.Operator, Ids]:
+        """A nested query (ReturnBag): retouched plan and the provenance of its elements."""
+        assert isinstance(plan, O.ReturnBag)
+        inp, info = self.infer(plan.input, env)
+        self.record(plan, info.ids)
+        el = plan.element
+        if not info.ids.known:
+            return replace(plan, input=inp), info.ids
+        if isinstance(el, TupleExpr):
+            prov = TupleExpr(tuple((g.name, g.term) for g in info.ids.groups))
+            new_el = TupleExpr(el.fields + ((PROV_FIELD, prov),))
+            ids = Ids(tuple(KeyGroup(g.name, (Field(Field(ELEMENT, PROV_FIELD), g.name),)) for g in info.ids.groups))
+            return replace(plan, input=inp, element=new_el), ids
+        # SELECT VALUE: the element is its own provenance when the IDs are carried by it
+        exprs = [t2 for g in info.ids.groups for t2 in _through_value(g.terms, el)]
+        if len(exprs) == len(info.ids.groups):
+            return replace(plan, input=inp), Ids(tuple(KeyGroup(g.name, (t,)) for g, t in zip(info.ids.groups, exprs)))
+        return replace(plan, input=inp), Ids(unknown="SELECT VALUE of a non-tuple value: its elements "
+                                                     "cannot carry their provenance")
+
+    def _correlate(self, op, env):
+        inp, info = self.infer(op.input, env)
+        plan, pinfo = self.infer(op.plan, info.elements)
+        elements = {**info.elements, **pinfo.elements}
+        return replace(op, input=inp, plan=plan), _Info(_concat(info.ids, pinfo.ids), elements)
+
+    _InnerCorrelate = _correlate
+    _LeftCorrelate = _correlate
+
+    def _join(self, op, env):
+        left, linfo = self.infer(op.left, env)
+        right, rinfo = self.infer(op.right, env)
+        ids = _concat(linfo.ids, rinfo.ids)
+        if isinstance(op, O.InnerJoin):
+            ids = _merge_equalities(ids, op.condition)
+        return replace(op, left=left, right=right), _Info(ids, {**linfo.elements, **rinfo.elements})
+
+    _InnerJoin = _join
+    _LeftJoin = _join
+
+    def _semi(self, op, env):
+        left, linfo = self.infer(op.left, env)
+        right, _ = self.infer(op.right, env)
+        return replace(op, left=left, right=right), linfo
+
+    _SemiJoin = _semi
+    _AntiJoin = _semi
+
+    def _UnionAll(self, op: O.UnionAll, env):
+        left, linfo = self.infer(op.left, env)
+        right, rinfo = self.infer(op.right, env)
+        if not (linfo.ids.known and rinfo.ids.known):
+            reason = linfo.ids.unknown or rinfo.ids.unknown
+            return replace(op, left=left, right=right), _Info(Ids(unknown=reason))
+        # outer union with the branch attribute (App. B.4.10)
+        branch = Var(BRANCH + f"_{self._next()}")
+        lcols = [(self.hidden_var(g.name), g) for g in linfo.ids.groups]
+        rcols = [(self.hidden_var(g.name), g) for g in rinfo.ids.groups]
+        null = Const(None, T.NULL)
+        lextra = ((branch.name, Const(0, T.INT)),) + tuple((v, g.term) for v, g in lcols) + tuple((v, null) for v, _ in rcols)
+        rextra = ((branch.name, Const(1, T.INT)),) + tuple((v, null) for v, _ in lcols) + tuple((v, g.term) for v, g in rcols)
+        keep = set(op.output_variables())
+        left2 = _extend_project(left, lextra, keep)
+        right2 = _extend_project(right, rextra, keep)
+        groups = (KeyGroup("branch", (branch,)),) + tuple(KeyGroup(g.name, (Var(v),)) for v, g in lcols + rcols)
+        return O.UnionAll(left2, right2, span=op.span), _Info(Ids(groups))
+
+    def _next(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def _GroupBy(self, op: O.GroupBy, env):
+        inp, info = self.infer(op.input, env)
+        ids = Ids(tuple(KeyGroup(k, (Var(k),)) for k, _ in op.keys))
+        elements = {}
+        new = replace(op, input=inp)
+        if op.group_var:
+            if info.ids.known:
+                prov = TupleExpr(tuple((g.name, g.term) for g in info.ids.groups))
+                new = replace(new, group_fields=op.group_fields + ((PROV_FIELD, prov),))
+                elements[Var(op.group_var)] = Ids(tuple(
+                    KeyGroup(g.name, (Field(Field(ELEMENT, PROV_FIELD), g.name),)) for g in info.ids.groups))
+            else:
+                elements[Var(op.group_var)] = info.ids
+            for name, t in op.group_fields:
+                for path, el in info.elements.items():
+                    rel = _relative_path(path, t)
+                    if rel is not None:
+                        elements[_subst(rel, ELEMENT, Field(Field(Var(op.group_var), "@"), name))] = el
+        return new, _Info(ids, elements)
+
+    def _Distinct(self, op: O.Distinct, env):
+        # no retouching below a Distinct: extra columns would change which tuples are equal
+        # (App. B.4.9); its IDs are all its variables
+        self.infer(op.input, env)
+        vars_ = op.output_variables()
+        return op, _Info(Ids(tuple(KeyGroup(v, (Var(v),)) for v in vars_)))
+
+    def _ReturnBag(self, op: O.ReturnBag, env):
+        new, ids = self.nested_query(op, env)
+        return new, _Info(ids)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _element_ids(el: T.Type, name: str) -> Ids:
+    if isinstance(el, T.ScalarType):
+        return Ids((KeyGroup(name, (ELEMENT,)),))  # a bag of scalars: the value is its provenance
+    return Ids(unknown=f"nested collection '{name}' has no declared element key")
+
+
+def _concat(a: Ids, b: Ids) -> Ids:
+    if not a.known:
+        return a
+    if not b.known:
+        return b
+    return Ids(a.groups + b.groups)
+
+
+def _named(ids: Ids) -> Ids:
+    """Qualify groups whose names collide (the thesis' name-conflict renaming)."""
+    if not ids.known:
+        return ids
+    counts: dict[str, int] = {}
+    for g in ids.groups:
+        counts[g.name] = counts.get(g.name, 0) + 1
+    out = []
+    for g in ids.groups:
+        name = g.name
+        if counts[name] > 1:
+            base = g.term
+            while isinstance(base, Field):
+                base = base.base
+            qual = base.name if isinstance(base, Var) else "?"
+            name = f"{qual}.{name}" if not name.startswith(f"{qual}.") else name
+        out.append(KeyGroup(name, g.terms))
+    return Ids(tuple(out))
+
+
+def _merge_equalities(ids: Ids, condition: Term) -> Ids:
+    """Equalities between key terms make their groups one (the join of Fig. 2.5a)."""
+    if not ids.known:
+        return ids
+    groups = list(ids.groups)
+    for c in conjuncts(condition):
+        if not (isinstance(c, Call) and c.function == "eq"):
+            continue
+        a, b = c.args
+        ia = next((i for i, g in enumerate(groups) if a in g.terms), None)
+        ib = next((i for i, g in enumerate(groups) if b in g.terms), None)
+        if (ia is None) != (ib is None):  # the other side is an equal copy of the key term
+            i, other = (ia, b) if ia is not None else (ib, a)
+            if isinstance(other, (Var, Field)):
+                groups[i] = KeyGroup(groups[i].name, groups[i].terms + (other,))
+        elif ia is not None and ib is not None and ia != ib:
+            ga, gb = groups[ia], groups[ib]
+            groups[ia] = KeyGroup(_short(ga.name) if _short(ga.name) == _short(gb.name) else ga.name,
+                                  ga.terms + tuple(t for t in gb.terms if t not in ga.terms))
+            del groups[ib]
+    return Ids(tuple(groups))
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def _subst(t: Term, old: Term, new: Term) -> Term:
+    if t == old:
+        return new
+    if isinstance(t, Field):
+        return Field(_subst(t.base, old, new), t.name)
+    if isinstance(t, TupleExpr):
+        return TupleExpr(tuple((n, _subst(v, old, new)) for n, v in t.fields))
+    if isinstance(t, Call):
+        return Call(t.function, tuple(_subst(a, old, new) for a in t.args))
+    return t
+
+
+def _subst_ids(ids: Ids, old: Term, new: Term) -> Ids:
+    if not ids.known:
+        return ids
+    return Ids(tuple(KeyGroup(g.name, tuple(_subst(t, old, new) for t in g.terms)) for g in ids.groups))
+
+
+def _starts_with(t: Term, prefix: Term) -> bool:
+    while True:
+        if t == prefix:
+            return True
+        if not isinstance(t, Field):
+            return False
+        t = t.base
+
+
+def _relative(path: Term, source: Term) -> Term | None:
+    """``path`` below the elements of collection ``source`` (as a path over ELEMENT)."""
+    if isinstance(path, Field) and isinstance(path.base, Field) and path.base.name == "@":
+        if path.base.base == source:
+            return Field(ELEMENT, path.name)
+        inner = _relative(path.base, source)
+        return Field(inner, path.name) if inner is not None else None
+    if isinstance(path, Field):
+        inner = _relative(path.base, source)
+        return Field(inner, path.name) if inner is not None else None
+    return None
+
+
+def _relative_path(path: Term, prefix: Term) -> Term | None:
+    """``path`` with ``prefix`` replaced by ELEMENT, if ``path`` extends ``prefix``."""
+    if path == prefix:
+        return ELEMENT
+    if isinstance(path, Field):
+        inner = _relative_path(path.base, prefix)
+        return Field(inner, path.name) if inner is not None else None
+    return None
+
+
+def _through(t: Term, outputs: list[tuple[str, Term]]) -> list[Term]:
+    """How a term over a Project's input is expressed over its output variables."""
+    out = []
+    for v, e in outputs:
+        rel = _relative_path(t, e)
+        if rel is not None and not isinstance(e, Const):
+            out.append(_subst(rel, ELEMENT, Var(v)))
+    return out
+
+
+def _through_value(terms: tuple[Term, ...], element: Term) -> list[Term]:
+    for t in terms:
+        rel = _relative_path(t, element)
+        if rel is not None:
+            return [rel]
+    return []
+
+
+def _alias_elements(elements: dict[Term, Ids], source: Term, target: Term) -> dict[Term, Ids]:
+    out = dict(elements)
+    for path, ids in elements.items():
+        rel = _relative_path(path, source)
+        if rel is not None:
+            out[_subst(rel, ELEMENT, target)] = ids
+    return out
+
+
+def _extend_project(op: O.Operator, extra: tuple[tuple[str, Term], ...], keep: set[str]) -> O.Operator:
+    """A union branch projecting exactly the variables ``keep`` plus ``extra`` (whose terms may
+    name variables the branch's own Project defines: they are inlined)."""
+    if isinstance(op, O.Project):
+        defs = dict(op.outputs)
+        inlined = []
+        for v, t in extra:
+            for dv, dt in defs.items():
+                t = _subst(t, Var(dv), dt)
+            inlined.append((v, t))
+        return replace(op, outputs=tuple((v, t) for v, t in op.outputs if v in keep) + tuple(inlined))
+    return O.Project(op, tuple((v, Var(v)) for v in op.output_variables() if v in keep) + extra)
