@@ -742,8 +742,11 @@ class PlanBuilder:
         raise SemanticError(f"unknown name '{name}'", span)
 
     def grouping_key(self, e: A.Expr, sc: Scope) -> Term | None:
-        """After GROUP BY: the key variable if ``e`` denotes a grouping key (SQL-92 style)."""
-        if not isinstance(e, (A.Identifier, A.FieldAccess, A.IndexAccess)):
+        """After GROUP BY: the key variable if ``e`` denotes a grouping key (SQL-92 style), i.e.
+        ``e`` is the key's expression written again (``GROUP BY LOWER(e.dept)`` ...
+        ``SELECT LOWER(e.dept)``).  Only scalar expressions are compared: ones with aggregates,
+        subqueries or constructors would lift operators, and literals are never keys."""
+        if isinstance(e, A.Literal) or any(_lifts_operators(n) for n in e.walk()):
             return None
         g = sc.group
         assert g is not None
@@ -758,6 +761,14 @@ class PlanBuilder:
             if kt == t:
                 return Var(var, span=e.span)
         return None
+
+
+def _lifts_operators(e: A.Node) -> bool:
+    """Whether building ``e`` itself stacks an operator on the plan (rather than giving a term)."""
+    if isinstance(e, A.FunctionCall):
+        return e.name in A.AGGREGATES or e.name in _COLLECTION_FUNCTIONS
+    return isinstance(e, (A.Subquery, A.Exists, A.InSubquery, A.TupleConstructor, A.BagConstructor,
+                          A.ArrayConstructor))
 
 
 def _split_and(e: A.Expr) -> list[A.Expr]:
