@@ -191,6 +191,8 @@ class _Inference:
                 own = Ids((KeyGroup(op.position, (Var(op.position),)),))
             elif el is None:
                 own = Ids(unknown=f"ScanCollection over {op.source}: the provenance of its elements is unknown")
+            elif not el.known:
+                own = Ids(unknown=f"ScanCollection over {op.source}: {el.unknown}")
             else:
                 own = _subst_ids(el, ELEMENT, x)
             for path, ids in info.elements.items():
@@ -204,6 +206,7 @@ class _Inference:
 
     def _NavTuple(self, op: O.NavTuple, env):
         inp, info = self.infer(op.input, env)
+        info = _Info(_copy_of_key(info.ids, Field(op.base, op.field_name), Var(op.var)), info.elements)
         elements = dict(info.elements)
         nav = Field(op.base, op.field_name)
         for path, ids in info.elements.items():
@@ -241,7 +244,8 @@ class _Inference:
 
     def _Assign(self, op: O.Assign, env):
         inp, info = self.infer(op.input, env)
-        return replace(op, input=inp), _Info(info.ids, _alias_elements(info.elements, op.term, Var(op.var)))
+        ids = _copy_of_key(info.ids, op.term, Var(op.var))
+        return replace(op, input=inp), _Info(ids, _alias_elements(info.elements, op.term, Var(op.var)))
 
     def _FunctionCall(self, op: O.FunctionCall, env):
         inp, info = self.infer(op.input, env)
@@ -407,6 +411,13 @@ def _named(ids: Ids) -> Ids:
             name = f"{qual}.{name}" if not name.startswith(f"{qual}.") else name
         out.append(KeyGroup(name, g.terms))
     return Ids(tuple(out))
+
+
+def _copy_of_key(ids: Ids, term: Term, var: Var) -> Ids:
+    """A variable bound to a key term joins that key's group (App. B.4.4, Navigate)."""
+    if not ids.known:
+        return ids
+    return Ids(tuple(KeyGroup(g.name, g.terms + (var,)) if term in g.terms else g for g in ids.groups))
 
 
 def _merge_equalities(ids: Ids, condition: Term) -> Ids:
