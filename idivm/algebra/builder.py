@@ -729,13 +729,10 @@ class PlanBuilder:
                     + " or ".join(f"{h.name}.{name}" for h in hits), span)
             if hits:
                 return Field(Var(hits[0].var), name, span=span)
-            if s.group is not None:
-                try:
-                    self.resolve(name, s.group.pre_scope, span)
-                except SemanticError:
-                    pass
-                else:
-                    raise SemanticError(f"'{name}' is neither a grouping key nor inside an aggregate", span)
+            pre = s.group.pre_scope if s.group is not None else None  # the grouped block; parent s.parent
+            if pre is not None and (pre.lookup(name) is not None or name in pre.natural or any(
+                    isinstance(b.type, T.TupleType) and b.type.field(name) for b in pre.bindings)):
+                raise SemanticError(f"'{name}' is neither a grouping key nor inside an aggregate", span)
             s = s.parent
         if name in self.tables:
             raise SemanticError(f"table '{name}' can only be used in FROM", span)
