@@ -99,14 +99,14 @@ def effectiveness_violations(diffs: "BagDiff | NamedDiff | Iterable[IDiff]", pre
     elements, path = _elements(diffs)
     if not isinstance(pre, KeyedBag):
         raise DataError("the pre-state of a bag is a KeyedBag")
+    out: list[Violation] = []
     if post is None:
         try:
             post = apply_bag_diff(pre, elements)
         except DataError as e:
-            return (Violation(path, f"cannot be applied to the pre-state: {e.message}"),)
+            out.append(Violation(path, f"cannot be applied to the pre-state: {e.message}"))
     elif not isinstance(post, KeyedBag):
         raise DataError("the post-state of a bag is a KeyedBag")
-    out: list[Violation] = []
     _check_bag(elements, pre, post, path, out, mode)
     return tuple(out)
 
@@ -141,8 +141,9 @@ def _elements(diffs: "BagDiff | NamedDiff | Iterable[IDiff]") -> tuple[tuple[IDi
     return elements, "$"
 
 
-def _check_bag(elements: Sequence[IDiff], pre: KeyedBag, post: KeyedBag, path: str, out: list[Violation],
+def _check_bag(elements: Sequence[IDiff], pre: KeyedBag, post: KeyedBag | None, path: str, out: list[Violation],
                mode: Reinsertion) -> None:
+    """``post`` None: the post-state is unknown (the i-diffs could not be applied), check the pre-state only."""
     replaced: set[Provenance] = set()
     if mode is Reinsertion.DELETE_INSERT:
         deleted = {e.provenance for e in elements if e.type is DiffType.DELETE}
@@ -155,6 +156,8 @@ def _check_bag(elements: Sequence[IDiff], pre: KeyedBag, post: KeyedBag, path: s
             if prov not in replaced and pre.matching(prov):
                 out.append(Violation(where, f"inserts {prov}, but the pre-state already has a value with this "
                                             "provenance"))
+            if post is None:
+                continue
             after = post.get(prov, ABSENT)
             if after is ABSENT:
                 out.append(Violation(where, f"inserts {prov}, but the post-state has no value with this provenance"))
@@ -172,19 +175,20 @@ def _check_bag(elements: Sequence[IDiff], pre: KeyedBag, post: KeyedBag, path: s
                     if not _agrees(element.pre, value):
                         out.append(Violation(f"{where}.pre", f"{_show(element.pre)} does not agree with the "
                                                              f"pre-state value {_show(value)}"))
-            if prov not in replaced and post.matching(prov):
+            if prov not in replaced and post is not None and post.matching(prov):
                 out.append(Violation(where, f"deletes {prov}, but the post-state still has a value with this "
                                             "provenance"))
             continue
         for p, value in matched:
-            _check_update(element, value, post.get(p, ABSENT), where, out, mode)
+            _check_update(element, value, post.get(p, ABSENT) if post is not None else None, where, out, mode)
 
 
 def _check_update(node: IDiff, before: Any, after: Any, path: str, out: list[Violation], mode: Reinsertion) -> None:
+    """``after``: the value in the post-state, ABSENT if it is not there, None if the post-state is unknown."""
     if node.has_pre and not _agrees(node.pre, before):
         out.append(Violation(f"{path}.pre", f"{_show(node.pre)} does not agree with the pre-state value "
                                             f"{_show(before)}"))
-    if after is ABSENT:
+    if after is ABSENT or after is None:
         return  # §2.2: only values that exist in the post-state must reflect the update
     if node.has_post and not _same(node.post, after):
         out.append(Violation(f"{path}.post", f"{_show(node.post)} is not the post-state value {_show(after)}"))

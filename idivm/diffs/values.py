@@ -78,15 +78,15 @@ def freeze(value: object, where: str = "value") -> Any:
 
 def thaw(value: object) -> Any:
     """The plain Python form (dicts, lists, scalars) of a frozen value."""
+    thaw_hook = getattr(value, "__thaw__", None)
+    if thaw_hook is not None:
+        return thaw_hook()
     if isinstance(value, FrozenTuple):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, (FrozenBag, list, tuple)):
         return [thaw(v) for v in value]
-    thaw_hook = getattr(value, "__thaw__", None)
-    if thaw_hook is not None:
-        return thaw_hook()
     return value
 
 
