@@ -279,7 +279,9 @@ class _Inference:
         inp, info = self.infer(plan.input, env)
         self.record(plan, info.ids)
         el = plan.element
-        if not info.ids.known:
+        if not info.ids.known or not info.ids.groups:
+            # unknown, or a singleton (e.g. a global aggregate): no provenance field to add
+            # (Parquet cannot store the empty struct it would be)
             return replace(plan, input=inp), info.ids
         if isinstance(el, TupleExpr):
             prov = TupleExpr(tuple((g.name, g.term) for g in info.ids.groups))
@@ -350,7 +352,7 @@ class _Inference:
         elements = {}
         new = replace(op, input=inp)
         if op.group_var:
-            if info.ids.known:
+            if info.ids.known and info.ids.groups:
                 prov = TupleExpr(tuple((g.name, g.term) for g in info.ids.groups))
                 new = replace(new, group_fields=op.group_fields + ((PROV_FIELD, prov),))
                 elements[Var(op.group_var)] = Ids(tuple(
