@@ -564,7 +564,7 @@ documents = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(documents)
 def test_any_idiff_round_trips_through_json_and_notation(document):
     data = idiff_to_json(document)

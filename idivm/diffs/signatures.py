@@ -67,6 +67,7 @@ from idivm.diffs.instances import (
 from idivm.errors import DataError, UnsupportedError
 
 __all__ = [
+    "ELEMENTS_STEP",
     "BagSignature",
     "RootSignature",
     "SignatureNode",
@@ -217,9 +218,14 @@ class RootSignature:
         return BagSignature(self.provenance, self.element)
 
     def bag_paths(self) -> tuple[tuple[str, ...], ...]:
-        """Attribute paths from the root elements to every nested bag signature, root bag first (``()``)."""
+        """The path of every bag in the tree, the root bag first (``()``).
+
+        A path lists the attribute names leading from the root elements to the bag; a bag
+        inside the elements of a bag is entered implicitly by the next name, and a bag whose
+        elements are bags themselves is entered with the step :data:`ELEMENTS_STEP` (``'[]'``).
+        """
         found: list[tuple[str, ...]] = [()]
-        _collect_bag_paths(self.element, (), found)
+        _collect_bag_paths(self.element, (), found, element=True)
         return tuple(found)
 
     @property
@@ -234,23 +240,24 @@ class RootSignature:
         return True
 
     def target_bag(self) -> tuple[str, ...]:
-        """The attribute path (from the root elements) of the one bag this tree is about; ``()`` is
-        the root bag itself.  :class:`UnsupportedError` if the tree is about several bags
-        (Example 2.12.4); :func:`split_by_bag` splits such a tree."""
+        """The path (see :meth:`bag_paths`) of the one bag this tree is about; ``()`` is the root bag.
+        :class:`UnsupportedError` if the tree is about several bags (Example 2.12.4);
+        :func:`split_by_bag` splits such a tree."""
         path: list[str] = []
         node = self.element
         while True:
-            nested = _bags_below(node)
+            nested = _bags_below(node, element=True)
             if not nested:
                 return tuple(path)
             if len(nested) > 1 or not _is_chain(node):
                 where = ".".join(path) or "the root"
+                below = ", ".join(".".join(path + list(steps)) for steps, _ in nested)
                 raise UnsupportedError(
                     f"the signature{'' if self.name is None else ' of ' + self.name} is about several bags below "
-                    f"{where} ({', '.join('.'.join(p) for p, _ in nested)}): idIVM keeps one signature tree per "
-                    "bag (§2.12.2, Example 2.12.4); split it with split_by_bag")
-            step, bag = nested[0]
-            path.extend(step)
+                    f"{where} ({below}): idIVM keeps one signature tree per bag (§2.12.2, Example 2.12.4); "
+                    "split it with split_by_bag")
+            steps, bag = nested[0]
+            path.extend(steps)
             node = bag.element
 
     def __str__(self) -> str:
@@ -270,21 +277,28 @@ class RootSignature:
 Signature = Union[RootSignature, SignatureNode]
 
 
-def _collect_bag_paths(node: SignatureNode, path: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
+ELEMENTS_STEP = "[]"
+"""The path step into the elements of a bag that is itself an element of a bag."""
+
+
+def _collect_bag_paths(node: SignatureNode, path: tuple[str, ...], out: list[tuple[str, ...]], element: bool) -> None:
+    """``element``: ``node`` describes the elements of the bag at ``path``."""
     if isinstance(node.diff, BagSignature):
-        out.append(path)
-        _collect_bag_paths(node.diff.element, path, out)
+        here = path + (ELEMENTS_STEP,) if element else path
+        out.append(here)
+        _collect_bag_paths(node.diff.element, here, out, element=True)
     elif isinstance(node.diff, TupleSignature):
         for name, child in node.diff.attributes:
-            _collect_bag_paths(child, path + (name,), out)
+            _collect_bag_paths(child, path + (name,), out, element=False)
 
 
-def _bags_below(node: SignatureNode) -> list[tuple[tuple[str, ...], BagSignature]]:
-    """The bag signatures reachable from ``node`` through tuple signatures only."""
+def _bags_below(node: SignatureNode, element: bool) -> list[tuple[tuple[str, ...], BagSignature]]:
+    """The bag signatures reachable from ``node`` through tuple signatures only, with their steps."""
     if isinstance(node.diff, BagSignature):
-        return [((), node.diff)]
+        return [((ELEMENTS_STEP,) if element else (), node.diff)]
     if isinstance(node.diff, TupleSignature):
-        return [((name,) + p, bag) for name, child in node.diff.attributes for p, bag in _bags_below(child)]
+        return [((name,) + steps, bag) for name, child in node.diff.attributes
+                for steps, bag in _bags_below(child, element=False)]
     return []
 
 
@@ -298,26 +312,26 @@ def _is_chain(node: SignatureNode) -> bool:
 def split_by_bag(signature: RootSignature) -> tuple[RootSignature, ...]:
     """One single-bag signature tree per bag of ``signature`` (§2.12.2, Example 2.12.4).
 
-    For each bag, the tree keeps the path from the root to the bag (the i-diffs above it,
-    with their pre/post flags) and the bag's element signature without nested bags; the
-    root bag gets a tree of its own when its elements have attributes outside every nested
-    bag.  A tree that is already about a single bag comes back unchanged.
+    For each bag, the tree keeps the chain of i-diffs from the root down to the bag (with
+    their pre/post flags, and only the attribute leading on at each level) and the bag's
+    element signature without its nested bags.  A bag whose element signature has nothing
+    but nested bags gets no tree of its own.  A tree already about a single bag comes back
+    unchanged.
     """
     if signature.is_single_bag:
         return (signature,)
     out: list[RootSignature] = []
-    own = _strip_bags(signature.element)
-    if own is not None and own.diff is not None:
-        out.append(replace(signature, element=own))
-    for path in signature.bag_paths()[1:]:
-        out.append(replace(signature, element=_path_to_bag(signature.element, path)))
+    for path in signature.bag_paths():
+        element = _chain_to_bag(signature.element, path, element=True)
+        if element is not None:
+            out.append(replace(signature, element=element))
     return tuple(out)
 
 
 def _strip_bags(node: SignatureNode) -> SignatureNode | None:
-    """``node`` without nested bag signatures; ``None`` if nothing but bags was below it."""
+    """``node`` without nested bag signatures; ``None`` if it described nothing but nested bags."""
     if isinstance(node.diff, BagSignature):
-        return None
+        return replace(node, diff=None) if (node.pre or node.post) else None
     if isinstance(node.diff, TupleSignature):
         kept = [(n, s) for n, s in ((n, _strip_bags(c)) for n, c in node.diff.attributes) if s is not None]
         if not kept:
@@ -326,21 +340,20 @@ def _strip_bags(node: SignatureNode) -> SignatureNode | None:
     return node
 
 
-def _path_to_bag(node: SignatureNode, path: tuple[str, ...]) -> SignatureNode:
-    """The chain of ``node`` down the attribute ``path`` to its bag, whose element loses nested bags."""
-    if not path:
-        assert isinstance(node.diff, BagSignature)
-        element = _strip_bags(node.diff.element)
-        if element is None:
-            element = replace(node.diff.element, diff=None)
-            if element.type is DiffType.UPDATE and not (element.pre or element.post):
-                element = replace(element, post=True)
-        return replace(node, diff=BagSignature(node.diff.provenance, element))
-    assert isinstance(node.diff, TupleSignature)
-    head, rest = path[0], path[1:]
-    if isinstance(node.diff, TupleSignature) and head in node.diff:
-        return replace(node, diff=TupleSignature(((head, _path_to_bag(node.diff[head], rest)),)))
-    raise DataError(f"no attribute {head!r} on the way to a bag")  # pragma: no cover - paths come from bag_paths
+def _chain_to_bag(node: SignatureNode, path: tuple[str, ...], element: bool) -> SignatureNode | None:
+    """``node`` reduced to the chain down ``path`` (see :meth:`RootSignature.bag_paths`) and the
+    bag there, whose element signature loses its nested bags; None if nothing is left of it.
+    ``element``: ``node`` describes the elements of a bag."""
+    if element and not path:
+        return _strip_bags(node)
+    if isinstance(node.diff, BagSignature) and (not element or path[0] == ELEMENTS_STEP):
+        rest = path[1:] if element else path
+        inner = _chain_to_bag(node.diff.element, rest, element=True)
+        return None if inner is None else replace(node, diff=BagSignature(node.diff.provenance, inner))
+    if isinstance(node.diff, TupleSignature) and path and path[0] in node.diff:
+        inner = _chain_to_bag(node.diff[path[0]], path[1:], element=False)
+        return None if inner is None else replace(node, diff=TupleSignature(((path[0], inner),)))
+    raise DataError(f"no bag at {'.'.join(path)!r} in this signature")
 
 
 # ----------------------------------------------------------------------------- satisfaction
@@ -395,8 +408,8 @@ def _check_root(instance: "IDiffDocument", signature: RootSignature, out: list[V
             out.append(Violation("$.name", f"the i-diff is of {instance.name!r}, the signature of {signature.name!r}"))
         root = instance.idiff
         if root.type is not DiffType.UPDATE:
-            out.append(Violation("$.idiff.type", f"{root.type}, but a signature tree describes the update of the "
-                                                  "bag's elements, so the bag itself is updated"))
+            out.append(Violation("$.idiff.type", f"{root.type} of the whole bag, but a signature tree describes "
+                                                  "i-diffs of its elements, inside an update of the bag"))
         elif not isinstance(root.diff, BagDiff):
             out.append(Violation("$.idiff", "an update of a bag needs a bag diff {{ ... }} of its elements"))
         else:
