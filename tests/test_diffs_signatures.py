@@ -107,6 +107,13 @@ def test_named_root_signature():
     assert signature_to_json(users)["name"] == "users"
 
 
+def test_nested_signatures_print_in_the_thesis_notation():
+    full_reviews = S1.element.diff["full_reviews"]
+    assert str(full_reviews.diff) == "#(uid) {\n  type: update,\n  diff: {\n    user_id: { type: update, post }\n  }\n}"
+    assert str(S1.element.diff).startswith("{\n  #(uid) full_reviews: {")
+    assert full_reviews.children() == (full_reviews.diff.element,)
+
+
 def test_bag_of_bags_prints_with_the_inline_form():
     nested = RootSignature(("a",), SignatureNode(DiffType.UPDATE, diff=BagSignature(
         ("b",), SignatureNode(DiffType.INSERT, post=True))))

@@ -183,13 +183,16 @@ def format_idiff(document: "IDiffDocument | TupleDiff") -> str:
     raise DataError(f"not an i-diff document: {type(document).__name__}")
 
 
-def format_signature(signature: "RootSignature | SignatureNode") -> str:
-    """The thesis' notation for a signature (Examples 2.12.1 and 2.12.4)."""
+def format_signature(signature: "RootSignature | SignatureNode | TupleSignature | BagSignature") -> str:
+    """The thesis' notation for a signature (Examples 2.12.1 and 2.12.4), or for the nested
+    signature of a tuple (``{ name: {...} }``) or a bag (``#(keys) {...}``)."""
     if isinstance(signature, RootSignature):
         body = f"{format_key_names(signature.provenance)} {_format_signature_node(signature.element, 0)}"
         return body if signature.name is None else f"<{format_name(signature.name)}: {body}>"
     if isinstance(signature, SignatureNode):
         return _format_signature_node(signature, 0)
+    if isinstance(signature, (TupleSignature, BagSignature)):
+        return _format_signature_diff(signature, 0, None)
     raise DataError(f"not a signature: {type(signature).__name__}")
 
 
@@ -269,20 +272,24 @@ def _format_signature_node(node: SignatureNode, level: int, elements_of: BagSign
         return f"{{ {', '.join(parts)} }}"
     pad = "  " * (level + 1)
     lines = ["{"] + [f"{pad}{p}," for p in parts]
-    if isinstance(node.diff, BagSignature):
-        prefix = "" if elements_of is node.diff else f"{format_key_names(node.diff.provenance)} "
-        lines.append(f"{pad}diff: {prefix}{_format_signature_node(node.diff.element, level + 1)}")
-    else:
-        attributes = []
-        for name, child in node.diff.attributes:
-            if isinstance(child.diff, BagSignature):
-                attributes.append(f"{pad}  {format_key_names(child.diff.provenance)} {format_name(name)}: "
-                                  f"{_format_signature_node(child, level + 2, elements_of=child.diff)}")
-            else:
-                attributes.append(f"{pad}  {format_name(name)}: {_format_signature_node(child, level + 2)}")
-        lines.append(f"{pad}diff: {{\n" + ",\n".join(attributes) + f"\n{pad}}}")
+    lines.append(f"{pad}diff: {_format_signature_diff(node.diff, level + 1, elements_of)}")
     lines.append(f"{'  ' * level}}}")
     return "\n".join(lines)
+
+
+def _format_signature_diff(diff: "TupleSignature | BagSignature", level: int, elements_of: BagSignature | None) -> str:
+    if isinstance(diff, BagSignature):
+        prefix = "" if elements_of is diff else f"{format_key_names(diff.provenance)} "
+        return f"{prefix}{_format_signature_node(diff.element, level)}"
+    pad = "  " * (level + 1)
+    attributes = []
+    for name, child in diff.attributes:
+        if isinstance(child.diff, BagSignature):
+            attributes.append(f"{pad}{format_key_names(child.diff.provenance)} {format_name(name)}: "
+                              f"{_format_signature_node(child, level + 1, elements_of=child.diff)}")
+        else:
+            attributes.append(f"{pad}{format_name(name)}: {_format_signature_node(child, level + 1)}")
+    return "{\n" + ",\n".join(attributes) + f"\n{'  ' * level}}}"
 
 
 def _format_atom(value: Any) -> str:

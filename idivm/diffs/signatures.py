@@ -105,6 +105,14 @@ class SignatureNode:
         if kind is DiffType.DELETE and (self.post or self.diff is not None):
             raise DataError("a delete signature has neither post nor a nested diff (§2.12.1)")
 
+    def children(self) -> tuple["SignatureNode", ...]:
+        """The nested signatures: one per attribute of a tuple, the element signature of a bag."""
+        if isinstance(self.diff, TupleSignature):
+            return tuple(node for _, node in self.diff.attributes)
+        if isinstance(self.diff, BagSignature):
+            return (self.diff.element,)
+        return ()
+
     def __str__(self) -> str:
         from idivm.diffs.notation import format_signature
 
@@ -158,6 +166,11 @@ class TupleSignature(Mapping[str, SignatureNode]):
     def __repr__(self) -> str:
         return f"TupleSignature({dict(self.attributes)!r})"
 
+    def __str__(self) -> str:
+        from idivm.diffs.notation import format_signature
+
+        return format_signature(self)
+
 
 def _key_names(names: Iterable[str], what: str) -> tuple[str, ...]:
     if isinstance(names, str):
@@ -191,6 +204,11 @@ class BagSignature:
 
     def __hash__(self) -> int:
         return hash((frozenset(self.provenance), self.element))
+
+    def __str__(self) -> str:
+        from idivm.diffs.notation import format_signature
+
+        return format_signature(self)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
