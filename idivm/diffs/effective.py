@@ -387,6 +387,8 @@ def _merge_updates(first: IDiff, second: IDiff, where: str, mode: Reinsertion) -
 
 def _merge_diffs(first: "TupleDiff | BagDiff", second: "TupleDiff | BagDiff", path: str,
                  mode: Reinsertion) -> "TupleDiff | BagDiff":
+    """The nested diff of two successive updates.  In error paths below ``path``, element positions
+    count the elements of ``first``'s bag diff, then ``second``'s."""
     if isinstance(first, BagDiff) and isinstance(second, BagDiff):
         return BagDiff(_condense(first.elements + second.elements, path, mode))
     if isinstance(first, TupleDiff) and isinstance(second, TupleDiff):
