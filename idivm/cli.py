@@ -139,18 +139,19 @@ def _cell(v: Any, width: int = 60) -> str:
 
 @cli.command()
 @click.argument("target", metavar="FILE|NAME")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
-def explain(ctx: click.Context, target: str) -> None:
-    """Print the plan of a defined view NAME or of the view in FILE."""
+def explain(ctx: click.Context, target: str, fmt: str) -> None:
+    """Print the plan, IDs and base-table signatures of view NAME or of the view in FILE."""
     wh = open_warehouse(ctx)
     views = wh.catalog.views
     if target in views:
-        click.echo(wh.explain(target))
+        click.echo(wh.explain(target, fmt))
         return
     if not os.path.exists(target):
         known = ", ".join(sorted(views)) or "none"
         raise CatalogError(f"no view named {target!r} and no file {target} (views: {known})")
-    click.echo(wh.explain(Path(target)))
+    click.echo(wh.explain(Path(target), fmt))
 
 
 @cli.command()

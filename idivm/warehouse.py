@@ -214,19 +214,22 @@ class Warehouse:
 
         return collect_rows(self.read(name), limit)
 
-    def explain(self, name_or_text: str | os.PathLike) -> str:
-        """The plan of a defined view (by name) or of a ``CREATE VIEW`` text or file."""
+    def explain(self, name_or_text: str | os.PathLike, format: str = "text") -> str:
+        """What idivm knows about a defined view (by name) or a ``CREATE VIEW`` text or file:
+        plan, IDs and base-table signatures, as text or JSON (``format="json"``)."""
         catalog = self.catalog
         if isinstance(name_or_text, str) and name_or_text in catalog.views:
             text, filename = catalog.view(name_or_text).text, f"<view {name_or_text}>"
         else:
             text, filename = sqlpp_source(name_or_text)
         view, prov = self._plan(text, filename, catalog)
-        from idivm.algebra.printer import format_plan
+        from idivm.diffs.base_signatures import generate_base_signatures
+        from idivm.explain import Explanation
 
-        ids = ", ".join(n for _, n in prov.view_ids)
-        return (f"view {view.name}: {view.type}\nIDs: {{{ids}}}\n\n"
-                f"plan (IDs of each operator, thesis Table 2.1 / 2.6):\n{format_plan(view.plan, prov.annotate)}")
+        keys = {n: tuple(e.key) for n, e in catalog.tables.items()}
+        types = {n: e.schema for n, e in catalog.tables.items()}
+        signatures = generate_base_signatures(view.plan, keys, types)
+        return Explanation(view, prov, signatures).render(format)
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
         """Parse, plan and infer provenance; errors carry the view text."""

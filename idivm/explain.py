@@ -1,0 +1,64 @@
+"""What ``explain`` prints: every define-time fact about a view, as text or JSON.
+
+Sections: the view's type and IDs; the plan annotated with the IDs of every
+operator (thesis Fig. 2.5a, Table 2.1 / 2.6); the base-table i-diff signatures
+(§2.5, §2.14.1).  Each section is printed from the immutable values the
+pipeline stages produce; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from idivm.algebra import operators as O
+from idivm.algebra.builder import ViewPlan
+from idivm.algebra.printer import describe, format_plan
+from idivm.diffs.base_signatures import BaseSignatures
+from idivm.provenance.ids import ProvenanceResult
+
+
+@dataclass(frozen=True)
+class Explanation:
+    view: ViewPlan
+    provenance: ProvenanceResult
+    signatures: BaseSignatures
+
+    def to_text(self) -> str:
+        ids = ", ".join(n for _, n in self.provenance.view_ids)
+        return "\n".join([
+            f"view {self.view.name}: {self.view.type}",
+            f"IDs: {{{ids}}}",
+            "",
+            "plan (IDs of each operator, thesis Table 2.1 / 2.6):",
+            format_plan(self.view.plan, self.provenance.annotate),
+            "",
+            "base-table i-diff signatures (§2.5, §2.14.1):",
+            str(self.signatures),
+        ])
+
+    def to_json(self) -> dict:
+        def node(op: O.Operator) -> dict:
+            ids = self.provenance.ids.get(op)
+            out = {"operator": op.name, "text": describe(op), "ids": ids.to_json() if ids else None}
+            ins = [node(i) for i in op.inputs() if not isinstance(i, O.Ground)]
+            if ins:
+                out["inputs"] = ins
+            if op.nested():
+                out["nested"] = [node(n) for n in op.nested()]
+            return out
+
+        return {
+            "view": self.view.name,
+            "type": self.view.type.to_json(),
+            "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
+            "plan": node(self.view.plan),
+            "base_signatures": self.signatures.to_json(),
+        }
+
+    def render(self, format: str = "text") -> str:
+        if format == "json":
+            return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+        if format != "text":
+            raise ValueError(f"unknown explain format {format!r}")
+        return self.to_text()
