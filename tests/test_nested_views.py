@@ -18,11 +18,14 @@ import pytest
 
 BUSINESSES = [
     {"business_id": "b1", "name": "Garaje", "city": "San Francisco",
-     "categories": ["Mexican", "Burgers", "Gastropub"]},
-    {"business_id": "b2", "name": "Zuni Cafe", "city": "San Francisco", "categories": ["American"]},
-    {"business_id": "b3", "name": "Tartine", "city": "San Francisco", "categories": []},  # no reviews
-    {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas", "Bars"]},
-    {"business_id": "b5", "name": "Nowhere", "city": None, "categories": None},
+     "categories": ["Mexican", "Burgers", "Gastropub"],
+     "hours": [{"day": "Mon", "open": 9, "close": 17}, {"day": "Sat", "open": 10, "close": 14}]},
+    {"business_id": "b2", "name": "Zuni Cafe", "city": "San Francisco", "categories": ["American"], "hours": []},
+    {"business_id": "b3", "name": "Tartine", "city": "San Francisco", "categories": [],  # no reviews
+     "hours": [{"day": "Sun", "open": 8, "close": 12}]},
+    {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas", "Bars"],
+     "hours": [{"day": "Mon", "open": 11, "close": 23}]},
+    {"business_id": "b5", "name": "Nowhere", "city": None, "categories": None, "hours": None},
 ]
 
 REVIEWS = [
@@ -114,6 +117,36 @@ def test_thesis_view_v_correlated_subquery(yelp):
     ])
 
 
+def test_thesis_view_v_with_select_star_nests_each_variable(yelp):
+    check(yelp, """
+        CREATE VIEW v_star AS
+        SELECT business_id, (
+          SELECT *
+          FROM reviews NATURAL JOIN users
+          WHERE business_id = businesses.business_id
+        ) AS full_reviews
+        FROM businesses
+        WHERE city = "San Francisco"
+    """, [
+        {"business_id": "b1", "full_reviews": [
+            {"reviews": {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4, "date": "2016-03-09"},
+             "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
+                       "elite": [2012, 2013]}},
+            {"reviews": {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2, "date": "2017-01-02"},
+             "users": {"user_id": "u2", "user_name": "Ana", "fans": 5, "friends": ["u1"], "elite": []}},
+        ]},
+        {"business_id": "b2", "full_reviews": [
+            {"reviews": {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5, "date": "2015-05-05"},
+             "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
+                       "elite": [2012, 2013]}},
+            {"reviews": {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3, "date": "2018-07-01"},
+             "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
+                       "elite": [2012, 2013]}},
+        ]},
+        {"business_id": "b3", "full_reviews": []},
+    ])
+
+
 def test_thesis_view_v1_group_by_into(yelp):
     b1, b2, b3 = BUSINESSES[:3]
     check(yelp, """
@@ -128,7 +161,9 @@ def test_thesis_view_v1_group_by_into(yelp):
     """, [
         {"business_id": "b1", "full_reviews": [
             {"businesses": {"business_id": "b1", "name": "Garaje", "city": "San Francisco",
-                            "categories": ["Mexican", "Burgers", "Gastropub"]},
+                            "categories": ["Mexican", "Burgers", "Gastropub"],
+                            "hours": [{"day": "Mon", "open": 9, "close": 17},
+                                      {"day": "Sat", "open": 10, "close": 14}]},
              "reviews": {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4,
                          "date": "2016-03-09"},
              "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
@@ -182,13 +217,15 @@ def test_thesis_view_v2_flat_left_outer_join(yelp):
 def test_correlated_subquery_bag_of_scalars(yelp):
     check(yelp, """
         CREATE VIEW reviewed AS
-        SELECT u.user_id, (SELECT VALUE r.business_id FROM reviews r WHERE r.user_id = u.user_id) AS businesses
+        SELECT u.user_id,
+               (SELECT VALUE r.business_id FROM reviews r WHERE r.user_id = u.user_id) AS businesses,
+               (SELECT DISTINCT VALUE r.business_id FROM reviews r WHERE r.user_id = u.user_id) AS distinct_businesses
         FROM users u
     """, [
-        {"user_id": "u1", "businesses": ["b1", "b2", "b2"]},
-        {"user_id": "u2", "businesses": ["b1", "b5"]},
-        {"user_id": "u3", "businesses": ["b4"]},
-        {"user_id": "u4", "businesses": []},
+        {"user_id": "u1", "businesses": ["b1", "b2", "b2"], "distinct_businesses": ["b1", "b2"]},
+        {"user_id": "u2", "businesses": ["b1", "b5"], "distinct_businesses": ["b1", "b5"]},
+        {"user_id": "u3", "businesses": ["b4"], "distinct_businesses": ["b4"]},
+        {"user_id": "u4", "businesses": [], "distinct_businesses": []},
     ])
 
 
@@ -303,14 +340,14 @@ def test_left_join_grouped_into_nested_bags(yelp):
     check(yelp, """
         CREATE VIEW user_review_ids AS
         SELECT u.user_id, (SELECT VALUE x.r.review_id FROM g AS x WHERE x.r IS NOT NULL) AS reviews,
-               ARRAY_COUNT(g) AS n_members
+               ARRAY_COUNT(g) AS n_members, COUNT(r.review_id) AS n_reviews
         FROM users u LEFT OUTER JOIN reviews r ON r.user_id = u.user_id
         GROUP BY u.user_id GROUP AS g
     """, [
-        {"user_id": "u1", "reviews": ["r1", "r3", "r4"], "n_members": 3},
-        {"user_id": "u2", "reviews": ["r2", "r6"], "n_members": 2},
-        {"user_id": "u3", "reviews": ["r5"], "n_members": 1},
-        {"user_id": "u4", "reviews": [], "n_members": 1},
+        {"user_id": "u1", "reviews": ["r1", "r3", "r4"], "n_members": 3, "n_reviews": 3},
+        {"user_id": "u2", "reviews": ["r2", "r6"], "n_members": 2, "n_reviews": 2},
+        {"user_id": "u3", "reviews": ["r5"], "n_members": 1, "n_reviews": 1},
+        {"user_id": "u4", "reviews": [], "n_members": 1, "n_reviews": 0},
     ])
 
 
@@ -351,6 +388,36 @@ def test_unnest_keyword(yelp):
     ])
 
 
+def test_unnest_bag_of_tuples_and_navigate_their_fields(yelp):
+    # AT gives the elements their provenance (tables cannot declare element keys yet)
+    check(yelp, """
+        CREATE VIEW early AS
+        SELECT b.business_id, i AS pos, h.day, h.close - h.open AS open_hours
+        FROM businesses b, b.hours AS h AT i
+        WHERE h.open < 10
+    """, [
+        {"business_id": "b1", "pos": 1, "day": "Mon", "open_hours": 8},
+        {"business_id": "b3", "pos": 1, "day": "Sun", "open_hours": 4},
+    ])
+
+
+def test_global_aggregates_over_nested_collections(yelp):
+    check(yelp, """
+        CREATE VIEW weekly AS
+        SELECT b.business_id,
+               (SELECT VALUE SUM(h.close - h.open) FROM b.hours AS h) AS total_hours,
+               (SELECT VALUE COUNT(*) FROM b.hours AS h) AS days,
+               (SELECT MAX(h.close) AS latest FROM b.hours AS h) AS latest
+        FROM businesses b
+    """, [
+        {"business_id": "b1", "total_hours": [12], "days": [2], "latest": [{"latest": 17}]},
+        {"business_id": "b2", "total_hours": [None], "days": [0], "latest": [{"latest": None}]},
+        {"business_id": "b3", "total_hours": [4], "days": [1], "latest": [{"latest": 12}]},
+        {"business_id": "b4", "total_hours": [12], "days": [1], "latest": [{"latest": 23}]},
+        {"business_id": "b5", "total_hours": [None], "days": [0], "latest": [{"latest": None}]},
+    ])
+
+
 # --- constructors, SELECT VALUE, SELECT * ---------------------------------------------------------
 
 def test_tuple_bag_and_array_constructors_in_select_value(yelp):
@@ -368,6 +435,20 @@ def test_tuple_bag_and_array_constructors_in_select_value(yelp):
     ], ordered={"pair", "elite"})
 
 
+def test_from_subquery_of_constructed_tuples_with_index_access(yelp):
+    check(yelp, """
+        CREATE VIEW cards_flat AS
+        SELECT c.id, c.stats.fans AS fans, c.first_friend
+        FROM (SELECT VALUE {"id": u.user_id, "stats": {"fans": u.fans}, "first_friend": u.friends[0]}
+              FROM users u) AS c
+    """, [
+        {"id": "u1", "fans": 1032, "first_friend": "u2"},
+        {"id": "u2", "fans": 5, "first_friend": "u1"},
+        {"id": "u3", "fans": None, "first_friend": None},
+        {"id": "u4", "fans": 0, "first_friend": "u1"},
+    ])
+
+
 def test_select_star_gives_one_field_per_variable(yelp):
     check(yelp, """
         CREATE VIEW star AS
@@ -383,7 +464,8 @@ def test_select_star_over_a_join(yelp):
         CREATE VIEW star_join AS
         SELECT * FROM businesses b JOIN reviews r ON b.business_id = r.business_id WHERE b.city = "Madison"
     """, [
-        {"b": {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas", "Bars"]},
+        {"b": {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas", "Bars"],
+               "hours": [{"day": "Mon", "open": 11, "close": 23}]},
          "r": {"review_id": "r5", "user_id": "u3", "business_id": "b4", "stars": 5, "date": "2019-02-14"}},
     ])
 
@@ -410,12 +492,11 @@ def test_array_functions_over_subqueries(yelp):
         CREATE VIEW star_stats AS
         SELECT b.business_id,
                ARRAY_COUNT(b.categories) AS n_categories,
-               ARRAY_COUNT((SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS n,
-               ARRAY_SUM((SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS total,
-               ARRAY_AVG((SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS mean,
+               ARRAY_COUNT(stars) AS n, ARRAY_SUM(stars) AS total, ARRAY_AVG(stars) AS mean,
                ARRAY_MIN((SELECT r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS low,
-               ARRAY_MAX((SELECT r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS high
+               ARRAY_MAX(stars) AS high
         FROM businesses b
+        LET stars = (SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id)
     """, [
         {"business_id": "b1", "n_categories": 3, "n": 3, "total": 9, "mean": 3.0, "low": 2, "high": 4},
         {"business_id": "b2", "n_categories": 1, "n": 2, "total": 8, "mean": 4.0, "low": 3, "high": 5},
