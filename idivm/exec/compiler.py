@@ -307,8 +307,8 @@ def _call(pc: PlanCompiler, f: str, args: tuple[Term, ...]) -> Column:
             return a[0].cast("string")
         case "exists":
             return F.coalesce(F.size(a[0]) > 0, F.lit(False))
-        case "contains":
-            return F.array_contains(a[0], a[1])
+        case "contains":  # x IN bag: FALSE for an empty bag even when x is NULL (SQL's x IN (empty))
+            return F.when(F.size(a[0]) == 0, F.lit(False)).otherwise(F.array_contains(a[0], a[1]))
         case "singleton":
             return F.when(F.size(a[0]) > 1,
                           F.raise_error(F.lit("a subquery used as a scalar returned more than one value"))
