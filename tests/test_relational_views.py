@@ -291,6 +291,9 @@ CASES = [
         HAVING COUNT(*) >= 3 AND SUM(salary) > 5000""",
      """SELECT dept, count(*) AS n FROM emp GROUP BY dept
         HAVING count(*) >= 3 AND sum(salary) > 5000"""),
+    ("group_having_on_key",
+     'SELECT e.dept AS dept, COUNT(*) AS n FROM emp e GROUP BY e.dept HAVING e.dept LIKE "%s%"',
+     "SELECT dept, count(*) AS n FROM emp GROUP BY dept HAVING dept LIKE '%s%'"),
     ("group_join_having",
      """SELECT l.oid, SUM(l.qty * p.price) AS amount, COUNT(*) AS items, AVG(l.discount) AS discount
         FROM lineitem l JOIN parts p ON l.pid = p.pid
@@ -337,6 +340,25 @@ CASES = [
     ("not_in_subquery_without_null",
      "SELECT e.eid FROM emp e WHERE e.eid NOT IN (SELECT VALUE x.manager FROM emp x WHERE x.manager IS NOT NULL)",
      "SELECT e.eid FROM emp e WHERE e.eid NOT IN (SELECT x.manager FROM emp x WHERE x.manager IS NOT NULL)"),
+    ("not_in_subquery_correlated_grouped",
+     """SELECT e.eid FROM emp e
+        WHERE e.manager NOT IN (SELECT VALUE x.manager FROM emp x
+                                WHERE x.dept = e.dept AND x.manager IS NOT NULL GROUP BY x.manager)""",
+     """SELECT e.eid FROM emp e
+        WHERE e.manager NOT IN (SELECT x.manager FROM emp x
+                                WHERE x.dept = e.dept AND x.manager IS NOT NULL GROUP BY x.manager)"""),
+    ("in_and_exists_as_values",
+     """SELECT e.eid, e.manager NOT IN (SELECT VALUE x.eid FROM emp x WHERE x.dept = "hr") AS outside_hr,
+               e.salary IN (SELECT VALUE x.salary FROM emp x WHERE x.dept = "eng") AS eng_salary,
+               EXISTS (SELECT VALUE x FROM emp x WHERE x.manager = e.eid) AS is_manager
+        FROM emp e""",
+     """SELECT e.eid, e.manager NOT IN (SELECT x.eid FROM emp x WHERE x.dept = 'hr') AS outside_hr,
+               e.salary IN (SELECT x.salary FROM emp x WHERE x.dept = 'eng') AS eng_salary,
+               EXISTS (SELECT x FROM emp x WHERE x.manager = e.eid) AS is_manager
+        FROM emp e"""),
+    ("exists_in_disjunction",
+     "SELECT e.eid FROM emp e WHERE e.salary > 5000 OR EXISTS (SELECT VALUE x FROM emp x WHERE x.manager = e.eid)",
+     "SELECT e.eid FROM emp e WHERE e.salary > 5000 OR EXISTS (SELECT x FROM emp x WHERE x.manager = e.eid)"),
     ("scalar_subquery_value",
      "SELECT e.eid, e.salary FROM emp e WHERE e.salary > (SELECT VALUE AVG(x.salary) FROM emp x)",
      "SELECT e.eid, e.salary FROM emp e WHERE e.salary > (SELECT avg(x.salary) FROM emp x)"),
@@ -356,6 +378,14 @@ CASES = [
         FROM (SELECT e.dept, COUNT(*) AS n FROM emp e GROUP BY e.dept) AS t""",
      """SELECT avg(t.n) AS avg_n, max(t.n) AS max_n, count(*) AS groups
         FROM (SELECT e.dept, count(*) AS n FROM emp e GROUP BY e.dept) AS t"""),
+    ("from_subqueries_max_of_counts",
+     """SELECT x.d, x.n
+        FROM (SELECT e.dept AS d, COUNT(*) AS n FROM emp e GROUP BY e.dept) AS x,
+             (SELECT VALUE MAX(y.m) FROM (SELECT COUNT(*) AS m FROM emp f GROUP BY f.dept) AS y) AS mx
+        WHERE x.n = mx""",
+     """SELECT x.d, x.n
+        FROM (SELECT dept AS d, count(*) AS n FROM emp GROUP BY dept) x
+        WHERE x.n = (SELECT max(m) FROM (SELECT count(*) AS m FROM emp GROUP BY dept))"""),
     ("from_subquery_joined",
      """SELECT d.dname, d.budget, t.total
         FROM dept d JOIN (SELECT e.dept, SUM(e.salary) AS total FROM emp e GROUP BY e.dept) AS t
