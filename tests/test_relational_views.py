@@ -479,7 +479,7 @@ def test_plan_golden(wh, update_goldens, case_id, sqlpp, sql):
 # (id, view text, line and column of the offending expression, part of the message)
 
 ERRORS = [
-    ("unknown_table", "CREATE VIEW bad_unknown_table AS\nSELECT x.a\nFROM nosuch x", 3, 6, "'nosuch'"),
+    ("unknown_table", "CREATE VIEW bad_unknown_table AS\nSELECT x.a\nFROM nosuch x", 3, 6, "unknown table 'nosuch'"),
     ("unknown_column", "CREATE VIEW bad_unknown_column AS\nSELECT e.eid, bogus\nFROM emp e", 2, 15,
      "unknown name 'bogus'"),
     ("unknown_field", "CREATE VIEW bad_unknown_field AS\nSELECT p.pid,\n       p.nope\nFROM parts p", 3, 8,

@@ -273,6 +273,14 @@ class PlanBuilder:
             return part
         return O.InnerJoin(current, part, TRUE, span=item.span)
 
+    def is_variable(self, name: str, sc: Scope) -> bool:
+        s: Scope | None = sc
+        while s is not None:
+            if s.lookup(name) is not None:
+                return True
+            s = s.parent
+        return False
+
     def is_table(self, e: A.Expr, sc: Scope) -> bool:
         if not isinstance(e, A.Identifier) or e.name not in self.tables:
             return False
@@ -301,6 +309,9 @@ class PlanBuilder:
                 raise SemanticError(f"AT needs an ordered collection; table '{name}' is a bag", item.span)
             part.add(Binding(alias, var, ty), item.span)
             return O.ScanCollection(O.Ground(), TableRef(name, span=item.expr.span), var, span=item.span)
+        if isinstance(item.expr, A.Identifier) and not self.is_variable(item.expr.name, block):
+            known = ", ".join(sorted(self.tables)) or "none"
+            raise SemanticError(f"unknown table '{item.expr.name}' (tables: {known})", item.expr.span)
         ctx = _Ctx(O.Ground())
         t = self.expr(item.expr, block, ctx)
         return self.scan(item, t, part, ctx.plan)
