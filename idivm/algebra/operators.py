@@ -256,76 +256,61 @@ class ApplyPlan(Operator):
         return self.input.output_variables() + (self.var,)
 
 
+@dataclass(frozen=True, slots=True)
+class _Correlate(Operator):
+    input: Operator
+    plan: Operator
+
+    def output_variables(self) -> tuple[str, ...]:
+        return self.input.output_variables() + self.plan.output_variables()
+
+
 @_ops("input", nested=("plan",))
-class InnerCorrelate(Operator):
+class InnerCorrelate(_Correlate):
     """``FROM l INNER CORRELATE r``: each input tuple joined with the binding tuples of ``plan``
     evaluated in its environment (App. D item 13)."""
 
-    input: Operator
-    plan: Operator
-
-    def output_variables(self) -> tuple[str, ...]:
-        return self.input.output_variables() + self.plan.output_variables()
-
 
 @_ops("input", nested=("plan",))
-class LeftCorrelate(Operator):
+class LeftCorrelate(_Correlate):
     """As InnerCorrelate, but an input tuple whose nested result is empty is kept with the
     nested variables padded with NULL (App. D item 14)."""
-
-    input: Operator
-    plan: Operator
-
-    def output_variables(self) -> tuple[str, ...]:
-        return self.input.output_variables() + self.plan.output_variables()
 
 
 # ----------------------------------------------------------------------------- binary operators
 
 
+@dataclass(frozen=True, slots=True)
+class _Join(Operator):
+    left: Operator
+    right: Operator
+    condition: Term = TRUE
+
+    def output_variables(self) -> tuple[str, ...]:
+        return self.left.output_variables() + self.right.output_variables()
+
+
 @_ops("left", "right")
-class InnerJoin(Operator):
+class InnerJoin(_Join):
     """⋈ with a condition (App. D item 20); TRUE gives the cross product."""
 
-    left: Operator
-    right: Operator
-    condition: Term = TRUE
-
-    def output_variables(self) -> tuple[str, ...]:
-        return self.left.output_variables() + self.right.output_variables()
-
 
 @_ops("left", "right")
-class LeftJoin(Operator):
+class LeftJoin(_Join):
     """Left outer join; unmatched left tuples get NULL right variables (App. D item 21)."""
 
-    left: Operator
-    right: Operator
-    condition: Term = TRUE
-
-    def output_variables(self) -> tuple[str, ...]:
-        return self.left.output_variables() + self.right.output_variables()
-
 
 @_ops("left", "right")
-class SemiJoin(Operator):
+class SemiJoin(_Join):
     """⋉: left tuples for which some right tuple satisfies the condition (EXISTS, IN)."""
-
-    left: Operator
-    right: Operator
-    condition: Term = TRUE
 
     def output_variables(self) -> tuple[str, ...]:
         return self.left.output_variables()
 
 
 @_ops("left", "right")
-class AntiJoin(Operator):
+class AntiJoin(_Join):
     """▷: left tuples for which no right tuple satisfies the condition (NOT EXISTS, NOT IN)."""
-
-    left: Operator
-    right: Operator
-    condition: Term = TRUE
 
     def output_variables(self) -> tuple[str, ...]:
         return self.left.output_variables()
