@@ -187,8 +187,15 @@ class Warehouse:
         metadata = {"idivm.operation": "define view", "idivm.view": view.name}
         ids = [{"column": c, "name": n} for c, n in prov.view_ids]
         entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra={"ids": ids})
-        self._install(rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata),
-                      lambda cat: cat.add_view(entry))
+        from idivm.exec.compiler import SCALAR_SUBQUERY_ERROR
+
+        try:
+            self._install(rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata),
+                          lambda cat: cat.add_view(entry))
+        except Exception as e:  # errors raised by the data while Spark evaluates the view
+            if SCALAR_SUBQUERY_ERROR in str(e):
+                raise DataError(f"view {view.name}: {SCALAR_SUBQUERY_ERROR}") from None
+            raise
         return self.view_info(view.name)
 
     def views(self) -> list["ViewInfo"]:

@@ -314,3 +314,16 @@ def test_console_script_reports_an_unknown_view_without_starting_spark(wh):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr == "error: unknown view 'nosuch'; there are no views\n"  # no JVM start-up noise
+
+
+def test_scalar_subquery_with_several_values_is_a_data_error(tmp_path, spark):
+    from idivm.errors import DataError
+    from idivm.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh", spark=spark)
+    wh.create_table("t", "k", [{"k": 1, "g": "a"}, {"k": 2, "g": "a"}, {"k": 3, "g": "b"}])
+    with pytest.raises(DataError, match="view bad: a subquery used as a scalar returned more than one value"):
+        wh.define("CREATE VIEW bad AS SELECT x.k AS k FROM t AS x "
+                  "WHERE x.k > (SELECT VALUE y.k FROM t AS y WHERE y.g = x.g)")
+    assert wh.catalog.views == {}
+    assert not (tmp_path / "wh" / "views" / "bad").exists()

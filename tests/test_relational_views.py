@@ -493,7 +493,7 @@ ERRORS = [
      "CREATE VIEW bad_ambiguous_in_where AS\nSELECT p.price\nFROM parts p, devices_parts dp\nWHERE pid = 3", 4, 7,
      "ambiguous column 'pid'"),
     ("not_grouped", "CREATE VIEW bad_not_grouped AS\nSELECT e.dept, e.salary\nFROM emp e\nGROUP BY e.dept", 2, 16,
-     "neither a grouping key nor inside an aggregate"),
+     "'e.salary' is neither a grouping key nor inside an aggregate"),
     ("not_grouped_with_aggregate",
      "CREATE VIEW bad_not_grouped_with_aggregate AS\nSELECT name, COUNT(*) AS n\nFROM emp", 2, 8,
      "'name' is neither a grouping key nor inside an aggregate"),

@@ -585,7 +585,13 @@ class PlanBuilder:
             case A.Identifier(name=n):
                 return self.resolve(n, sc, e.span)
             case A.FieldAccess(base=b, name=n):
-                base = self.expr(b, sc, ctx)
+                try:
+                    base = self.expr(b, sc, ctx)
+                except SemanticError as err:
+                    if sc.group is not None and "neither a grouping key" in err.message:
+                        raise SemanticError(f"'{_path_text(e)}' is neither a grouping key nor inside "
+                                            "an aggregate", e.span) from None
+                    raise
                 bt = self.type_of(base)
                 if isinstance(bt, T.TupleType) and bt.field(n) is None:
                     raise SemanticError(
@@ -783,6 +789,14 @@ def _split_and(e: A.Expr) -> list[A.Expr]:
     if isinstance(e, A.BinaryOp) and e.op.upper() == "AND":
         return _split_and(e.left) + _split_and(e.right)
     return [e]
+
+
+def _path_text(e: A.Expr) -> str:
+    if isinstance(e, A.FieldAccess):
+        return f"{_path_text(e.base)}.{e.name}"
+    if isinstance(e, A.Identifier):
+        return e.name
+    return "…"
 
 
 def _implicit_name(e: A.Expr) -> str | None:

@@ -29,6 +29,9 @@ from idivm.algebra.expressions import (
 from idivm.errors import InternalError
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 
+#: the run-time error of a scalar subquery with several values (raised inside Spark)
+SCALAR_SUBQUERY_ERROR = "a subquery used as a scalar returned more than one value"
+
 
 @dataclass(frozen=True)
 class Env:
@@ -311,7 +314,7 @@ def _call(pc: PlanCompiler, f: str, args: tuple[Term, ...]) -> Column:
             return F.when(F.size(a[0]) == 0, F.lit(False)).otherwise(F.array_contains(a[0], a[1]))
         case "singleton":
             return F.when(F.size(a[0]) > 1,
-                          F.raise_error(F.lit("a subquery used as a scalar returned more than one value"))
+                          F.raise_error(F.lit(SCALAR_SUBQUERY_ERROR))
                           ).otherwise(F.get(a[0], 0))
     raise InternalError(f"no Spark compilation for function {f}")
 

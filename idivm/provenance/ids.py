@@ -402,15 +402,22 @@ def _named(ids: Ids) -> Ids:
     counts: dict[str, int] = {}
     for g in ids.groups:
         counts[g.name] = counts.get(g.name, 0) + 1
-    out = []
+    out: list[KeyGroup] = []
     for g in ids.groups:
         name = g.name
         if counts[name] > 1:
             base = g.term
             while isinstance(base, Field):
                 base = base.base
-            qual = base.name if isinstance(base, Var) else "?"
-            name = f"{qual}.{name}" if not name.startswith(f"{qual}.") else name
+            qual = base.name if isinstance(base, Var) and not base.name.startswith(HIDDEN) else None
+            if qual is None:  # a hidden variable: number the copies instead
+                taken = {o.name for o in out}
+                n = 1
+                while name in taken:
+                    n += 1
+                    name = f"{g.name}_{n}"
+            elif not name.startswith(f"{qual}."):
+                name = f"{qual}.{name}"
         out.append(KeyGroup(name, g.terms))
     return Ids(tuple(out))
 
