@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from idivm import types as T
-from idivm.catalog import Catalog, TableEntry, ViewEntry, check_name
+from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError
 from idivm.storage import delta
 from idivm.storage import schema as schemas

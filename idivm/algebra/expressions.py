@@ -16,11 +16,12 @@ same names (and fails loudly on a name it does not know).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from idivm import types as T
 from idivm.errors import Span
+from idivm.tree import child_nodes
 
 
 def _span() -> Any:
@@ -32,18 +33,7 @@ class Term:
     span: Span | None = _span()
 
     def children(self) -> Iterator["Term"]:
-        for f in fields(self):
-            if f.name == "span":
-                continue
-            v = getattr(self, f.name)
-            if isinstance(v, Term):
-                yield v
-            elif isinstance(v, tuple):
-                for x in v:
-                    if isinstance(x, Term):
-                        yield x
-                    elif isinstance(x, tuple):
-                        yield from (y for y in x if isinstance(y, Term))
+        return child_nodes(self, Term)
 
     def walk(self) -> Iterator["Term"]:
         yield self

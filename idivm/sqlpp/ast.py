@@ -9,10 +9,11 @@ text compare equal regardless of layout.  Nothing here resolves names: an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from idivm.errors import Span
+from idivm.tree import child_nodes
 
 
 def _span() -> Any:
@@ -25,18 +26,7 @@ class Node:
 
     def children(self) -> Iterator["Node"]:
         """Direct child nodes, in field order (tuples are flattened)."""
-        for f in fields(self):
-            if f.name == "span":
-                continue
-            v = getattr(self, f.name)
-            if isinstance(v, Node):
-                yield v
-            elif isinstance(v, tuple):
-                for x in v:
-                    if isinstance(x, Node):
-                        yield x
-                    elif isinstance(x, tuple):
-                        yield from (y for y in x if isinstance(y, Node))
+        return child_nodes(self, Node)
 
     def walk(self) -> Iterator["Node"]:
         """Pre-order traversal of this node and all descendants."""
