@@ -51,22 +51,31 @@ def now_utc() -> str:
 
 @dataclass(slots=True)
 class TableEntry:
-    """A base table: its primary key, schema and Delta table directory (relative to the warehouse)."""
+    """A base table: its primary key, schema and Delta table directory (relative to the warehouse).
+
+    ``element_keys`` maps the path of a nested collection of tuples (attribute
+    names joined by ``.``, e.g. ``hours`` or ``address.phones``; a step into a
+    collection goes to its elements' attributes) to the columns of its
+    elements' key, unique within each collection value.
+    """
 
     name: str
     key: list[str]
     schema: TupleType
     path: str
     created: str = field(default_factory=now_utc)
+    element_keys: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "key": list(self.key), "schema": self.schema.to_json(),
-                "path": self.path, "created": self.created}
+        return {"name": self.name, "key": list(self.key),
+                "element_keys": {p: list(k) for p, k in self.element_keys.items()},
+                "schema": self.schema.to_json(), "path": self.path, "created": self.created}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "TableEntry":
+        element_keys = {str(p): [str(c) for c in k] for p, k in (obj.get("element_keys") or {}).items()}
         return cls(name=obj["name"], key=list(obj["key"]), schema=_tuple_type(obj["schema"]),
-                   path=obj["path"], created=obj.get("created", ""))
+                   path=obj["path"], created=obj.get("created", ""), element_keys=element_keys)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,12 +77,35 @@ def table() -> None:
 @click.option("--from", "source", required=True, metavar="FILE", help="File (or Parquet directory) to load.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="File format; default: from the file extension.")
+@click.option("--element-key", "element_keys", multiple=True, metavar="PATH=COL[,COL]",
+              callback=lambda ctx, param, value: parse_element_key_options(value),
+              help="Key of the elements of nested collection PATH (e.g. hours=day, a.b=id); repeatable.")
 @click.pass_context
-def table_create(ctx: click.Context, name: str, key: str, source: str, fmt: str | None) -> None:
+def table_create(ctx: click.Context, name: str, key: str, source: str, fmt: str | None,
+                 element_keys: dict[str, str]) -> None:
     """Create base table NAME from FILE."""
-    info = open_warehouse(ctx).create_table(name, key, source, format=fmt)
+    info = open_warehouse(ctx).create_table(name, key, source, format=fmt, element_keys=element_keys)
     rows = f"{info.rows} row{'' if info.rows == 1 else 's'}"
-    click.echo(f"created table {info.name} (key {', '.join(info.key)}): {rows}, version {info.version}")
+    click.echo(f"created table {info.name} (key {key_description(info.key, info.element_keys, ', ')}): "
+               f"{rows}, version {info.version}")
+
+
+def parse_element_key_options(values: Sequence[str]) -> dict[str, str]:
+    """``--element-key PATH=COL[,COL]`` options as ``{path: "col,col"}``."""
+    out: dict[str, str] = {}
+    for v in values:
+        path, eq, columns = v.partition("=")
+        if not eq or not path.strip() or not columns.strip():
+            raise click.BadParameter(f"{v!r}: expected PATH=COL[,COL], e.g. hours=day", param_hint="--element-key")
+        if path.strip() in out:
+            raise click.BadParameter(f"{path.strip()} given twice", param_hint="--element-key")
+        out[path.strip()] = columns
+    return out
+
+
+def key_description(key: Sequence[str], element_keys: Mapping[str, Sequence[str]], sep: str = ",") -> str:
+    """``business_id; hours(day)``: the primary key, then each declared element key."""
+    return "; ".join([sep.join(key)] + [f"{p}({sep.join(k)})" for p, k in element_keys.items()])
 
 
 @table.command("list")
@@ -94,7 +117,7 @@ def table_list(ctx: click.Context) -> None:
         click.echo("no tables")
         return
     click.echo(format_table(["name", "key", "rows", "version"],
-                            [[i.name, ",".join(i.key), i.rows, i.version] for i in infos],
+                            [[i.name, key_description(i.key, i.element_keys), i.rows, i.version] for i in infos],
                             right={"rows", "version"}))
 
 

@@ -21,7 +21,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,8 @@ class TableInfo:
     schema: T.TupleType
     path: Path
     created: str
+    #: declared keys of nested collections of tuples: path -> key columns
+    element_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,19 +111,24 @@ class Warehouse:
     # --- base tables -----------------------------------------------------------------------------
 
     def create_table(self, name: str, key: str | Sequence[str], source: Any, *,
-                     format: str | None = None) -> TableInfo:
+                     format: str | None = None,
+                     element_keys: Mapping[str, str | Sequence[str]] | None = None) -> TableInfo:
         """Create base table ``name`` with primary key ``key`` from ``source``.
 
         ``source`` is a file path (format from ``format`` or the extension:
         ``.jsonl``/``.ndjson``, ``.json``, ``.parquet``/``.pq`` (file or
         directory), ``.csv``), a list of dicts, a pyarrow Table or a Spark
         DataFrame.  ``key`` is a column name, a comma-separated list or a list
-        of names.  Raises :class:`CatalogError` for a bad or taken name and
+        of names.  ``element_keys`` maps the path of a nested collection of
+        tuples (``hours``, ``address.phones``) to its element key columns (as
+        ``key``), which must be non-null and unique within each collection
+        value.  Raises :class:`CatalogError` for a bad or taken name and
         :class:`DataError` for bad data; in both cases nothing is written.
         """
         catalog = self.catalog
         catalog.check_new_name(name, "table")
         key_columns = parse_key(key)
+        declared = parse_element_keys(element_keys)
         rel = catalog.new_table_path(name)
         if (self.path / rel).exists():
             raise CatalogError(f"{self.path / rel} exists but table {name!r} is not in the catalog "
@@ -132,6 +139,10 @@ class Warehouse:
             target = _spark_delta_schema(df)
             check_columns(target, "DataFrame")
             check_spark_key(df, key_columns, origin="DataFrame")
+            schema = idivm_schema(target, "DataFrame")
+            for path, columns in declared.items():
+                check_element_key_type(schema, path, columns, "DataFrame")
+                check_spark_element_key(df, key_columns, path, columns, "DataFrame")
 
             def write(p: Path) -> None:
                 delta.write_spark(df, p, mode="error", commit_metadata=metadata)
@@ -140,11 +151,14 @@ class Warehouse:
             target = schemas.delta_schema(rows.table.schema)
             check_columns(target, rows.origin)
             check_key(rows, key_columns)
+            schema = idivm_schema(target, rows.origin)
+            for path, columns in declared.items():
+                check_element_key_type(schema, path, columns, rows.origin)
+                check_element_key(rows, path, columns)
 
             def write(p: Path) -> None:
                 delta.create_table(p, rows.table, schema=target, commit_metadata=metadata)
-        schema = idivm_schema(target, _origin_of(source))
-        entry = TableEntry(name=name, key=key_columns, schema=schema, path=rel)
+        entry = TableEntry(name=name, key=key_columns, schema=schema, path=rel, element_keys=declared)
         self._install(rel, write, lambda cat: cat.add_table(entry))
         return self.table_info(name)
 
@@ -235,7 +249,7 @@ class Warehouse:
 
         keys = {n: tuple(e.key) for n, e in catalog.tables.items()}
         types = {n: e.schema for n, e in catalog.tables.items()}
-        signatures = generate_base_signatures(view.plan, keys, types)
+        signatures = generate_base_signatures(view.plan, keys, types, element_keys_of(catalog))
         return Explanation(view, prov, signatures).render(format)
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
@@ -248,7 +262,8 @@ class Warehouse:
         try:
             view = build_view(parse_view(text, filename), {n: e.schema for n, e in catalog.tables.items()})
             keys = {n: tuple(e.key) for n, e in catalog.tables.items()}
-            return view, infer_provenance(view.plan, keys, {n: e.schema for n, e in catalog.tables.items()})
+            return view, infer_provenance(view.plan, keys, {n: e.schema for n, e in catalog.tables.items()},
+                                          element_keys_of(catalog))
         except IdivmError as e:
             raise e.with_source(text, filename)
 
@@ -262,7 +277,8 @@ class Warehouse:
     def _info(self, catalog: Catalog, entry: TableEntry) -> TableInfo:
         path = catalog.path_of(entry)
         return TableInfo(name=entry.name, key=tuple(entry.key), rows=delta.row_count(path),
-                         version=delta.version(path), schema=entry.schema, path=path, created=entry.created)
+                         version=delta.version(path), schema=entry.schema, path=path, created=entry.created,
+                         element_keys={p: tuple(k) for p, k in entry.element_keys.items()})
 
     def _install(self, rel: str, write: Callable[[Path], Any], register: Callable[[Catalog], None]) -> Path:
         """Write a new Delta table at ``<warehouse>/<rel>`` and register it in the catalog, all or nothing.
@@ -296,6 +312,11 @@ class Warehouse:
                     pass
             raise
         return final
+
+
+def element_keys_of(catalog: Catalog) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The declared element keys of every base table: table -> collection path -> key columns."""
+    return {n: {p: tuple(k) for p, k in e.element_keys.items()} for n, e in catalog.tables.items()}
 
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:
@@ -349,6 +370,24 @@ def parse_key(key: str | Sequence[str]) -> list[str]:
     if repeated:
         raise DataError(f"key column(s) listed twice: {', '.join(repeated)}")
     return columns
+
+
+def parse_element_keys(element_keys: Mapping[str, str | Sequence[str]] | None) -> dict[str, list[str]]:
+    """Element keys as ``{path: [columns]}``; each key is given like ``key`` (``"day"``, ``"a,b"``, a list)."""
+    out: dict[str, list[str]] = {}
+    for path, key in (element_keys or {}).items():
+        path = str(path).strip()
+        if not path or any(not step.strip() for step in path.split(".")):
+            raise DataError(f"invalid element key path {path!r}: use attribute names joined by '.', "
+                            "e.g. hours or address.phones")
+        path = ".".join(step.strip() for step in path.split("."))
+        if path in out:
+            raise DataError(f"element key of {path} declared twice")
+        try:
+            out[path] = parse_key(key)
+        except DataError:
+            raise DataError(f"element key of {path} needs one or more column names, e.g. {path}=id") from None
+    return out
 
 
 def is_spark_dataframe(obj: Any) -> bool:
@@ -753,11 +792,112 @@ def check_spark_key(df: "DataFrame", key: Sequence[str], origin: str = "DataFram
     raise DataError(f"{origin}: duplicate key {'; '.join(parts)}{more}")
 
 
-def _origin_of(source: Any) -> str:
-    if isinstance(source, (str, os.PathLike)):
-        return str(source)
-    if is_spark_dataframe(source):
-        return "DataFrame"
-    if isinstance(source, (pa.Table, pa.RecordBatch)):
-        return "table"
-    return "rows"
+def check_element_key_type(schema: T.TupleType, path: str, key: Sequence[str], origin: str) -> T.TupleType:
+    """The element type of the collection at ``path`` (a step into a collection goes to its
+    elements' attributes); DataError unless it is a collection of tuples with scalar ``key`` columns."""
+    steps = path.split(".")
+    t: T.Type = schema
+    for i, name in enumerate(steps):
+        if isinstance(t, T.CollectionType):
+            t = t.element
+        outer = ".".join(steps[:i])
+        if not isinstance(t, T.TupleType):
+            raise DataError(f"{origin}: element key path {path}: {outer} has type {t}, which has no attribute {name}")
+        found = t.field(name)
+        if found is None:
+            where = f"in {outer} " if outer else ""
+            raise DataError(f"{origin}: element key path {path}: no attribute {name} {where}"
+                            f"(attributes: {', '.join(t.names) or 'none'})")
+        t = found
+    if isinstance(t, T.CollectionType) and isinstance(t.element, T.ScalarType):
+        raise DataError(f"{origin}: {path} is a collection of scalars ({t}), which needs no element key: "
+                        "each value is its own provenance")
+    if not (isinstance(t, T.CollectionType) and isinstance(t.element, T.TupleType)):
+        raise DataError(f"{origin}: element key path {path} has type {t}, not a collection of tuples")
+    element = t.element
+    missing = [k for k in key if element.field(k) is None]
+    if missing:
+        raise DataError(f"{origin}: element key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"not found in the elements of {path} (attributes: {', '.join(element.names)})")
+    for k in key:
+        kt = element.field(k)
+        if isinstance(kt, (T.TupleType, T.CollectionType)):
+            raise DataError(f"{origin}: element key column {k} of {path} has a nested type ({kt}); "
+                            "key columns must be scalars")
+    return element
+
+
+def check_element_key(rows: Rows, path: str, key: Sequence[str]) -> None:
+    """The element key of the collection at ``path`` is non-null and unique within each collection
+    value (the same key in different rows, or in different collections of one row, is fine).
+    Assumes :func:`check_element_key_type` passed."""
+    table = rows.table
+    steps = path.split(".")
+    values = table.column(steps[0]).combine_chunks()
+    row = pa.array(range(table.num_rows), pa.int64())  # the table row each value belongs to
+    for name in steps[1:]:
+        if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+            row = row.take(pc.list_parent_indices(values))
+            values = pc.list_flatten(values)
+        values = pc.struct_field(values, name)
+    container = pc.list_parent_indices(values)  # which collection value each element is in
+    row = row.take(container)
+    elements = pc.list_flatten(values)
+    columns = [pc.struct_field(elements, k) for k in key]
+
+    for k, column in zip(key, columns):
+        nulls = pc.is_null(column, nan_is_null=True)
+        if len(column) and pc.any(nulls).as_py():
+            first = pc.indices_nonzero(nulls)[0].as_py()
+            raise DataError(f"{rows.origin}: element key column {k} of {path} is null at "
+                            f"{rows.where([row[first].as_py()])}")
+
+    if len(elements) < 2:
+        return
+    names = [f"k{i}" for i in range(len(key))]
+    indexed = pa.table([container, row, *columns], names=["container", "row", *names])
+    groups = indexed.group_by(["container", *names], use_threads=False).aggregate([("row", "min"), ("row", "count")])
+    dups = groups.filter(pc.greater(groups.column("row_count"), 1))
+    if dups.num_rows == 0:
+        return
+    first = dups.sort_by([("row_min", "ascending")]).slice(0, 1).to_pylist()[0]
+    values_ = ", ".join(f"{k}={_show_value(first[n])}" for k, n in zip(key, names))
+    shown = values_ if len(key) == 1 else f"({values_})"
+    raise DataError(f"{rows.origin}: duplicate element key {shown} in {path} at {rows.where([first['row_min']])}")
+
+
+def check_spark_element_key(df: "DataFrame", table_key: Sequence[str], path: str, key: Sequence[str],
+                            origin: str = "DataFrame") -> None:
+    """The checks of :func:`check_element_key` for a Spark DataFrame, as Spark jobs (only the first
+    offending row reaches the driver, named by its primary key).  Assumes the primary key is valid."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType
+
+    steps = path.split(".")
+    ids = [f"__key{i}" for i in range(len(table_key))]
+    cur = df.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(table_key, ids)], F.col(f"`{steps[0]}`").alias("__v"))
+    for j, name in enumerate(steps[1:]):
+        if isinstance(cur.schema["__v"].dataType, ArrayType):
+            cur = cur.select(*ids, F.posexplode("__v").alias(f"__pos{j}", "__v"))
+            ids.append(f"__pos{j}")
+        cur = cur.select(*ids, F.col("__v").getField(name).alias("__v"))
+    names = [f"__el{i}" for i in range(len(key))]
+    elements = cur.select(*ids, F.explode("__v").alias("__e")).select(
+        *ids, *[F.col("__e").getField(k).alias(n) for k, n in zip(key, names)])
+
+    def the_row(r) -> str:
+        values = ", ".join(f"{k}={_show_value(r[f'__key{i}'])}" for i, k in enumerate(table_key))
+        return f"the row with {values if len(table_key) == 1 else '(' + values + ')'}"
+
+    null = reduce(lambda a, b: a | b, [F.col(n).isNull() for n in names])
+    bad = elements.filter(null).limit(1).collect()
+    if bad:
+        k = next(k for k, n in zip(key, names) if bad[0][n] is None)
+        raise DataError(f"{origin}: element key column {k} of {path} is null in {the_row(bad[0])}")
+    dup = elements.groupBy(*ids, *names).count().filter(F.col("count") > 1).limit(1).collect()
+    if dup:
+        values = ", ".join(f"{k}={_show_value(dup[0][n])}" for k, n in zip(key, names))
+        shown = values if len(key) == 1 else f"({values})"
+        raise DataError(f"{origin}: duplicate element key {shown} in {path} in {the_row(dup[0])}")

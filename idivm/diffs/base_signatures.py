@@ -1,6 +1,7 @@
 """Base-table i-diff signature generation (thesis §2.5 for relational views, §2.14.1 for SQL++).
 
-Input: a view plan and the base tables' keys and types.  Output:
+Input: a view plan and the base tables' keys, types and declared element keys
+of nested collections of tuples.  Output:
 :class:`BaseSignatures` — for every base table the view reads, and every nested
 collection of it the view iterates, one insert signature (post-state of every
 attribute), one delete signature (pre-state), one update signature per set of
@@ -135,13 +136,17 @@ class _Usage:
 
 
 def generate_base_signatures(plan: O.Operator, keys: Mapping[str, tuple[str, ...]],
-                             types: Mapping[str, T.TupleType]) -> BaseSignatures:
-    """The base-table i-diff signatures of a view plan (see module doc)."""
+                             types: Mapping[str, T.TupleType],
+                             element_keys: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None
+                             ) -> BaseSignatures:
+    """The base-table i-diff signatures of a view plan (see module doc).
+
+    ``element_keys``: table -> dot-joined path of a nested collection of tuples -> its element key."""
     usage = _Usage()
     _Analysis(usage).plan(plan, {})
     out = []
     for coll in usage.scanned:
-        out.append(_signatures(coll, usage, keys, types))
+        out.append(_signatures(coll, usage, keys, types, element_keys or {}))
     return BaseSignatures(tuple(out))
 
 
@@ -334,13 +339,15 @@ def _collection_type(coll: Collection, types: Mapping[str, T.TupleType]) -> T.Ty
 
 
 def _signatures(coll: Collection, u: _Usage, keys: Mapping[str, tuple[str, ...]],
-                types: Mapping[str, T.TupleType]) -> CollectionSignatures:
+                types: Mapping[str, T.TupleType],
+                element_keys: Mapping[str, Mapping[str, tuple[str, ...]]]) -> CollectionSignatures:
     table, path = coll
     element_type = types.get(table) if not path else _collection_type(coll, types)
+    declared = element_keys.get(table, {})
     if not path:
         key = tuple(keys.get(table, ()))
     elif isinstance(element_type, T.TupleType):
-        key = ()  # nested collections of tuples have no declared element key yet
+        key = tuple(declared.get(".".join(path), ()))  # the declared element key, if any
     else:
         key = (path[-1],)  # a bag of scalars: the value is its own provenance
     attrs = element_type.names if isinstance(element_type, T.TupleType) else ()
@@ -367,7 +374,7 @@ def _signatures(coll: Collection, u: _Usage, keys: Mapping[str, tuple[str, ...]]
             holder = SignatureNode(DiffType.UPDATE, diff=TupleSignature(((path[i], SignatureNode(DiffType.UPDATE, diff=bag)),)))
             if i == 0:
                 return RootSignature(tuple(keys.get(table, ())), holder, name=table)
-            bag = BagSignature((), holder)
+            bag = BagSignature(tuple(declared.get(".".join(path[:i]), ())), holder)
         raise AssertionError
 
     def update(names, pre: bool) -> RootSignature:

@@ -15,7 +15,8 @@ groups of one operator share a name they are qualified with their variable
 Rules, bottom-up (Table 2.1 for the relational operators, Table 2.6 / D.3 for
 SQL++): Ground is a singleton (no IDs); ScanCollection adds the key of the
 scanned table, or the provenance of the scanned collection's elements (the
-value itself for a bag of scalars, the position for ``AT``); Select, Assign,
+value itself for a bag of scalars, the declared element key for a nested
+collection of tuples of a base table, the position for ``AT``); Select, Assign,
 FunctionCall, Construct*, NavTuple and ApplyPlan keep their input's IDs;
 joins and correlates concatenate both sides, and an inner equi-join makes
 the two sides' equal key terms one group; Semi/AntiJoin keep the left IDs;
@@ -117,9 +118,14 @@ class _Info:
 
 
 def infer_provenance(plan: O.Operator, table_keys: Mapping[str, tuple[str, ...]],
-                     table_types: Mapping[str, T.TupleType] | None = None) -> ProvenanceResult:
-    """Infer the IDs of every operator of ``plan`` and retouch it to carry them (see module doc)."""
-    inf = _Inference(table_keys, table_types or {})
+                     table_types: Mapping[str, T.TupleType] | None = None,
+                     element_keys: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None) -> ProvenanceResult:
+    """Infer the IDs of every operator of ``plan`` and retouch it to carry them (see module doc).
+
+    ``element_keys``: table -> path of a nested collection of tuples (``hours``,
+    ``address.phones``; a step into a collection goes to its elements) -> the
+    columns of its elements' key."""
+    inf = _Inference(table_keys, table_types or {}, element_keys or {})
     if not isinstance(plan, O.ReturnBag):
         raise ValueError("a view plan ends in ReturnBag")
     new_input, info = inf.infer(plan.input, {})
@@ -144,9 +150,11 @@ def _column(name: str) -> str:
 
 
 class _Inference:
-    def __init__(self, table_keys: Mapping[str, tuple[str, ...]], table_types: Mapping[str, T.TupleType]):
+    def __init__(self, table_keys: Mapping[str, tuple[str, ...]], table_types: Mapping[str, T.TupleType],
+                 element_keys: Mapping[str, Mapping[str, tuple[str, ...]]]):
         self.table_keys = table_keys
         self.table_types = table_types
+        self.element_keys = element_keys
         self.ids: dict[O.Operator, Ids] = {}
         self.counter = 0
 
@@ -182,9 +190,7 @@ class _Inference:
             own = Ids(tuple(KeyGroup(k, (Field(x, k),)) for k in keys))
             ttype = self.table_types.get(op.source.name)
             if ttype is not None:
-                for f, ft in ttype.fields:
-                    if isinstance(ft, T.CollectionType):
-                        elements[Field(x, f)] = _element_ids(ft.element, f)
+                elements.update(_nested_collections(x, ttype, self.element_keys.get(op.source.name, {})))
         else:
             el = info.elements.get(op.source)
             if op.position:
@@ -381,10 +387,28 @@ class _Inference:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _element_ids(el: T.Type, name: str) -> Ids:
+def _nested_collections(base: Term, t: T.TupleType, declared: Mapping[str, tuple[str, ...]],
+                        prefix: str = "") -> dict[Term, Ids]:
+    """Element provenance of the collections nested in a tuple of type ``t`` at ``base``: paths
+    through tuple attributes and into collection elements (``Field(coll, "@")``)."""
+    out: dict[Term, Ids] = {}
+    for f, ft in t.fields:
+        path, term = prefix + f, Field(base, f)
+        if isinstance(ft, T.CollectionType):
+            out[term] = _element_ids(ft.element, f, path, declared.get(path))
+            if isinstance(ft.element, T.TupleType):
+                out.update(_nested_collections(Field(term, "@"), ft.element, declared, path + "."))
+        elif isinstance(ft, T.TupleType):
+            out.update(_nested_collections(term, ft, declared, path + "."))
+    return out
+
+
+def _element_ids(el: T.Type, name: str, path: str | None = None, key: tuple[str, ...] | None = None) -> Ids:
     if isinstance(el, T.ScalarType):
         return Ids((KeyGroup(name, (ELEMENT,)),))  # a bag of scalars: the value is its provenance
-    return Ids(unknown=f"nested collection '{name}' has no declared element key")
+    if key and isinstance(el, T.TupleType):
+        return Ids(tuple(KeyGroup(k, (Field(ELEMENT, k),)) for k in key))  # the declared element key
+    return Ids(unknown=f"nested collection '{path or name}' has no declared element key")
 
 
 def _concat(a: Ids, b: Ids) -> Ids:
