@@ -27,6 +27,7 @@ import click
 
 from idivm import __version__
 from idivm.errors import CatalogError, IdivmError
+from idivm.ingest import INGEST_FORMATS
 from idivm.warehouse import DEFAULT_WAREHOUSE, FORMATS, WAREHOUSE_ENV, Warehouse
 
 
@@ -119,6 +120,26 @@ def table_list(ctx: click.Context) -> None:
     click.echo(format_table(["name", "key", "rows", "version"],
                             [[i.name, key_description(i.key, i.element_keys), i.rows, i.version] for i in infos],
                             right={"rows", "version"}))
+
+
+@cli.command()
+@click.argument("name", metavar="TABLE")
+@click.argument("file", metavar="FILE")
+@click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="debezium", show_default=True,
+              help="debezium: Debezium change events; rows: whole rows (upserts) and "
+                   '{"__delete": {KEY...}} lines.')
+@click.pass_context
+def ingest(ctx: click.Context, name: str, file: str, fmt: str) -> None:
+    """Apply the changes in FILE (JSON Lines) to base table TABLE in one commit."""
+    r = open_warehouse(ctx).ingest(name, file, format=fmt)
+    changes = f"{r.changes} change{'' if r.changes == 1 else 's'}"
+    skipped = f", {r.skipped} skipped" if r.skipped else ""
+    if not r.changes:
+        click.echo(f"ingested {changes} from {Path(file).name} into {name}{skipped}: nothing to commit, "
+                   f"version {r.version}")
+        return
+    click.echo(f"ingested {changes} from {Path(file).name} into {name}: {r.inserted} inserted, "
+               f"{r.updated} updated, {r.deleted} deleted{skipped}; version {r.version}")
 
 
 # --- views ---------------------------------------------------------------------------------------

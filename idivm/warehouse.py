@@ -37,6 +37,8 @@ from idivm.storage import schema as schemas
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from idivm.ingest import IngestResult
+
 DEFAULT_WAREHOUSE = "./idivm-warehouse"
 WAREHOUSE_ENV = "IDIVM_WAREHOUSE"
 
@@ -181,6 +183,22 @@ class Warehouse:
         """Base table ``name`` (at Delta ``version``, default latest) as a Spark DataFrame."""
         path = self.table_path(name)  # an unknown name fails before Spark starts
         return delta.read_spark(self.spark, path, version)
+
+    def ingest(self, table: str, path: str | os.PathLike, format: str = "debezium") -> "IngestResult":
+        """Apply the changes in file ``path`` to base table ``table`` in one Delta commit.
+
+        ``format`` is ``debezium`` (Debezium change events, bare or in the
+        Kafka Connect envelope) or ``rows`` (whole rows are upserts, a line
+        ``{"__delete": {<key columns>}}`` deletes); see :mod:`idivm.ingest`.
+        Every record is checked against the table's schema and key first: a
+        bad one raises :class:`DataError` naming ``file:line`` and nothing is
+        applied.  A file without changes commits nothing.  Needs no Spark.
+        """
+        from idivm.ingest import ingest_file
+
+        catalog = self.catalog
+        entry = catalog.table(table)
+        return ingest_file(catalog.path_of(entry), path, tuple(entry.key), format=format)
 
     # --- views -----------------------------------------------------------------------------------
 

@@ -1,0 +1,302 @@
+"""Changes to a base table, read from a file, checked against the table's schema.
+
+Input: JSON values decoded from one line of a change file.  Output:
+:class:`Change` values (an upsert of a whole row, or a delete by key) whose
+rows hold Python values that ``pyarrow`` converts to the table's Arrow types
+without loss.  Every problem is a one-line :class:`DataError` that starts with
+``file:line:``; readers collect all changes of a file before anything is
+applied, so a bad record anywhere means nothing is applied.
+
+Value rules (JSON value → column type): ``null`` fits every type; booleans
+only ``bool``; integers fit integer columns of their width, floating point
+and decimal columns; other numbers fit floating point and decimal columns
+(decimals also accept numeric strings); strings fit ``string``, ``binary``
+(base64, as Debezium sends bytes), ``date`` (ISO ``YYYY-MM-DD``) and
+``timestamp`` (ISO-8601; without an offset a ``timestamp`` with a zone reads
+it as UTC); ``date`` also takes an integer number of days since 1970-01-01
+(Debezium's ``io.debezium.time.Date``); arrays fit lists (each element
+checked); objects fit structs (each field checked, absent fields are null,
+unknown fields are errors) and maps.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import decimal
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from idivm.errors import DataError
+
+UPSERT = "upsert"
+DELETE = "delete"
+
+_EPOCH = dt.date(1970, 1, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change of a base table, from line ``line`` of its file.
+
+    An upsert carries the whole new row (every table column; absent ones are
+    null); a delete carries only the key columns.  ``key`` is the row's key
+    as a hashable tuple, in the order of the table's key columns.
+    """
+
+    op: Literal["upsert", "delete"]
+    key: tuple
+    row: Mapping[str, Any]
+    line: int
+
+    def __post_init__(self):
+        if self.op not in (UPSERT, DELETE):
+            raise ValueError(f"unknown change op {self.op!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """The changes of one file, in file order, and how many records were skipped (tombstones)."""
+
+    source: str
+    changes: tuple[Change, ...]
+    skipped: int = 0
+
+
+class RowChecker:
+    """Checks rows of one file against a table's Arrow schema and key; errors name ``file:line``."""
+
+    def __init__(self, schema: pa.Schema, key: tuple[str, ...], source: str):
+        missing = [k for k in key if k not in schema.names]
+        if missing:
+            raise DataError(f"key column(s) {', '.join(missing)} not in the table's schema")
+        self.schema = schema
+        self.key = tuple(key)
+        self.source = source
+
+    def error(self, line: int, problem: str) -> DataError:
+        return DataError(f"{self.source}:{line}: {problem}")
+
+    def row(self, value: Any, line: int, what: str = "row", timestamp_units: Mapping[str, str] | None = None
+            ) -> tuple[tuple, dict[str, Any]]:
+        """(key, row) of a whole row: every column of the table, absent ones null."""
+        fields = self._fields(value, line, what)
+        converted = {f.name: self._value(fields.get(f.name), f.type, f.name, line, what,
+                                         (timestamp_units or {}).get(f.name)) for f in self.schema}
+        return self._key(converted, line, what), converted
+
+    def key_of(self, value: Any, line: int, what: str = "row", timestamp_units: Mapping[str, str] | None = None
+               ) -> tuple[tuple, dict[str, Any]]:
+        """(key, key columns) of a row that only has to identify one: non-key columns
+        must be table columns but are otherwise ignored."""
+        fields = self._fields(value, line, what)
+        converted = {k: self._value(fields.get(k), self.schema.field(k).type, k, line, what,
+                                    (timestamp_units or {}).get(k)) for k in self.key}
+        return self._key(converted, line, what), converted
+
+    def _fields(self, value: Any, line: int, what: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.error(line, f"{what} is {json_kind(value)}, not an object")
+        unknown = [k for k in value if k not in self.schema.names]
+        if unknown:
+            raise self.error(line, f"{what} has column {unknown[0]!r}, which table columns "
+                                   f"({', '.join(self.schema.names)}) do not include")
+        return value
+
+    def _key(self, row: Mapping[str, Any], line: int, what: str) -> tuple:
+        for k in self.key:
+            if row.get(k) is None:
+                absent = "lacks key column" if k not in row else "has null in key column"
+                raise self.error(line, f"{what} {absent} {k!r}")
+        try:
+            return tuple(_hashable(row[k]) for k in self.key)
+        except TypeError:
+            raise self.error(line, f"{what}: key columns must hold scalar values") from None
+
+    def _value(self, v: Any, t: pa.DataType, path: str, line: int, what: str, unit: str | None = None) -> Any:
+        try:
+            return convert(v, t, path, unit)
+        except _Mismatch as e:
+            raise self.error(line, f"{what}: {e}") from None
+
+
+class _Mismatch(Exception):
+    """A JSON value that does not fit a column type (message names the column path)."""
+
+
+def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None) -> Any:
+    """The Python value for JSON value ``v`` in a column of Arrow type ``t`` (see the module docstring).
+
+    ``unit`` (``ms``/``us``/``ns``) allows an integer for a timestamp, counted
+    in that unit since the epoch (Debezium's ``Timestamp``/``MicroTimestamp``/``NanoTimestamp``).
+    """
+    if v is None:
+        return None
+
+    def bad(expected: str) -> _Mismatch:
+        return _Mismatch(f"column '{path}' ({t}) expects {expected}, got {json_kind(v)} {_short(v)}")
+
+    if pa.types.is_boolean(t):
+        if isinstance(v, bool):
+            return v
+        raise bad("a boolean")
+    if pa.types.is_integer(t):
+        if isinstance(v, int) and not isinstance(v, bool):
+            bits = t.bit_width
+            lo, hi = (0, 2 ** bits - 1) if pa.types.is_unsigned_integer(t) else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+            if lo <= v <= hi:
+                return v
+            raise bad(f"an integer in {lo}..{hi}")
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
+            return int(v)
+        raise bad("an integer")
+    if pa.types.is_floating(t):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        raise bad("a number")
+    if pa.types.is_decimal(t):
+        if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+            try:
+                d = decimal.Decimal(str(v))
+            except decimal.InvalidOperation:
+                raise bad("a decimal number") from None
+            if not d.is_finite():
+                raise bad("a finite decimal number")
+            q = d.quantize(decimal.Decimal(1).scaleb(-t.scale), rounding=decimal.ROUND_HALF_EVEN)
+            if q != d or len(q.as_tuple().digits) > t.precision:
+                raise bad(f"a decimal with at most {t.precision} digits, {t.scale} after the point")
+            return q
+        raise bad("a decimal number")
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        if isinstance(v, str):
+            return v
+        raise bad("a string")
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        if isinstance(v, str):
+            try:
+                return base64.b64decode(v, validate=True)
+            except (binascii.Error, ValueError):
+                raise bad("base64 text") from None
+        raise bad("base64 text")
+    if pa.types.is_date(t):
+        if isinstance(v, int) and not isinstance(v, bool):
+            try:
+                return _EPOCH + dt.timedelta(days=v)
+            except OverflowError:
+                raise bad("a date") from None
+        if isinstance(v, str):
+            try:
+                return dt.date.fromisoformat(v)
+            except ValueError:
+                raise bad("a date YYYY-MM-DD") from None
+        raise bad("a date YYYY-MM-DD")
+    if pa.types.is_timestamp(t):
+        return _timestamp(v, t, unit, bad)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) \
+            or pa.types.is_fixed_size_list(t):
+        if isinstance(v, list):
+            return [convert(e, t.value_type, f"{path}[]") for e in v]
+        raise bad("an array")
+    if pa.types.is_struct(t):
+        if not isinstance(v, Mapping):
+            raise bad("an object")
+        names = [t.field(i).name for i in range(t.num_fields)]
+        unknown = [k for k in v if k not in names]
+        if unknown:
+            raise _Mismatch(f"column '{path}' has no field {unknown[0]!r} (fields: {', '.join(names)})")
+        return {t.field(i).name: convert(v.get(t.field(i).name), t.field(i).type, f"{path}.{t.field(i).name}")
+                for i in range(t.num_fields)}
+    if pa.types.is_map(t):
+        if not isinstance(v, Mapping):
+            raise bad("an object")
+        return [(convert(k, t.key_type, f"{path}.key"), convert(x, t.item_type, f"{path}.value"))
+                for k, x in v.items()]
+    raise _Mismatch(f"column '{path}' has type {t}, which ingest does not support")
+
+
+def _timestamp(v: Any, t: pa.DataType, unit: str | None, bad) -> dt.datetime:
+    zone = dt.timezone.utc if t.tz is not None else None
+    if isinstance(v, int) and not isinstance(v, bool):
+        if unit is None:
+            raise bad("an ISO-8601 timestamp (an integer needs a Debezium schema naming its unit)")
+        micros = {"ms": v * 1000, "us": v, "ns": v // 1000}[unit]
+        try:
+            value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)
+        except OverflowError:
+            raise bad("a timestamp") from None
+        return value.replace(tzinfo=zone)
+    if isinstance(v, str):
+        try:
+            value = dt.datetime.fromisoformat(v)
+        except ValueError:
+            raise bad("an ISO-8601 timestamp") from None
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc)
+            return value if zone is not None else value.replace(tzinfo=None)
+        return value.replace(tzinfo=zone)
+    raise bad("an ISO-8601 timestamp")
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, (list, dict)):
+        raise TypeError("unhashable")
+    return v
+
+
+def _short(v: Any, width: int = 40) -> str:
+    text = json.dumps(v, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def json_kind(v: Any) -> str:
+    """``an integer``, ``a string``, ... for messages."""
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int):
+        return "an integer"
+    if isinstance(v, float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, list):
+        return "an array"
+    if v is None:
+        return "null"
+    return f"a {type(v).__name__}"
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[int, str | None, Any]]:
+    """Yield ``(line number, text, value)`` for every line of a JSON Lines file;
+    blank lines give ``(n, None, None)``.  Unreadable files and malformed JSON are
+    :class:`DataError` with ``file:line``."""
+    p = Path(path)
+    if p.is_dir():
+        raise DataError(f"cannot read {str(path)!r}: it is a directory")
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"cannot read {str(path)!r}: no such file") from None
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            yield n, None, None
+            continue
+        try:
+            yield n, line, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+        except RecursionError:
+            raise DataError(f"{path}:{n}: invalid JSON: nested too deeply") from None
