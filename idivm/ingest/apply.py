@@ -68,8 +68,8 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
          delta.MatchedUpdate(set=columns),
          delta.NotMatchedInsert(values=columns, predicate=f"NOT ({is_delete})")],
         commit_metadata={"idivm.operation": "ingest", "idivm.source": change_set.source,
-                         "idivm.changes": len(change_set.changes)})
-    return IngestResult(changes=len(change_set.changes),
+                         "idivm.changes": change_set.records})
+    return IngestResult(changes=change_set.records,
                         inserted=int(metrics.get("num_target_rows_inserted") or 0),
                         updated=int(metrics.get("num_target_rows_updated") or 0),
                         deleted=int(metrics.get("num_target_rows_deleted") or 0),

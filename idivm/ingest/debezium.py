@@ -54,8 +54,8 @@ def read_debezium(path: str | Path, schema: pa.Schema, key: tuple[str, ...]) -> 
     source = Path(path).name
     checker = RowChecker(schema, key, source)
     changes: list[Change] = []
-    skipped = 0
-    for line, _, value in json_lines(path):
+    records = skipped = 0
+    for line, _, value in json_lines(path, source):
         if value is None:
             skipped += 1
             continue
@@ -73,7 +73,8 @@ def read_debezium(path: str | Path, schema: pa.Schema, key: tuple[str, ...]) -> 
         else:
             event = value
         changes.extend(_changes(event, line, checker, units))
-    return ChangeSet(source, tuple(changes), skipped)
+        records += 1
+    return ChangeSet(source, tuple(changes), records, skipped)
 
 
 def _changes(event: Mapping[str, Any], line: int, checker: RowChecker, units: Mapping[str, str]) -> list[Change]:

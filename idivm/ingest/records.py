@@ -62,10 +62,13 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class ChangeSet:
-    """The changes of one file, in file order, and how many records were skipped (tombstones)."""
+    """The changes of one file, in file order; how many change records they came from
+    (a Debezium update that changes the key gives two changes); how many records
+    were skipped (tombstones)."""
 
     source: str
     changes: tuple[Change, ...]
+    records: int
     skipped: int = 0
 
 
@@ -89,7 +92,7 @@ class RowChecker:
         fields = self._fields(value, line, what)
         converted = {f.name: self._value(fields.get(f.name), f.type, f.name, line, what,
                                          (timestamp_units or {}).get(f.name)) for f in self.schema}
-        return self._key(converted, line, what), converted
+        return self._key(fields, converted, line, what), converted
 
     def key_of(self, value: Any, line: int, what: str = "row", timestamp_units: Mapping[str, str] | None = None
                ) -> tuple[tuple, dict[str, Any]]:
@@ -98,7 +101,7 @@ class RowChecker:
         fields = self._fields(value, line, what)
         converted = {k: self._value(fields.get(k), self.schema.field(k).type, k, line, what,
                                     (timestamp_units or {}).get(k)) for k in self.key}
-        return self._key(converted, line, what), converted
+        return self._key(fields, converted, line, what), converted
 
     def _fields(self, value: Any, line: int, what: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -109,10 +112,10 @@ class RowChecker:
                                    f"({', '.join(self.schema.names)}) do not include")
         return value
 
-    def _key(self, row: Mapping[str, Any], line: int, what: str) -> tuple:
+    def _key(self, given: Mapping[str, Any], row: Mapping[str, Any], line: int, what: str) -> tuple:
         for k in self.key:
             if row.get(k) is None:
-                absent = "lacks key column" if k not in row else "has null in key column"
+                absent = "lacks key column" if k not in given else "has null in key column"
                 raise self.error(line, f"{what} {absent} {k!r}")
         try:
             return tuple(_hashable(row[k]) for k in self.key)
@@ -273,10 +276,10 @@ def json_kind(v: Any) -> str:
     return f"a {type(v).__name__}"
 
 
-def json_lines(path: str | Path) -> Iterator[tuple[int, str | None, Any]]:
+def json_lines(path: str | Path, source: str) -> Iterator[tuple[int, str | None, Any]]:
     """Yield ``(line number, text, value)`` for every line of a JSON Lines file;
     blank lines give ``(n, None, None)``.  Unreadable files and malformed JSON are
-    :class:`DataError` with ``file:line``."""
+    :class:`DataError` with ``source:line``."""
     p = Path(path)
     if p.is_dir():
         raise DataError(f"cannot read {str(path)!r}: it is a directory")
@@ -289,7 +292,7 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, str | None, Any]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise DataError(f"{source}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             yield n, None, None
@@ -297,6 +300,6 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, str | None, Any]]:
         try:
             yield n, line, json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+            raise DataError(f"{source}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
         except RecursionError:
-            raise DataError(f"{path}:{n}: invalid JSON: nested too deeply") from None
+            raise DataError(f"{source}:{n}: invalid JSON: nested too deeply") from None

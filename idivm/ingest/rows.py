@@ -24,8 +24,8 @@ def read_rows(path: str | Path, schema: pa.Schema, key: tuple[str, ...]) -> Chan
     source = Path(path).name
     checker = RowChecker(schema, key, source)
     changes: list[Change] = []
-    for line, _, value in json_lines(path):
-        if value is None:
+    for line, text, value in json_lines(path, source):
+        if text is None:
             continue
         if not isinstance(value, Mapping):
             raise checker.error(line, f"expected a row (a JSON object), got {json_kind(value)}")
@@ -38,4 +38,4 @@ def read_rows(path: str | Path, schema: pa.Schema, key: tuple[str, ...]) -> Chan
         else:
             k, row = checker.row(value, line)
             changes.append(Change(UPSERT, k, row, line))
-    return ChangeSet(source, tuple(changes))
+    return ChangeSet(source, tuple(changes), len(changes))

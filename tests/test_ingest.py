@@ -1,0 +1,279 @@
+"""Ingest of change files into base tables: Debezium events and whole rows, one MERGE commit each."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from idivm import cli
+from idivm.errors import DataError
+from idivm.ingest import IngestResult
+from idivm.storage import delta
+from idivm.warehouse import Warehouse
+
+BASE = [
+    {"id": 1, "name": "ann", "tags": [1, 2], "hours": [{"day": "mon", "open": 9}]},
+    {"id": 2, "name": "bob", "tags": [], "hours": [{"day": "tue", "open": 10}, {"day": "wed", "open": 11}]},
+    {"id": 3, "name": "cy", "tags": [3], "hours": []},
+]
+
+
+@pytest.fixture
+def wh(tmp_path):
+    w = Warehouse(tmp_path / "wh")
+    w.create_table("users", "id", BASE)
+    return w
+
+
+def write(tmp_path, name, lines):
+    path = tmp_path / name
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+def event(op, before=None, after=None):
+    return {"before": before, "after": after, "op": op, "source": {"table": "users"}, "ts_ms": 1700000000000}
+
+
+def envelope(payload):
+    return {"schema": {"type": "struct", "fields": [], "name": "users.Envelope"}, "payload": payload}
+
+
+def content(wh, table="users"):
+    return sorted(delta.read_arrow(wh.table_path(table)).to_pylist(), key=lambda r: r["id"])
+
+
+def changes(wh, version, table="users"):
+    rows = delta.read_changes(wh.table_path(table), version, version).to_pylist()
+    return sorted((r["_change_type"], r["id"], r["name"]) for r in rows)
+
+
+def version(wh, table="users"):
+    return delta.version(wh.table_path(table))
+
+
+def test_debezium_bare_and_envelope_events_of_every_op(wh, tmp_path):
+    d = {"id": 4, "name": "dee", "tags": [4, 4], "hours": [{"day": "fri", "open": None}]}
+    e = {"id": 5, "name": "eve", "tags": None, "hours": []}
+    ann2 = {"id": 1, "name": "ann", "tags": [1, 2, 7], "hours": [{"day": "mon", "open": 8}, {"day": "sat", "open": 12}]}
+    bob2 = {"id": 2, "name": "bobby", "tags": [], "hours": []}
+    path = write(tmp_path, "batch-0001.jsonl", [
+        event("c", after=d),
+        envelope(event("r", after=e)),
+        event("u", before=BASE[0], after=ann2),
+        "null",
+        envelope(event("u", before=BASE[1], after=bob2)),
+        envelope(None),
+        "",
+        event("d", before=BASE[2]),
+    ])
+    result = wh.ingest("users", path)
+    assert result == IngestResult(changes=5, inserted=2, updated=2, deleted=1, skipped=3, version=1)
+    assert content(wh) == [ann2, bob2, d, e]
+    assert changes(wh, 1) == [
+        ("delete", 3, "cy"), ("insert", 4, "dee"), ("insert", 5, "eve"),
+        ("update_postimage", 1, "ann"), ("update_postimage", 2, "bobby"),
+        ("update_preimage", 1, "ann"), ("update_preimage", 2, "bob"),
+    ]
+    commit = delta.history(wh.table_path("users"), 1)[0]
+    assert (commit["version"], commit["operation"]) == (1, "MERGE")
+    assert {k: commit[k] for k in ("idivm.operation", "idivm.source", "idivm.changes")} == {
+        "idivm.operation": "ingest", "idivm.source": "batch-0001.jsonl", "idivm.changes": 5}
+    assert wh._spark is None  # ingest never starts Spark
+
+
+def test_one_commit_per_ingest(wh, tmp_path):
+    for n in range(1, 4):
+        path = write(tmp_path, f"b{n}.jsonl", [event("u", after={**BASE[0], "name": f"ann{n}"})])
+        assert wh.ingest("users", path).version == n
+        assert version(wh) == n
+    assert content(wh)[0]["name"] == "ann3"
+
+
+def test_condensation_per_key(wh, tmp_path):
+    path = write(tmp_path, "c.jsonl", [
+        event("u", after={**BASE[0], "name": "a1"}),            # several updates of one key: the last wins
+        event("u", after={**BASE[0], "name": "a2", "tags": [9]}),
+        event("c", after={"id": 7, "name": "tmp"}),               # insert then delete of a new key: nothing
+        event("d", before={"id": 7}),
+        event("d", before=BASE[1]),                               # delete then reinsert: an update
+        event("c", after={"id": 2, "name": "bob again", "tags": [5], "hours": [{"day": "sun", "open": 1}]}),
+        event("u", after={**BASE[2], "name": "c1"}),              # update then delete: a delete
+        event("d", before={"id": 3}),
+    ])
+    result = wh.ingest("users", path)
+    assert result == IngestResult(changes=8, inserted=0, updated=2, deleted=1, skipped=0, version=1)
+    assert content(wh) == [
+        {"id": 1, "name": "a2", "tags": [9], "hours": [{"day": "mon", "open": 9}]},
+        {"id": 2, "name": "bob again", "tags": [5], "hours": [{"day": "sun", "open": 1}]},
+    ]
+    assert changes(wh, 1) == [
+        ("delete", 3, "cy"),
+        ("update_postimage", 1, "a2"), ("update_postimage", 2, "bob again"),
+        ("update_preimage", 1, "ann"), ("update_preimage", 2, "bob"),
+    ]
+
+
+def test_changes_without_net_effect_still_make_one_commit(wh, tmp_path):
+    path = write(tmp_path, "noop.jsonl", [event("c", after={"id": 9, "name": "x"}), event("d", before={"id": 9})])
+    result = wh.ingest("users", path)
+    assert result == IngestResult(changes=2, inserted=0, updated=0, deleted=0, skipped=0, version=1)
+    assert content(wh) == BASE and changes(wh, 1) == []
+    assert delta.history(wh.table_path("users"), 1)[0]["idivm.source"] == "noop.jsonl"
+
+
+@pytest.mark.parametrize("lines", [[], [""], ["null", envelope(None), ""]])
+def test_empty_change_set_commits_nothing(wh, tmp_path, lines):
+    result = wh.ingest("users", write(tmp_path, "empty.jsonl", lines))
+    assert result == IngestResult(changes=0, inserted=0, updated=0, deleted=0, skipped=len(lines), version=0)
+    assert version(wh) == 0
+
+
+def test_key_change_in_an_update_deletes_the_old_key(wh, tmp_path):
+    path = write(tmp_path, "k.jsonl", [event("u", before=BASE[2], after={**BASE[2], "id": 30})])
+    assert wh.ingest("users", path) == IngestResult(1, 1, 0, 1, 0, 1)
+    assert [r["id"] for r in content(wh)] == [1, 2, 30]
+
+
+def test_envelope_schema_gives_the_unit_of_integer_timestamps(tmp_path):
+    wh = Warehouse(tmp_path / "wh")
+    wh.create_table("events", "id", [{"id": 1, "at": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+                                      "on": dt.date(2024, 1, 1)}])
+    schema = {"type": "struct", "fields": [
+        {"type": "struct", "field": "after", "fields": [
+            {"type": "int64", "field": "at", "name": "io.debezium.time.MicroTimestamp"}]}]}
+    path = write(tmp_path, "t.jsonl", [
+        {"schema": schema, "payload": event("c", after={"id": 2, "at": 1_700_000_000_000_000, "on": 19723})},
+        event("c", after={"id": 3, "at": "2024-05-06T07:08:09+02:00", "on": "2024-05-06"}),
+    ])
+    wh.ingest("events", path)
+    rows = sorted(delta.read_arrow(wh.table_path("events")).to_pylist(), key=lambda r: r["id"])
+    utc = dt.timezone.utc
+    assert rows[1:] == [
+        {"id": 2, "at": dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=utc), "on": dt.date(2024, 1, 1)},
+        {"id": 3, "at": dt.datetime(2024, 5, 6, 5, 8, 9, tzinfo=utc), "on": dt.date(2024, 5, 6)},
+    ]
+    bare = write(tmp_path, "bare.jsonl", [event("c", after={"id": 4, "at": 1_700_000_000_000})])
+    with pytest.raises(DataError, match=r"^bare.jsonl:1: after: column 'at' .*an integer needs a Debezium schema"):
+        wh.ingest("events", bare)
+
+
+GOOD = event("c", after={"id": 8, "name": "ok"})
+
+
+@pytest.mark.parametrize("bad, line, problem", [
+    ('{"op": "c", "after": {"id": 9', 2, "invalid JSON"),
+    (event("x", after={"id": 9}), 2, "unknown op 'x'"),
+    (event("t"), 2, "unknown op 't'"),
+    ({"before": None, "after": {"id": 9}}, 2, "no 'op' field"),
+    ([1, 2], 2, "expected a Debezium event (a JSON object), got an array"),
+    (envelope([1]), 2, "payload is an array"),
+    (event("c"), 2, "create event (op 'c') without 'after'"),
+    (event("r"), 2, "snapshot read event (op 'r') without 'after'"),
+    (event("u", before=BASE[0]), 2, "update event (op 'u') without 'after'"),
+    (event("d", after=BASE[0]), 2, "delete event (op 'd') without 'before'"),
+    (event("c", after=[1, 2]), 2, "after is an array, not an object"),
+    (event("d", before="x"), 2, "before is a string, not an object"),
+    (event("c", after={"name": "no key"}), 2, "after lacks key column 'id'"),
+    (event("c", after={"id": None, "name": "null key"}), 2, "after has null in key column 'id'"),
+    (event("d", before={"name": "bob"}), 2, "before lacks key column 'id'"),
+    (event("c", after={"id": 9, "email": "x@y"}), 2, "after has column 'email', which table columns"),
+    (event("c", after={"id": "9"}), 2, "column 'id' (int64) expects an integer, got a string \"9\""),
+    (event("c", after={"id": 9, "name": 5}), 2, "column 'name' (string) expects a string, got an integer 5"),
+    (event("c", after={"id": 9, "tags": [1, "two"]}), 2, "column 'tags[]' (int64) expects an integer, got a string"),
+    (event("c", after={"id": 9, "tags": 1}), 2, "column 'tags' (list<element: int64>) expects an array"),
+    (event("c", after={"id": 9, "hours": [{"day": 1}]}), 2, "column 'hours[].day' (string) expects a string"),
+    (event("c", after={"id": 9, "hours": [{"dy": "mon"}]}), 2, "column 'hours[]' has no field 'dy'"),
+    (event("c", after={"id": 2 ** 70}), 2, "expects an integer in"),
+])
+def test_bad_record_names_file_and_line_and_applies_nothing(wh, tmp_path, bad, line, problem):
+    path = write(tmp_path, "bad.jsonl", [GOOD, bad, GOOD])
+    with pytest.raises(DataError) as info:
+        wh.ingest("users", path)
+    message = str(info.value)
+    assert message.startswith(f"bad.jsonl:{line}: ") and problem in message and "\n" not in message
+    assert version(wh) == 0 and content(wh) == BASE
+
+
+def test_bad_record_after_many_good_ones(wh, tmp_path):
+    lines = [event("c", after={"id": 100 + i, "name": "n"}) for i in range(40)] + ["null", "[]"]
+    with pytest.raises(DataError, match=r"^bad.jsonl:42: expected a Debezium event"):
+        wh.ingest("users", write(tmp_path, "bad.jsonl", lines))
+    assert version(wh) == 0
+
+
+def test_rows_format_upserts_and_deletes_by_key(wh, tmp_path):
+    path = write(tmp_path, "rows.jsonl", [
+        {"id": 1, "name": "ann2"},                                  # absent columns become null
+        {"id": 4, "name": "dan", "tags": [4], "hours": [{"day": "mon", "open": 1}]},
+        {"__delete": {"id": 2}},
+        "",
+        {"__delete": {"id": 99}},                                   # no such key: nothing
+    ])
+    result = wh.ingest("users", path, format="rows")
+    assert result == IngestResult(changes=4, inserted=1, updated=1, deleted=1, skipped=0, version=1)
+    assert content(wh) == [
+        {"id": 1, "name": "ann2", "tags": None, "hours": None},
+        BASE[2],
+        {"id": 4, "name": "dan", "tags": [4], "hours": [{"day": "mon", "open": 1}]},
+    ]
+
+
+@pytest.mark.parametrize("bad, problem", [
+    ({"__delete": {"id": 2}, "name": "x"}, "a '__delete' line holds nothing else"),
+    ({"__delete": {"name": "bob"}}, "__delete lacks key column 'id'"),
+    ({"__delete": 2}, "__delete is an integer, not an object"),
+    ({"name": "no key"}, "row lacks key column 'id'"),
+    ("null", "expected a row (a JSON object), got null"),
+])
+def test_rows_format_bad_lines(wh, tmp_path, bad, problem):
+    with pytest.raises(DataError) as info:
+        wh.ingest("users", write(tmp_path, "r.jsonl", [{"id": 5}, bad]), format="rows")
+    assert str(info.value).startswith("r.jsonl:2: ") and problem in str(info.value)
+    assert version(wh) == 0
+
+
+def test_unknown_format_and_table(wh, tmp_path):
+    path = write(tmp_path, "x.jsonl", [GOOD])
+    with pytest.raises(DataError, match="unknown ingest format 'csv'"):
+        wh.ingest("users", path, format="csv")
+    with pytest.raises(Exception, match="unknown table 'nope'"):
+        wh.ingest("nope", path)
+    with pytest.raises(DataError, match="no such file"):
+        wh.ingest("users", tmp_path / "missing.jsonl")
+
+
+def run(capsys, *args):
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_ingest(capsys, wh, tmp_path):
+    home = str(wh.path)
+    path = write(tmp_path, "batch.jsonl", [GOOD, event("u", after={**BASE[0], "name": "a"}),
+                                           event("d", before={"id": 3}), "null"])
+    assert run(capsys, "--warehouse", home, "ingest", "users", str(path)) == (
+        0, "ingested 3 changes from batch.jsonl into users: 1 inserted, 1 updated, 1 deleted, 1 skipped; "
+           "version 1\n", "")
+    rows = write(tmp_path, "rows.jsonl", [{"__delete": {"id": 8}}])
+    assert run(capsys, "--warehouse", home, "ingest", "users", str(rows), "--format", "rows") == (
+        0, "ingested 1 change from rows.jsonl into users: 0 inserted, 0 updated, 1 deleted; version 2\n", "")
+    empty = write(tmp_path, "empty.jsonl", [])
+    assert run(capsys, "--warehouse", home, "ingest", "users", str(empty)) == (
+        0, "ingested 0 changes from empty.jsonl into users: nothing to commit, version 2\n", "")
+
+
+def test_cli_ingest_errors(capsys, wh, tmp_path):
+    home = str(wh.path)
+    bad = write(tmp_path, "bad.jsonl", [GOOD, event("c", after={"id": 9, "name": 5})])
+    code, out, err = run(capsys, "--warehouse", home, "ingest", "users", str(bad))
+    assert (code, out) == (1, "")
+    assert err == ("error: bad.jsonl:2: after: column 'name' (string) expects a string, got an integer 5\n")
+    code, out, err = run(capsys, "--warehouse", home, "ingest", "users", str(bad), "--format", "xml")
+    assert code == 2 and "Invalid value for '--format'" in err
+    code, _, err = run(capsys, "--warehouse", home, "ingest", "nope", str(bad))
+    assert code == 1 and err.startswith("error: unknown table 'nope'")
+    assert version(wh) == 0
