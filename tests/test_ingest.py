@@ -277,3 +277,33 @@ def test_cli_ingest_errors(capsys, wh, tmp_path):
     code, _, err = run(capsys, "--warehouse", home, "ingest", "nope", str(bad))
     assert code == 1 and err.startswith("error: unknown table 'nope'")
     assert version(wh) == 0
+
+
+def test_scalar_types(tmp_path):
+    import decimal
+
+    import pyarrow as pa
+
+    wh = Warehouse(tmp_path / "wh")
+    wh.create_table("p", "k", pa.table({
+        "k": pa.array([1], pa.int32()), "price": pa.array([decimal.Decimal("1.50")], pa.decimal128(5, 2)),
+        "blob": pa.array([b"x"], pa.binary()), "ok": [True], "score": [0.5], "day": [dt.date(2024, 1, 1)]}))
+    path = write(tmp_path, "p.jsonl", [
+        {"k": 2, "price": "12.30", "blob": "aGk=", "ok": False, "score": 3, "day": "2024-02-29"},
+        {"k": 3, "price": 7, "blob": None, "ok": None, "score": 1.25, "day": 0},
+    ])
+    assert wh.ingest("p", path, format="rows").inserted == 2
+    rows = sorted(delta.read_arrow(wh.table_path("p")).to_pylist(), key=lambda r: r["k"])
+    assert rows[1:] == [
+        {"k": 2, "price": decimal.Decimal("12.30"), "blob": b"hi", "ok": False, "score": 3.0, "day": dt.date(2024, 2, 29)},
+        {"k": 3, "price": decimal.Decimal("7.00"), "blob": None, "ok": None, "score": 1.25, "day": dt.date(1970, 1, 1)},
+    ]
+    for bad, problem in [({"k": 4, "price": "1.234"}, "column 'price' (decimal128(5, 2)) expects a decimal"),
+                         ({"k": 4, "ok": 1}, "column 'ok' (bool) expects a boolean"),
+                         ({"k": 2 ** 40}, "column 'k' (int32) expects an integer in"),
+                         ({"k": 4, "blob": "not base64!"}, "column 'blob' (binary) expects base64 text"),
+                         ({"k": 4, "day": "29.02.2024"}, "column 'day' (date32[day]) expects a date")]:
+        with pytest.raises(DataError) as info:
+            wh.ingest("p", write(tmp_path, "bad.jsonl", [bad]), format="rows")
+        assert str(info.value).startswith("bad.jsonl:1: row: ") and problem in str(info.value)
+    assert delta.version(wh.table_path("p")) == 1
