@@ -7,14 +7,21 @@ field per FROM variable, ``GROUP AS``/``INTO`` bags hold one tuple per binding
 is NULL, ``AT`` positions start at 1 and ARRAY_* functions ignore NULL elements.
 
 Results are compared as bags, recursively: every list is sorted by its elements'
-canonical JSON unless the test names it as ordered.
+canonical JSON unless the case names it as ordered.
+
+Each case also has a golden ``explain`` printout (view type, IDs, plan annotated with
+the IDs of every operator, base-table i-diff signatures) in
+``tests/goldens/explain_nested/<case id>.txt``; ``pytest --update-goldens`` rewrites them.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+GOLDENS = Path(__file__).parent / "goldens" / "explain_nested"
 
 BUSINESSES = [
     {"business_id": "b1", "name": "Garaje", "city": "San Francisco",
@@ -88,10 +95,15 @@ def test_canonical_ignores_bag_order_at_every_level_but_not_ordered_fields():
     assert canonical([1, 1, 2]) != canonical([1, 2, 2])  # multiplicities count
 
 
-# --- the thesis' views (§2.9, §2.16.3) ----------------------------------------------------------
+# --- the views: (case id, view text, expected rows, fields whose lists are ordered) ----------------
 
-def test_thesis_view_v_correlated_subquery(yelp):
-    check(yelp, """
+def case(case_id, text, expected, ordered=()):
+    return pytest.param(case_id, text, expected, frozenset(ordered), id=case_id)
+
+
+CASES = [
+    # --- the thesis' views (§2.9, §2.16.3) ----------------------------------------------------------
+    case("thesis_view_v_correlated_subquery", """
         CREATE VIEW v AS
         SELECT business_id, (
           SELECT reviews.*, users.*
@@ -114,11 +126,8 @@ def test_thesis_view_v_correlated_subquery(yelp):
              "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
         ]},
         {"business_id": "b3", "full_reviews": []},
-    ])
-
-
-def test_thesis_view_v_with_select_star_nests_each_variable(yelp):
-    check(yelp, """
+    ]),
+    case("thesis_view_v_with_select_star_nests_each_variable", """
         CREATE VIEW v_star AS
         SELECT business_id, (
           SELECT *
@@ -144,12 +153,8 @@ def test_thesis_view_v_with_select_star_nests_each_variable(yelp):
                        "elite": [2012, 2013]}},
         ]},
         {"business_id": "b3", "full_reviews": []},
-    ])
-
-
-def test_thesis_view_v1_group_by_into(yelp):
-    b1, b2, b3 = BUSINESSES[:3]
-    check(yelp, """
+    ]),
+    case("thesis_view_v1_group_by_into", """
         CREATE VIEW v1 AS
         SELECT business_id, full_reviews
         FROM businesses NATURAL LEFT OUTER JOIN (
@@ -168,29 +173,26 @@ def test_thesis_view_v1_group_by_into(yelp):
                          "date": "2016-03-09"},
              "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
                        "elite": [2012, 2013]}},
-            {"businesses": b1,
+            {"businesses": BUSINESSES[0],
              "reviews": {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2,
                          "date": "2017-01-02"},
              "users": {"user_id": "u2", "user_name": "Ana", "fans": 5, "friends": ["u1"], "elite": []}},
         ]},
         {"business_id": "b2", "full_reviews": [
-            {"businesses": b2,
+            {"businesses": BUSINESSES[1],
              "reviews": {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5,
                          "date": "2015-05-05"},
              "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
                        "elite": [2012, 2013]}},
-            {"businesses": b2,
+            {"businesses": BUSINESSES[1],
              "reviews": {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3,
                          "date": "2018-07-01"},
              "users": {"user_id": "u1", "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"],
                        "elite": [2012, 2013]}},
         ]},
-        {"business_id": "b3", "full_reviews": [{"businesses": b3, "reviews": None, "users": None}]},
-    ])
-
-
-def test_thesis_view_v2_flat_left_outer_join(yelp):
-    check(yelp, """
+        {"business_id": "b3", "full_reviews": [{"businesses": BUSINESSES[2], "reviews": None, "users": None}]},
+    ]),
+    case("thesis_view_v2_flat_left_outer_join", """
         CREATE VIEW v2 AS
         SELECT business_id, reviews.*, users.*
         FROM businesses NATURAL LEFT OUTER JOIN (
@@ -209,13 +211,11 @@ def test_thesis_view_v2_flat_left_outer_join(yelp):
          "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
         {"business_id": "b3", "review_id": None, "user_id": None, "stars": None, "date": None,
          "user_name": None, "fans": None, "friends": None, "elite": None},
-    ])
+    ]),
 
 
-# --- subqueries ---------------------------------------------------------------------------------
-
-def test_correlated_subquery_bag_of_scalars(yelp):
-    check(yelp, """
+    # --- subqueries ---------------------------------------------------------------------------------
+    case("correlated_subquery_bag_of_scalars", """
         CREATE VIEW reviewed AS
         SELECT u.user_id,
                (SELECT VALUE r.business_id FROM reviews r WHERE r.user_id = u.user_id) AS businesses,
@@ -226,11 +226,8 @@ def test_correlated_subquery_bag_of_scalars(yelp):
         {"user_id": "u2", "businesses": ["b1", "b5"], "distinct_businesses": ["b1", "b5"]},
         {"user_id": "u3", "businesses": ["b4"], "distinct_businesses": ["b4"]},
         {"user_id": "u4", "businesses": [], "distinct_businesses": []},
-    ])
-
-
-def test_correlated_subquery_bag_of_tuples_with_constructed_fields(yelp):
-    check(yelp, """
+    ]),
+    case("correlated_subquery_bag_of_tuples_with_constructed_fields", """
         CREATE VIEW user_reviews AS
         SELECT u.user_name AS name,
                (SELECT r.review_id, {"business": r.business_id, "stars": r.stars} AS about
@@ -247,11 +244,8 @@ def test_correlated_subquery_bag_of_tuples_with_constructed_fields(yelp):
             {"review_id": "r2", "about": {"business": "b1", "stars": 2}},
             {"review_id": "r6", "about": {"business": "b5", "stars": None}},
         ]},
-    ])
-
-
-def test_subquery_inside_subquery_correlated_with_both_outer_levels(yelp):
-    check(yelp, """
+    ]),
+    case("subquery_inside_subquery_correlated_with_both_outer_levels", """
         CREATE VIEW elsewhere AS
         SELECT b.business_id,
                (SELECT r.review_id,
@@ -272,11 +266,8 @@ def test_subquery_inside_subquery_correlated_with_both_outer_levels(yelp):
             {"review_id": "r4", "other_reviews": ["r1"]},
         ]},
         {"business_id": "b3", "reviews": []},
-    ])
-
-
-def test_subquery_over_a_nested_collection_joined_with_a_table(yelp):
-    check(yelp, """
+    ]),
+    case("subquery_over_a_nested_collection_joined_with_a_table", """
         CREATE VIEW friend_names AS
         SELECT u.user_id,
                (SELECT VALUE v.user_name FROM u.friends AS f, users v WHERE v.user_id = f) AS friends
@@ -286,13 +277,11 @@ def test_subquery_over_a_nested_collection_joined_with_a_table(yelp):
         {"user_id": "u2", "friends": ["Sebastien"]},
         {"user_id": "u3", "friends": []},
         {"user_id": "u4", "friends": ["Sebastien", "Ana", "Bo"]},
-    ])
+    ]),
 
 
-# --- GROUP AS / INTO ----------------------------------------------------------------------------
-
-def test_group_as_with_aggregates_over_the_group(yelp):
-    check(yelp, """
+    # --- GROUP AS / INTO ----------------------------------------------------------------------------
+    case("group_as_with_aggregates_over_the_group", """
         CREATE VIEW per_business AS
         SELECT r.business_id AS business_id,
                COUNT(*) AS n,
@@ -307,11 +296,8 @@ def test_group_as_with_aggregates_over_the_group(yelp):
         {"business_id": "b2", "n": 2, "n_bag": [2], "n_members": 2, "stars": [5, 3], "avg_stars": 4.0},
         {"business_id": "b4", "n": 1, "n_bag": [1], "n_members": 1, "stars": [5], "avg_stars": 5.0},
         {"business_id": "b5", "n": 1, "n_bag": [1], "n_members": 1, "stars": [None], "avg_stars": None},
-    ])
-
-
-def test_group_as_over_unnested_scalars_holds_every_variable(yelp):
-    check(yelp, """
+    ]),
+    case("group_as_over_unnested_scalars_holds_every_variable", """
         CREATE VIEW elite_years AS
         SELECT y AS year, COUNT(*) AS n, g AS members
         FROM users u, u.elite AS y
@@ -333,11 +319,8 @@ def test_group_as_over_unnested_scalars_holds_every_variable(yelp):
         {"year": 2017, "n": 1, "members": [
             {"u": {"user_id": "u4", "user_name": "Cy", "fans": 0, "friends": ["u1", "u2", "u3"],
                    "elite": [2015, 2016, 2017]}, "y": 2017}]},
-    ])
-
-
-def test_left_join_grouped_into_nested_bags(yelp):
-    check(yelp, """
+    ]),
+    case("left_join_grouped_into_nested_bags", """
         CREATE VIEW user_review_ids AS
         SELECT u.user_id, (SELECT VALUE x.r.review_id FROM g AS x WHERE x.r IS NOT NULL) AS reviews,
                ARRAY_COUNT(g) AS n_members, COUNT(r.review_id) AS n_reviews
@@ -348,24 +331,19 @@ def test_left_join_grouped_into_nested_bags(yelp):
         {"user_id": "u2", "reviews": ["r2", "r6"], "n_members": 2, "n_reviews": 2},
         {"user_id": "u3", "reviews": ["r5"], "n_members": 1, "n_reviews": 1},
         {"user_id": "u4", "reviews": [], "n_members": 1, "n_reviews": 0},
-    ])
+    ]),
 
 
-# --- unnesting ------------------------------------------------------------------------------------
-
-def test_unnest_bag_of_scalars_in_from(yelp):
-    check(yelp, """
+    # --- unnesting ------------------------------------------------------------------------------------
+    case("unnest_bag_of_scalars_in_from", """
         CREATE VIEW user_elite AS
         SELECT u.user_id, y AS year FROM users u, u.elite AS y
     """, [
         {"user_id": "u1", "year": 2012}, {"user_id": "u1", "year": 2013},
         {"user_id": "u3", "year": 2013}, {"user_id": "u3", "year": 2014},
         {"user_id": "u4", "year": 2015}, {"user_id": "u4", "year": 2016}, {"user_id": "u4", "year": 2017},
-    ])
-
-
-def test_unnest_with_at_positions(yelp):
-    check(yelp, """
+    ]),
+    case("unnest_with_at_positions", """
         CREATE VIEW friend_positions AS
         SELECT u.user_id, f AS friend, i AS pos FROM users u, u.friends AS f AT i
     """, [
@@ -373,11 +351,8 @@ def test_unnest_with_at_positions(yelp):
         {"user_id": "u2", "friend": "u1", "pos": 1},
         {"user_id": "u4", "friend": "u1", "pos": 1}, {"user_id": "u4", "friend": "u2", "pos": 2},
         {"user_id": "u4", "friend": "u3", "pos": 3},
-    ])
-
-
-def test_unnest_keyword(yelp):
-    check(yelp, """
+    ]),
+    case("unnest_keyword", """
         CREATE VIEW sf_categories AS
         SELECT b.business_id, c AS category
         FROM businesses b UNNEST b.categories AS c
@@ -385,12 +360,9 @@ def test_unnest_keyword(yelp):
     """, [
         {"business_id": "b1", "category": "Mexican"}, {"business_id": "b1", "category": "Burgers"},
         {"business_id": "b1", "category": "Gastropub"}, {"business_id": "b2", "category": "American"},
-    ])
-
-
-def test_unnest_bag_of_tuples_and_navigate_their_fields(yelp):
+    ]),
     # AT gives the elements their provenance (tables cannot declare element keys yet)
-    check(yelp, """
+    case("unnest_bag_of_tuples_and_navigate_their_fields", """
         CREATE VIEW early AS
         SELECT b.business_id, i AS pos, h.day, h.close - h.open AS open_hours
         FROM businesses b, b.hours AS h AT i
@@ -398,11 +370,8 @@ def test_unnest_bag_of_tuples_and_navigate_their_fields(yelp):
     """, [
         {"business_id": "b1", "pos": 1, "day": "Mon", "open_hours": 8},
         {"business_id": "b3", "pos": 1, "day": "Sun", "open_hours": 4},
-    ])
-
-
-def test_global_aggregates_over_nested_collections(yelp):
-    check(yelp, """
+    ]),
+    case("global_aggregates_over_nested_collections", """
         CREATE VIEW weekly AS
         SELECT b.business_id,
                (SELECT VALUE SUM(h.close - h.open) FROM b.hours AS h) AS total_hours,
@@ -415,13 +384,11 @@ def test_global_aggregates_over_nested_collections(yelp):
         {"business_id": "b3", "total_hours": [4], "days": [1], "latest": [{"latest": 12}]},
         {"business_id": "b4", "total_hours": [12], "days": [1], "latest": [{"latest": 23}]},
         {"business_id": "b5", "total_hours": [None], "days": [0], "latest": [{"latest": None}]},
-    ])
+    ]),
 
 
-# --- constructors, SELECT VALUE, SELECT * ---------------------------------------------------------
-
-def test_tuple_bag_and_array_constructors_in_select_value(yelp):
-    check(yelp, """
+    # --- constructors, SELECT VALUE, SELECT * ---------------------------------------------------------
+    case("tuple_bag_and_array_constructors_in_select_value", """
         CREATE VIEW cards AS
         SELECT VALUE {"id": u.user_id,
                       "pair": [u.user_id, u.user_name],
@@ -432,11 +399,8 @@ def test_tuple_bag_and_array_constructors_in_select_value(yelp):
     """, [
         {"id": "u2", "pair": ["u2", "Ana"], "tags": ["user", "Ana"], "stats": {"fans": 5, "elite": []}},
         {"id": "u3", "pair": ["u3", "Bo"], "tags": ["Bo", "user"], "stats": {"fans": None, "elite": [2013, 2014]}},
-    ], ordered={"pair", "elite"})
-
-
-def test_from_subquery_of_constructed_tuples_with_index_access(yelp):
-    check(yelp, """
+    ], ordered={"pair", "elite"}),
+    case("from_subquery_of_constructed_tuples_with_index_access", """
         CREATE VIEW cards_flat AS
         SELECT c.id, c.stats.fans AS fans, c.first_friend
         FROM (SELECT VALUE {"id": u.user_id, "stats": {"fans": u.fans}, "first_friend": u.friends[0]}
@@ -446,34 +410,26 @@ def test_from_subquery_of_constructed_tuples_with_index_access(yelp):
         {"id": "u2", "fans": 5, "first_friend": "u1"},
         {"id": "u3", "fans": None, "first_friend": None},
         {"id": "u4", "fans": 0, "first_friend": "u1"},
-    ])
-
-
-def test_select_star_gives_one_field_per_variable(yelp):
-    check(yelp, """
+    ]),
+    case("select_star_gives_one_field_per_variable", """
         CREATE VIEW star AS
         SELECT * FROM users u, u.elite AS y WHERE u.user_id = "u1"
     """, [
         {"u": USERS[0], "y": 2012},
         {"u": USERS[0], "y": 2013},
-    ])
-
-
-def test_select_star_over_a_join(yelp):
-    check(yelp, """
+    ]),
+    case("select_star_over_a_join", """
         CREATE VIEW star_join AS
         SELECT * FROM businesses b JOIN reviews r ON b.business_id = r.business_id WHERE b.city = "Madison"
     """, [
         {"b": {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas", "Bars"],
                "hours": [{"day": "Mon", "open": 11, "close": 23}]},
          "r": {"review_id": "r5", "user_id": "u3", "business_id": "b4", "stars": 5, "date": "2019-02-14"}},
-    ])
+    ]),
 
 
-# --- collection functions -------------------------------------------------------------------------
-
-def test_array_functions_over_nested_lists(yelp):
-    check(yelp, """
+    # --- collection functions -------------------------------------------------------------------------
+    case("array_functions_over_nested_lists", """
         CREATE VIEW elite_stats AS
         SELECT u.user_id, ARRAY_COUNT(u.elite) AS n, ARRAY_MIN(u.elite) AS first,
                ARRAY_MAX(u.elite) AS last, ARRAY_SUM(u.elite) AS total, ARRAY_AVG(u.elite) AS mean,
@@ -484,11 +440,8 @@ def test_array_functions_over_nested_lists(yelp):
         {"user_id": "u2", "n": 0, "first": None, "last": None, "total": None, "mean": None, "n_friends": 1},
         {"user_id": "u3", "n": 2, "first": 2013, "last": 2014, "total": 4027, "mean": 2013.5, "n_friends": 0},
         {"user_id": "u4", "n": 3, "first": 2015, "last": 2017, "total": 6048, "mean": 2016.0, "n_friends": 3},
-    ])
-
-
-def test_array_functions_over_subqueries(yelp):
-    check(yelp, """
+    ]),
+    case("array_functions_over_subqueries", """
         CREATE VIEW star_stats AS
         SELECT b.business_id,
                ARRAY_COUNT(b.categories) AS n_categories,
@@ -504,13 +457,11 @@ def test_array_functions_over_subqueries(yelp):
         {"business_id": "b4", "n_categories": 2, "n": 1, "total": 5, "mean": 5.0, "low": 5, "high": 5},
         {"business_id": "b5", "n_categories": None, "n": 0, "total": None, "mean": None, "low": None,
          "high": None},
-    ])
+    ]),
 
 
-# --- joins, LET, EXISTS -----------------------------------------------------------------------------
-
-def test_left_join_with_nested_output(yelp):
-    check(yelp, """
+    # --- joins, LET, EXISTS -----------------------------------------------------------------------------
+    case("left_join_with_nested_output", """
         CREATE VIEW business_reviews AS
         SELECT b.business_id, b.categories, r.review_id, {"stars": r.stars, "by": r.user_id} AS review
         FROM businesses b LEFT OUTER JOIN reviews r ON b.business_id = r.business_id
@@ -526,11 +477,8 @@ def test_left_join_with_nested_output(yelp):
         {"business_id": "b2", "categories": ["American"], "review_id": "r4", "review": {"stars": 3, "by": "u1"}},
         {"business_id": "b3", "categories": [], "review_id": None, "review": {"stars": None, "by": None}},
         {"business_id": "b5", "categories": None, "review_id": "r6", "review": {"stars": None, "by": "u2"}},
-    ])
-
-
-def test_let(yelp):
-    check(yelp, """
+    ]),
+    case("let", """
         CREATE VIEW elite_users AS
         SELECT u.user_id, n AS n_elite, veteran
         FROM users u
@@ -540,11 +488,8 @@ def test_let(yelp):
         {"user_id": "u1", "n_elite": 2, "veteran": False},
         {"user_id": "u3", "n_elite": 2, "veteran": False},
         {"user_id": "u4", "n_elite": 3, "veteran": True},
-    ])
-
-
-def test_exists_over_a_nested_collection(yelp):
-    check(yelp, """
+    ]),
+    case("exists_over_a_nested_collection", """
         CREATE VIEW recent_elite AS
         SELECT u.user_id,
                EXISTS (SELECT VALUE f FROM u.friends AS f WHERE f = "u1") AS befriends_u1
@@ -553,11 +498,8 @@ def test_exists_over_a_nested_collection(yelp):
     """, [
         {"user_id": "u3", "befriends_u1": False},
         {"user_id": "u4", "befriends_u1": True},
-    ])
-
-
-def test_not_exists_over_a_nested_collection_and_a_table(yelp):
-    check(yelp, """
+    ]),
+    case("not_exists_over_a_nested_collection_and_a_table", """
         CREATE VIEW lonely AS
         SELECT u.user_id
         FROM users u
@@ -566,4 +508,23 @@ def test_not_exists_over_a_nested_collection_and_a_table(yelp):
     """, [
         {"user_id": "u3"},
         {"user_id": "u4"},
-    ])
+    ]),
+]
+IDS = [p.id for p in CASES]
+assert len(set(IDS)) == len(IDS)
+
+
+@pytest.mark.parametrize("case_id, text, expected, ordered", CASES)
+def test_view(yelp, case_id, text, expected, ordered):
+    check(yelp, text, expected, ordered)
+
+
+@pytest.mark.parametrize("case_id, text, expected, ordered", CASES)
+def test_explain_golden(yelp, update_goldens, case_id, text, expected, ordered):
+    explained = yelp.explain(text) + "\n"
+    path = GOLDENS / f"{case_id}.txt"
+    if update_goldens:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(explained)
+    assert path.exists(), f"missing golden {path}: run pytest --update-goldens and review it"
+    assert explained == path.read_text()

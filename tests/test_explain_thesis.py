@@ -1,0 +1,108 @@
+"""``explain`` of the thesis' example views shipped in ``idivm/datasets/views``.
+
+Each view is planned over the shipped sample of its dataset; its printout is
+compared with ``tests/goldens/explain_thesis/<view>.txt`` (``pytest
+--update-goldens`` rewrites them).  The JSON form is checked against the text:
+same view IDs, every operator of the plan annotated, same base tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from idivm.datasets import DATASETS, sample_path, view_names, view_path
+
+GOLDENS = Path(__file__).parent / "goldens" / "explain_thesis"
+
+# view file -> dataset whose sample it reads
+VIEWS = {
+    "devices_v": "devices",
+    "devices_cost": "devices",
+    "sf_reviews": "yelp",
+    "sf_reviews_flat": "yelp",
+    "sf_reviews_grouped": "yelp",
+}
+
+
+def test_every_shipped_view_is_covered():
+    assert sorted(VIEWS) == view_names()
+
+
+@pytest.fixture(scope="module")
+def warehouses(spark, tmp_path_factory):
+    """One warehouse per dataset, holding its shipped sample."""
+    from idivm.warehouse import Warehouse
+
+    out = {}
+    for dataset in sorted(set(VIEWS.values())):
+        wh = Warehouse(tmp_path_factory.mktemp(dataset) / "wh", spark=spark)
+        for table, key in DATASETS[dataset].KEYS.items():
+            wh.create_table(table, key, sample_path(dataset, table))
+        out[dataset] = wh
+    return out
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_explain_golden(warehouses, update_goldens, view):
+    text = warehouses[VIEWS[view]].explain(view_path(view)) + "\n"
+    path = GOLDENS / f"{view}.txt"
+    if update_goldens:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path}: run pytest --update-goldens and review it"
+    assert text == path.read_text()
+
+
+def operators(node: dict):
+    """Every operator of a JSON plan, nested plans included."""
+    yield node
+    for child in node.get("inputs", []) + node.get("nested", []):
+        yield from operators(child)
+
+
+def id_names(ids: dict | None) -> list[str]:
+    return [g["name"] for g in ids["groups"]] if ids and "groups" in ids else []
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_explain_json_agrees_with_text(warehouses, view):
+    wh = warehouses[VIEWS[view]]
+    text = wh.explain(view_path(view))
+    data = json.loads(wh.explain(view_path(view), "json"))
+    lines = text.splitlines()
+
+    assert lines[0].startswith(f"view {data['view']}: ")
+    ids_line = re.fullmatch(r"IDs: \{(.*)\}", lines[1])
+    assert ids_line, lines[1]
+    assert [i["name"] for i in data["ids"]] == ids_line.group(1).split(", ")
+    assert all(i["column"] for i in data["ids"])
+
+    plan_start = lines.index("plan (IDs of each operator, thesis Table 2.1 / 2.6):") + 1
+    sig_start = lines.index("base-table i-diff signatures (§2.5, §2.14.1):")
+    plan_lines = [line for line in lines[plan_start:sig_start - 1] if line.strip() != "plan:"]  # nested plans
+    ops = list(operators(data["plan"]))
+    assert len(ops) == len(plan_lines)
+    assert all(op["ids"] is not None for op in ops)
+    assert data["plan"]["ids"].get("groups"), "the view's top operator has IDs"
+    assert id_names(data["plan"]["ids"]) == [i["name"] for i in data["ids"]]
+    plan_text = "\n".join(plan_lines)
+    for op in ops:
+        assert op["operator"] and op["text"]
+        for name in id_names(op["ids"]):
+            assert name in plan_text
+
+    signature_lines = lines[sig_start + 1:]
+    headers = [line for line in signature_lines if not line.startswith(" ")]
+    collections = [".".join([s["table"], *s["collection"]]) for s in data["base_signatures"]]
+    assert [h.split(" (key ")[0] for h in headers] == collections
+    assert {s["table"] for s in data["base_signatures"]} == set(DATASETS[VIEWS[view]].KEYS)  # each reads all
+    for s, header in zip(data["base_signatures"], headers):
+        assert header.split(" (key ")[1].startswith(", ".join(s["key"]) or "the value")
+        assert ("[wildcard" in header) == s["wildcard"]
+        for signature in [s["insert"], s["delete"], *(c["signature"] for c in s["conditional_updates"]),
+                          *([s["nonconditional_update"]] if s["nonconditional_update"] else [])]:
+            assert signature.splitlines()[0] in "\n".join(signature_lines)
