@@ -198,7 +198,8 @@ class Warehouse:
 
         catalog = self.catalog
         entry = catalog.table(table)
-        return ingest_file(catalog.path_of(entry), path, tuple(entry.key), format=format)
+        return ingest_file(catalog.path_of(entry), path, tuple(entry.key), format=format,
+                           element_keys=entry.element_keys)
 
     # --- views -----------------------------------------------------------------------------------
 

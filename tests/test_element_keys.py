@@ -185,3 +185,20 @@ def test_without_element_key_the_view_has_no_key(tmp_path, businesses):
     wh.create_table("businesses", "business_id", businesses)
     with pytest.raises(UnsupportedError, match="nested collection 'hours' has no declared element key"):
         wh.explain(HOURS_VIEW)
+
+
+def test_ingest_checks_element_keys(tmp_path):
+    from idivm.errors import DataError
+    from idivm.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+    wh.create_table("b", "id", [{"id": 1, "hours": [{"day": "mon", "open": 9}]}], element_keys={"hours": "day"})
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text('{"id": 2, "hours": [{"day": "tue", "open": 8}]}\n'
+                     '{"id": 3, "hours": [{"day": "wed", "open": 8}, {"day": "wed", "open": 10}]}\n')
+    version = wh.table_info("b").version
+    with pytest.raises(DataError, match=r"batch.jsonl.*line 2"):
+        wh.ingest("b", batch, format="rows")
+    assert wh.table_info("b").version == version
+    batch.write_text('{"id": 3, "hours": [{"day": "wed", "open": 8}, {"day": "thu", "open": 10}]}\n')
+    assert wh.ingest("b", batch, format="rows").inserted == 1

@@ -6,6 +6,7 @@ delta-rs and pyarrow only (no Spark).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from idivm.errors import DataError
@@ -23,12 +24,31 @@ __all__ = ["INGEST_FORMATS", "Change", "ChangeSet", "IngestResult", "apply_chang
 
 
 def ingest_file(table_path: str | Path, file: str | Path, key: tuple[str, ...] | list[str],
-                format: str = "debezium") -> IngestResult:
+                format: str = "debezium", element_keys: Mapping[str, Sequence[str]] | None = None
+                ) -> IngestResult:
     """Read every change of ``file`` (in ``format``), then apply them all in one commit.
 
-    A bad record raises :class:`DataError` before anything is written.
+    A bad record raises :class:`DataError` before anything is written, including a row
+    whose nested collections break their declared element keys (``element_keys``).
     """
     if format not in READERS:
         raise DataError(f"unknown ingest format {format!r}; known formats: {', '.join(INGEST_FORMATS)}")
-    change_set = READERS[format](file, delta.schema(table_path), tuple(key))
+    schema = delta.schema(table_path)
+    change_set = READERS[format](file, schema, tuple(key))
+    if element_keys:
+        _check_element_keys(change_set, schema, element_keys)
     return apply_changes(table_path, change_set, tuple(key))
+
+
+def _check_element_keys(change_set: ChangeSet, schema, element_keys: Mapping[str, Sequence[str]]) -> None:
+    import pyarrow as pa
+
+    from idivm.warehouse import Rows, check_element_key
+
+    upserts = [c for c in change_set.changes if c.op == "upsert"]
+    if not upserts:
+        return
+    rows = Rows(pa.Table.from_pylist([dict(c.row) for c in upserts], schema=schema),
+                change_set.source, "line", [c.line for c in upserts])
+    for path, cols in element_keys.items():
+        check_element_key(rows, path, tuple(cols))
