@@ -59,12 +59,21 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class BagOf:
-    """A collection whose elements are ``element`` (a subquery's value, a GROUP AS bag)."""
+    """A collection whose elements are ``element`` (a subquery's value, a GROUP AS bag);
+    ``deps`` are the base data the query producing it read (its conditions included)."""
 
-    element: "Value"
+    element: "Value | None"
+    deps: frozenset[Origin] = frozenset()
 
 
-Value = Union[Origin, Record, BagOf]
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """A computed value (arithmetic, a function, an aggregate) of the base data ``deps``."""
+
+    deps: frozenset[Origin]
+
+
+Value = Union[Origin, Record, BagOf, Derived]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +140,9 @@ class BaseSignatures:
 class _Usage:
     scanned: dict[Collection, None] = field(default_factory=dict)
     read: dict[Collection, set[tuple[str, ...]]] = field(default_factory=dict)
-    wildcard: set[Collection] = field(default_factory=set)
+    read_whole: set[Collection] = field(default_factory=set)  # elements used as whole values
+    projected: dict[Collection, set[str]] = field(default_factory=dict)  # attributes reaching outputs
+    wildcard: set[Collection] = field(default_factory=set)  # elements projected whole
     conditions: list[dict[Collection, set[tuple[str, ...]]]] = field(default_factory=list)
 
 
@@ -156,6 +167,7 @@ def generate_base_signatures(plan: O.Operator, keys: Mapping[str, tuple[str, ...
 class _Analysis:
     def __init__(self, usage: _Usage):
         self.u = usage
+        self.touched: list[set[Origin]] = []  # open collectors of the base data read
 
     def plan(self, op: O.Operator, env: dict[str, Value]) -> dict[str, Value]:
         """Bindings of the operator's output variables (plus the environment's)."""
@@ -195,7 +207,7 @@ class _Analysis:
                 b = self.plan(i, env)
                 out = {k: v for k, v in env.items()}
                 for v, t in outs:
-                    val = self.value(t, b)
+                    val = self.value(t, b, projected=True)
                     if val is not None:
                         out[v] = val
                 return out
@@ -209,17 +221,24 @@ class _Analysis:
                 return b
             case O.ConstructTuple(input=i, fields=fs, var=v):
                 b = self.plan(i, env)
-                b[v] = Record(tuple((n, val) for n, t in fs if (val := self.value(t, b)) is not None))
+                b[v] = Record(tuple((n, val) for n, t in fs
+                                    if (val := self.value(t, b, projected=True)) is not None))
                 return b
-            case O.FunctionCall() | O.ConstructBag() | O.ConstructArray():
-                b = self.plan(op.inputs()[0], env)
-                self.terms(op, b)
+            case O.FunctionCall(input=i, args=args, var=v) | O.ConstructBag(input=i, items=args, var=v) \
+                    | O.ConstructArray(input=i, items=args, var=v):
+                b = self.plan(i, env)
+                b[v] = Derived(frozenset(o for a in args for o in _origins(self.value(a, b))))
                 return b
             case O.ApplyPlan(input=i, plan=p, var=v):
                 b = self.plan(i, env)
-                el = self.returned(p, b)
-                if el is not None:
-                    b[v] = BagOf(el)
+                self.touched.append(set())
+                try:
+                    el = self.returned(p, b)
+                finally:
+                    deps = self.touched.pop()
+                if self.touched:
+                    self.touched[-1] |= deps
+                b[v] = BagOf(el, frozenset(deps))
                 return b
             case O.InnerCorrelate(input=i, plan=p) | O.LeftCorrelate(input=i, plan=p):
                 b = self.plan(i, env)
@@ -229,21 +248,22 @@ class _Analysis:
             case O.GroupBy(input=i, keys=keys, aggregates=aggs, group_var=g, group_fields=gf):
                 b = self.plan(i, env)
                 self.condition_terms([t for _, t in keys], b)  # grouping keys decide group membership
-                for _, a in aggs:
-                    if a.arg is not None:
-                        self.value(a.arg, b)
                 out = dict(env)
+                for v, a in aggs:
+                    out[v] = Derived(frozenset(_origins(self.value(a.arg, b))) if a.arg is not None
+                                     else frozenset())
                 for k, t in keys:
                     val = self.value(t, b, read=False)
                     if val is not None:
                         out[k] = val
                 if g:
-                    out[g] = BagOf(Record(tuple((n, val) for n, t in gf if (val := self.value(t, b)) is not None)))
+                    out[g] = BagOf(Record(tuple((n, val) for n, t in gf
+                                                if (val := self.value(t, b, projected=True)) is not None)))
                 return out
             case O.Distinct(input=i):
+                # δ behaves as γ over all its variables (§2.4): they decide which tuples remain
                 b = self.plan(i, env)
-                for v in op.output_variables():
-                    self.value(Var(v), b)
+                self.condition_terms([Var(v) for v in op.output_variables()], b)
                 return b
             case O.ReturnBag():
                 self.returned(op, env)
@@ -253,12 +273,14 @@ class _Analysis:
     def returned(self, op: O.Operator, env: dict[str, Value]) -> Value | None:
         assert isinstance(op, O.ReturnBag)
         b = self.plan(op.input, env)
-        return self.value(op.element, b)
+        return self.value(op.element, b, projected=True)
 
     # ------------------------------------------------------------------ terms
 
-    def value(self, t: Term, b: Mapping[str, Value], *, read: bool = True) -> Value | None:
-        """The origin of a term's value (None for computed scalars); marks what it reads."""
+    def value(self, t: Term, b: Mapping[str, Value], *, read: bool = True,
+              projected: bool = False) -> Value | None:
+        """The origin of a term's value (Derived for computed values, None for constants);
+        marks what it reads (and, if ``projected``, what reaches an output)."""
         path: list[str] = []
         base = t
         while isinstance(base, Field):
@@ -275,25 +297,33 @@ class _Analysis:
                     v = None
                     break
             if read and v is not None:
-                self.read(v)
+                self.read(v, projected)
             return v
         if isinstance(t, TupleExpr):
-            return Record(tuple((n, val) for n, f in t.fields if (val := self.value(f, b, read=read)) is not None))
-        for c in t.children():
-            self.value(c, b, read=read)
-        return None
+            return Record(tuple((n, val) for n, f in t.fields
+                                if (val := self.value(f, b, read=read, projected=projected)) is not None))
+        deps = frozenset(o for c in t.children() for o in _origins(self.value(c, b, read=read)))
+        return Derived(deps) if deps else None
 
-    def read(self, v: Value) -> None:
+    def read(self, v: Value | None, projected: bool = False) -> None:
         if isinstance(v, Origin):
+            if self.touched:
+                self.touched[-1].add(v)
             if v.prefix:
                 self.u.read.setdefault(v.collection, set()).add(v.prefix)
+                if projected:
+                    self.u.projected.setdefault(v.collection, set()).add(v.prefix[0])
             else:
-                self.u.wildcard.add(v.collection)
+                self.u.read_whole.add(v.collection)
+                if projected:
+                    self.u.wildcard.add(v.collection)
         elif isinstance(v, Record):
             for _, f in v.fields:
-                self.read(f)
+                self.read(f, projected)
         elif isinstance(v, BagOf):
-            self.read(v.element)
+            self.read(v.element, projected)
+        elif isinstance(v, Derived) and self.touched:
+            self.touched[-1] |= v.deps
 
     def terms(self, op: O.Operator, b: Mapping[str, Value]) -> None:
         for t in op.terms():
@@ -307,11 +337,27 @@ class _Analysis:
         attrs: dict[Collection, set[tuple[str, ...]]] = {}
         for t in terms:
             for sub in _maximal_paths(t):
-                v = self.value(sub, b)
-                if isinstance(v, Origin) and v.prefix:
-                    attrs.setdefault(v.collection, set()).add(v.prefix)
+                for o in _origins(self.value(sub, b)):
+                    if o.prefix:
+                        attrs.setdefault(o.collection, set()).add(o.prefix)
+                    elif o.collection[1]:  # a nested collection's elements: its attribute
+                        table, path = o.collection
+                        attrs.setdefault((table, path[:-1]), set()).add((path[-1],))
         if attrs:
             self.u.conditions.append(attrs)
+
+
+def _origins(v: Value | None) -> list[Origin]:
+    """The base data a value is made of (for a query's value, also what the query read)."""
+    if isinstance(v, Origin):
+        return [v]
+    if isinstance(v, Record):
+        return [o for _, f in v.fields for o in _origins(f)]
+    if isinstance(v, BagOf):
+        return _origins(v.element) + list(v.deps)
+    if isinstance(v, Derived):
+        return list(v.deps)
+    return []
 
 
 def _maximal_paths(t: Term) -> list[Term]:
@@ -353,9 +399,11 @@ def _signatures(coll: Collection, u: _Usage, keys: Mapping[str, tuple[str, ...]]
     attrs = element_type.names if isinstance(element_type, T.TupleType) else ()
     top = lambda p: p[0]  # noqa: E731 - attributes are named by their first step
     read = {top(p) for p in u.read.get(coll, set())}
-    # read by wildcard: the whole element is used, or every attribute of it is (``r.*``)
-    wildcard = coll in u.wildcard or bool(attrs) and set(attrs) <= read
-    read |= set(attrs) if wildcard else set()
+    if coll in u.read_whole:
+        read |= set(attrs)
+    # wildcard: the whole element reaches an output, or every attribute of it does (``r.*``;
+    # the key always does, as provenance)
+    wildcard = coll in u.wildcard or bool(attrs) and set(attrs) - set(key) <= u.projected.get(coll, set())
     cond_sets: list[frozenset[str]] = []
     for c in u.conditions:
         names = frozenset(top(p) for p in c.get(coll, set())) - set(key)
