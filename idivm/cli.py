@@ -199,6 +199,16 @@ def explain(ctx: click.Context, target: str, fmt: str) -> None:
 
 
 @cli.command()
+@click.argument("name")
+@click.pass_context
+def verify(ctx: click.Context, name: str) -> int:
+    """Recompute view NAME at the base-table versions it reflects and compare (exit 1 if it differs)."""
+    result = open_warehouse(ctx).verify(name)
+    click.echo(result.summary())
+    return 0 if result.ok else 1
+
+
+@cli.command()
 @click.pass_context
 def demo(ctx: click.Context) -> None:
     """Load the sample data, define the thesis' example views and print them."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -68,3 +69,53 @@ def collect_rows(df: DataFrame, limit: int | None = None) -> list[dict]:
     if limit is not None:
         df = df.limit(limit)
     return [to_python(r) for r in df.collect()]
+
+
+def tables_read(plan: Operator) -> list[str]:
+    """The base tables a plan scans, in plan order."""
+    from idivm.algebra.expressions import TableRef
+    from idivm.algebra.operators import ScanCollection, walk
+
+    names = [op.source.name for op in walk(plan)
+             if isinstance(op, ScanCollection) and isinstance(op.source, TableRef)]
+    return list(dict.fromkeys(names))
+
+
+def canonical(c: Column, dtype: ST.DataType) -> Column:
+    """A value with every bag (array) sorted, recursively, so that equal bags compare equal."""
+    if isinstance(dtype, ST.StructType):
+        return F.struct(*[canonical(c.getField(f.name), f.dataType).alias(f.name) for f in dtype.fields])
+    if isinstance(dtype, ST.ArrayType):
+        el = dtype.elementType
+        inner = F.transform(c, lambda x: canonical(x, el)) if isinstance(el, (ST.StructType, ST.ArrayType)) else c
+        return F.array_sort(inner)
+    return c
+
+
+@dataclass(frozen=True)
+class FrameDiff:
+    rows: int
+    missing: int  # in ``expected`` but not in ``actual``
+    extra: int  # in ``actual`` but not in ``expected``
+    missing_examples: tuple
+    extra_examples: tuple
+
+
+def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> FrameDiff:
+    """Compare two DataFrames with the same columns as bags of rows (nested bags unordered)."""
+    columns = [f.name for f in expected.schema.fields]
+    missing_cols = set(columns) ^ {f.name for f in actual.schema.fields}
+    if missing_cols:
+        raise ValueError(f"different columns: {sorted(missing_cols)}")
+
+    def canon(df: DataFrame) -> DataFrame:
+        types = {f.name: f.dataType for f in df.schema.fields}
+        return df.select(*[canonical(F.col(f"`{n}`"), types[n]).alias(n) for n in columns])
+
+    a, e = canon(actual), canon(expected)
+    missing = e.exceptAll(a)
+    extra = a.exceptAll(e)
+    n_missing, n_extra = missing.count(), extra.count()
+    return FrameDiff(actual.count(), n_missing, n_extra,
+                     tuple(collect_rows(missing, limit)) if n_missing else (),
+                     tuple(collect_rows(extra, limit)) if n_extra else ())
