@@ -199,6 +199,20 @@ def explain(ctx: click.Context, target: str, fmt: str) -> None:
 
 
 @cli.command()
+@click.argument("names", nargs=-1, metavar="[NAME]...")
+@click.option("--all", "all_views", is_flag=True, help="Maintain every view.")
+@click.pass_context
+def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool) -> None:
+    """Bring views up to date with their base tables (one commit per view)."""
+    if bool(names) == all_views:
+        raise click.UsageError("name the views to maintain, or give --all")
+    wh = open_warehouse(ctx)
+    for name in (names or [None]):
+        for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True)):
+            click.echo(result.summary())
+
+
+@cli.command()
 @click.argument("name")
 @click.pass_context
 def verify(ctx: click.Context, name: str) -> int:

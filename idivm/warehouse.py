@@ -65,6 +65,39 @@ class TableInfo:
     element_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
+def view_watermark(path: Path, entry: ViewEntry) -> dict[str, int]:
+    """The base-table versions the stored view reflects: from the metadata of the view's latest
+    commit that carries one (it lands atomically with the data), else the catalog's."""
+    for commit in delta.history(path):
+        if "idivm.watermark" in commit:
+            return {t: int(v) for t, v in json.loads(commit["idivm.watermark"]).items()}
+    return {t: int(v) for t, v in (entry.extra.get("watermark") or {}).items()}
+
+
+def _versions(watermark: Mapping[str, int]) -> str:
+    return ", ".join(f"{t}@{v}" for t, v in sorted(watermark.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceResult:
+    """One view's maintenance run: base-table change rows read, the view version committed
+    (None: already up to date, nothing committed), old and new watermark, seconds."""
+
+    name: str
+    strategy: str
+    changes: int
+    version: int | None
+    old_watermark: dict
+    new_watermark: dict
+    seconds: float
+
+    def summary(self) -> str:
+        if self.version is None:
+            return f"{self.name}: up to date at {_versions(self.new_watermark)} ({self.seconds:.1f} s)"
+        return (f"{self.name}: {self.strategy}, {self.changes} change rows read, "
+                f"now at {_versions(self.new_watermark)}, view version {self.version} ({self.seconds:.1f} s)")
+
+
 @dataclass(frozen=True, slots=True)
 class Verification:
     """The result of :meth:`Warehouse.verify`: rows of the view missing from the stored view
@@ -83,7 +116,7 @@ class Verification:
         return self.missing == 0 and self.extra == 0
 
     def summary(self) -> str:
-        at = ", ".join(f"{t}@{v}" for t, v in sorted(self.watermark.items()))
+        at = _versions(self.watermark)
         if self.ok:
             return f"view {self.name} matches its recomputation at {at}: {self.rows} rows"
         lines = [f"view {self.name} differs from its recomputation at {at}: "
@@ -263,6 +296,47 @@ class Warehouse:
             raise
         return self.view_info(view.name)
 
+    def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None
+                 ) -> list["MaintenanceResult"]:
+        """Bring view ``name`` (default: every view) up to date with its base tables.
+
+        The current version of every base table the view reads is pinned (the new
+        watermark); if none moved since the view's watermark nothing is committed.
+        Otherwise the view is recomputed at the pinned versions and replaced in ONE
+        Delta commit whose metadata carries the new watermark, so readers see the
+        old or the new view, never a mix, and a crash leaves the old one.  (This
+        is the ``recompute`` strategy; incremental strategies plug in here.)
+        """
+        import time
+
+        from idivm.exec.materialize import evaluate_plan, tables_read
+
+        catalog = self.catalog
+        names = [name] if name is not None else sorted(catalog.views)
+        results = []
+        for view_name in names:
+            entry = catalog.view(view_name)
+            started = time.monotonic()
+            path = catalog.path_of(entry)
+            _, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
+            old = view_watermark(path, entry)
+            new = {t: delta.version(self.table_path(t)) for t in tables_read(prov.plan)}
+            changes = sum(delta.read_changes(self.table_path(t), old[t] + 1, v).num_rows
+                          for t, v in new.items() if v > old.get(t, -1) and t in old)
+            if new == old:
+                results.append(MaintenanceResult(view_name, "recompute", 0, None, old, new,
+                                                 time.monotonic() - started))
+                continue
+            if progress:
+                progress(f"{view_name}: recomputing at {_versions(new)}")
+            df = evaluate_plan(self.spark, prov.plan, lambda t: self.read_table(t, new[t]))
+            metadata = {"idivm.operation": "maintain", "idivm.view": view_name, "idivm.strategy": "recompute",
+                        "idivm.watermark": json.dumps(new, sort_keys=True)}
+            version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata)
+            results.append(MaintenanceResult(view_name, "recompute", changes, version, old, new,
+                                             time.monotonic() - started))
+        return results
+
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
         reflects) and compare it with the stored view, hidden IDs included, as bags."""
@@ -271,7 +345,7 @@ class Warehouse:
         catalog = self.catalog
         entry = catalog.view(name)
         _, prov = self._plan(entry.text, f"<view {name}>", catalog)
-        watermark = {t: int(v) for t, v in (entry.extra.get("watermark") or {}).items()}
+        watermark = view_watermark(catalog.path_of(entry), entry)
         missing = sorted(set(tables_read(prov.plan)) - set(watermark))
         if missing:
             raise CatalogError(f"view {name} records no version of {', '.join(missing)}; define it again")

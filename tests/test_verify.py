@@ -68,3 +68,27 @@ def test_verify_cli_exit_codes(make_warehouse, capsys):
     assert main(["--warehouse", str(wh.path), "verify", "c"]) == 1
     out = capsys.readouterr().out
     assert "differs from its recomputation" in out and "1 row(s) missing, 0 unexpected" in out
+
+
+def test_maintain_recomputes_after_ingest_in_one_commit(make_warehouse, tmp_path, capsys):
+    wh = make(make_warehouse)
+    wh.define(NESTED)
+    path = wh.catalog.path_of(wh.catalog.view("nested"))
+    before = delta.version(path)
+    [result] = wh.maintain("nested")
+    assert result.version is None and delta.version(path) == before  # nothing moved: no commit
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text('{"pid": 1, "price": 11.0}\n{"pid": 3, "price": 5.0}\n{"__delete": {"pid": 2}}\n')
+    wh.ingest("parts", batch, format="rows")
+    batch.write_text('{"did": 2, "pid": 3}\n')
+    wh.ingest("devices_parts", batch, format="rows")
+    [result] = wh.maintain()
+    assert result.version == before + 1 and delta.version(path) == before + 1
+    assert result.new_watermark == {"devices": 0, "devices_parts": 1, "parts": 1}
+    assert result.changes == 5  # parts: update pre/post image, insert, delete; devices_parts: insert
+    rows = {r["did"]: sorted((p["pid"], p["price"]) for p in r["parts"]) for r in wh.rows("nested")}
+    assert rows == {1: [(1, 11.0)], 2: [(1, 11.0), (3, 5.0)]}  # written out by hand
+    assert wh.verify("nested").ok
+    assert main(["--warehouse", str(wh.path), "maintain", "--all"]) == 0
+    assert "nested: up to date at devices@0, devices_parts@1, parts@1" in capsys.readouterr().out
+    assert main(["--warehouse", str(wh.path), "maintain"]) == 2  # neither names nor --all
