@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from idivm import types as T
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError
+from idivm.ingest.records import json_kind
 from idivm.storage import delta
 from idivm.storage import schema as schemas
 
@@ -620,7 +621,7 @@ def _records_rows(records: list[dict], lines: list[int], origin: str) -> Rows:
 
 def _check_object(value: Any, path: Any, line: int) -> None:
     if not isinstance(value, dict):
-        raise DataError(f"{path}:{line}: expected a JSON object, got {_json_kind(value)}")
+        raise DataError(f"{path}:{line}: expected a JSON object, got {json_kind(value)}")
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -744,24 +745,6 @@ def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
     return pa.Table.from_arrays(arrays, names=list(names))
 
 
-def _json_kind(v: Any) -> str:
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int):
-        return "an integer"
-    if isinstance(v, float):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, Mapping):
-        return "an object"
-    if isinstance(v, (list, tuple)):
-        return "an array"
-    if v is None:
-        return "null"
-    return f"a {type(v).__name__}"
-
-
 def _type_group(kind: str) -> str:
     return "a number" if kind in ("an integer", "a number") else kind
 
@@ -772,7 +755,7 @@ def _type_conflict(path: str, items: list[tuple[int, Any]], where: Callable[[int
     for i, v in items:
         if v is None:
             continue
-        kind = _json_kind(v)
+        kind = json_kind(v)
         if kind == "an integer" and not _INT64[0] <= v <= _INT64[1]:
             return f"column '{path}' has an integer outside the 64-bit range at {where(i)}"
         if first is None:

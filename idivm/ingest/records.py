@@ -269,7 +269,7 @@ def json_kind(v: Any) -> str:
         return "a string"
     if isinstance(v, Mapping):
         return "an object"
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):
         return "an array"
     if v is None:
         return "null"
