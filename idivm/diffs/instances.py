@@ -323,38 +323,13 @@ class IDiff:
         return format_idiff(self)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class TupleDiff(Mapping[str, IDiff]):
-    """The nested diff of an update of a tuple: attribute name → i-diff of that attribute (§2.12.1).
+class AttributeMap(Mapping):
+    """A name → node map kept as ordered ``attributes`` pairs (order is kept for printing;
+    equality ignores it).  Shared by tuple diffs and tuple signatures."""
 
-    The attribute i-diffs carry no provenance.  Build from a mapping or from pairs.
-    Attribute order is kept for printing; equality ignores it.
-    """
+    __slots__ = ()
 
-    attributes: tuple[tuple[str, IDiff], ...] = ()
-
-    def __post_init__(self) -> None:
-        pairs = self.attributes.items() if isinstance(self.attributes, Mapping) else self.attributes
-        checked: list[tuple[str, IDiff]] = []
-        seen: set[str] = set()
-        for pair in pairs:
-            if not (isinstance(pair, tuple) and len(pair) == 2):
-                raise DataError(f"tuple diff entries are (attribute, i-diff), got {pair!r}")
-            name, node = pair
-            if not isinstance(name, str) or not name:
-                raise DataError(f"attribute names are non-empty strings, got {name!r}")
-            if name in seen:
-                raise DataError(f"duplicate attribute {name!r} in a tuple diff")
-            seen.add(name)
-            if not isinstance(node, IDiff):
-                raise DataError(f"the diff of attribute {name!r} must be an IDiff, got {type(node).__name__}")
-            if node.provenance is not None:
-                raise DataError(f"the i-diff of attribute {name!r} has no provenance: "
-                                "its attribute name identifies it (§2.12.1)")
-            checked.append((name, node))
-        object.__setattr__(self, "attributes", tuple(checked))
-
-    def __getitem__(self, name: str) -> IDiff:
+    def __getitem__(self, name: str):
         for n, node in self.attributes:
             if n == name:
                 return node
@@ -366,11 +341,11 @@ class TupleDiff(Mapping[str, IDiff]):
     def __len__(self) -> int:
         return len(self.attributes)
 
-    def children(self) -> tuple[IDiff, ...]:
+    def children(self) -> tuple:
         return tuple(node for _, node in self.attributes)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, TupleDiff):
+        if isinstance(other, type(self)):
             return dict(self.attributes) == dict(other.attributes)
         return NotImplemented
 
@@ -378,7 +353,46 @@ class TupleDiff(Mapping[str, IDiff]):
         return hash(frozenset(self.attributes))
 
     def __repr__(self) -> str:
-        return f"TupleDiff({dict(self.attributes)!r})"
+        return f"{type(self).__name__}({dict(self.attributes)!r})"
+
+
+def attribute_pairs(attributes: Any, what: str, node_type: type, node_name: str) -> tuple[tuple[str, Any], ...]:
+    """Checked ``(name, node)`` pairs from a mapping or from pairs: names are unique non-empty
+    strings, nodes are ``node_type``."""
+    pairs = attributes.items() if isinstance(attributes, Mapping) else attributes
+    checked: list[tuple[str, Any]] = []
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise DataError(f"{what} entries are (attribute, {node_name}), got {pair!r}")
+        name, node = pair
+        if not isinstance(name, str) or not name:
+            raise DataError(f"attribute names are non-empty strings, got {name!r}")
+        if any(name == n for n, _ in checked):
+            raise DataError(f"duplicate attribute {name!r} in a {what}")
+        if not isinstance(node, node_type):
+            raise DataError(f"the {node_name} of attribute {name!r} must be a {node_type.__name__}, "
+                            f"got {type(node).__name__}")
+        checked.append((name, node))
+    return tuple(checked)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TupleDiff(AttributeMap):
+    """The nested diff of an update of a tuple: attribute name → i-diff of that attribute (§2.12.1).
+
+    The attribute i-diffs carry no provenance.  Build from a mapping or from pairs.
+    Attribute order is kept for printing; equality ignores it.
+    """
+
+    attributes: tuple[tuple[str, IDiff], ...] = ()
+
+    def __post_init__(self) -> None:
+        checked = attribute_pairs(self.attributes, "tuple diff", IDiff, "i-diff")
+        for name, node in checked:
+            if node.provenance is not None:
+                raise DataError(f"the i-diff of attribute {name!r} has no provenance: "
+                                "its attribute name identifies it (§2.12.1)")
+        object.__setattr__(self, "attributes", checked)
 
     def __str__(self) -> str:
         from idivm.diffs.notation import format_idiff

@@ -49,11 +49,12 @@ idIVM restricts a signature tree to be about a single bag (§2.12.2 after Exampl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Union
 
 from idivm.diffs.instances import (
+    AttributeMap,
     BagDiff,
     DiffType,
     IDiff,
@@ -62,6 +63,7 @@ from idivm.diffs.instances import (
     TupleDiff,
     Violation,
     attribute_path,
+    attribute_pairs,
     element_path,
 )
 from idivm.errors import DataError, UnsupportedError
@@ -120,51 +122,16 @@ class SignatureNode:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class TupleSignature(Mapping[str, SignatureNode]):
+class TupleSignature(AttributeMap):
     """The nested signature of an update of a tuple: attribute name → signature (at least one)."""
 
     attributes: tuple[tuple[str, SignatureNode], ...]
 
     def __post_init__(self) -> None:
-        pairs = self.attributes.items() if isinstance(self.attributes, Mapping) else self.attributes
-        checked: list[tuple[str, SignatureNode]] = []
-        for pair in pairs:
-            if not (isinstance(pair, tuple) and len(pair) == 2):
-                raise DataError(f"tuple signature entries are (attribute, signature), got {pair!r}")
-            name, node = pair
-            if not isinstance(name, str) or not name:
-                raise DataError(f"attribute names are non-empty strings, got {name!r}")
-            if any(name == n for n, _ in checked):
-                raise DataError(f"duplicate attribute {name!r} in a tuple signature")
-            if not isinstance(node, SignatureNode):
-                raise DataError(f"the signature of attribute {name!r} must be a SignatureNode")
-            checked.append((name, node))
+        checked = attribute_pairs(self.attributes, "tuple signature", SignatureNode, "signature")
         if not checked:
             raise DataError("a tuple signature names at least one attribute")
-        object.__setattr__(self, "attributes", tuple(checked))
-
-    def __getitem__(self, name: str) -> SignatureNode:
-        for n, node in self.attributes:
-            if n == name:
-                return node
-        raise KeyError(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return (n for n, _ in self.attributes)
-
-    def __len__(self) -> int:
-        return len(self.attributes)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, TupleSignature):
-            return dict(self.attributes) == dict(other.attributes)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self.attributes))
-
-    def __repr__(self) -> str:
-        return f"TupleSignature({dict(self.attributes)!r})"
+        object.__setattr__(self, "attributes", checked)
 
     def __str__(self) -> str:
         from idivm.diffs.notation import format_signature
