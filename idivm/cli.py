@@ -28,7 +28,8 @@ import click
 from idivm import __version__
 from idivm.errors import CatalogError, IdivmError
 from idivm.ingest import INGEST_FORMATS
-from idivm.warehouse import DEFAULT_WAREHOUSE, FORMATS, WAREHOUSE_ENV, Warehouse
+from idivm.ingest.load import FORMATS
+from idivm.warehouse import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, Warehouse
 
 
 @dataclass

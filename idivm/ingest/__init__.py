@@ -43,7 +43,7 @@ def ingest_file(table_path: str | Path, file: str | Path, key: tuple[str, ...] |
 def _check_element_keys(change_set: ChangeSet, schema, element_keys: Mapping[str, Sequence[str]]) -> None:
     import pyarrow as pa
 
-    from idivm.warehouse import Rows, check_element_key
+    from idivm.ingest.load import Rows, check_element_key
 
     upserts = [c for c in change_set.changes if c.op == "upsert"]
     if not upserts:

@@ -1,0 +1,588 @@
+"""Loading base tables: files (JSON Lines, JSON arrays, Parquet, CSV), lists of dicts, Arrow
+tables and Spark DataFrames into Arrow, with the checks made before anything is written —
+column names and types, the primary key (present, non-null, unique) and declared element keys
+of nested collections (non-null, unique within each collection).  Errors are one-line
+:class:`~idivm.errors.DataError` messages naming the first offending rows (line numbers for
+files, indexes for lists, row numbers for Arrow/Parquet).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from idivm import types as T
+from idivm.errors import DataError
+from idivm.ingest.records import json_kind
+from idivm.storage import schema as schemas
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+FORMATS = ("jsonl", "json", "parquet", "csv")
+_EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet",
+               ".pq": "parquet", ".csv": "csv"}
+
+#: How many offending rows/keys an error message names.
+SHOWN = 3
+
+
+# --- sources ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Arrow data loaded from a source, and how to point at its rows in messages.
+
+    ``unit`` is ``line`` (files: ``locators`` holds each row's line number),
+    ``index`` (lists of dicts) or ``row`` (Arrow/Parquet: the 0-based row number).
+    """
+
+    table: pa.Table
+    origin: str
+    unit: str = "row"
+    locators: Sequence[int] | None = None
+
+    def locate(self, i: int) -> int:
+        return self.locators[i] if self.locators is not None else i
+
+    def where(self, indices: Sequence[int]) -> str:
+        """``line 3`` / ``lines 3, 8`` for row indices."""
+        plural = {"line": "lines", "index": "indexes", "row": "rows"}[self.unit]
+        where = ", ".join(str(self.locate(i)) for i in indices)
+        return f"{self.unit if len(indices) == 1 else plural} {where}"
+
+
+def parse_key(key: str | Sequence[str]) -> list[str]:
+    """Key columns from ``"a"``, ``"a,b"`` or ``["a", "b"]``; empty or repeated keys are DataErrors."""
+    if isinstance(key, str):
+        columns = [c.strip() for c in key.split(",")] if key.strip() else []
+    else:
+        columns = [str(c).strip() for c in key]
+    if not columns or any(not c for c in columns):
+        raise DataError("a table needs a key: one or more column names, e.g. key=['user_id'] or --key user_id")
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise DataError(f"key column(s) listed twice: {', '.join(repeated)}")
+    return columns
+
+
+def parse_element_keys(element_keys: Mapping[str, str | Sequence[str]] | None) -> dict[str, list[str]]:
+    """Element keys as ``{path: [columns]}``; each key is given like ``key`` (``"day"``, ``"a,b"``, a list)."""
+    out: dict[str, list[str]] = {}
+    for path, key in (element_keys or {}).items():
+        path = str(path).strip()
+        if not path or any(not step.strip() for step in path.split(".")):
+            raise DataError(f"invalid element key path {path!r}: use attribute names joined by '.', "
+                            "e.g. hours or address.phones")
+        path = ".".join(step.strip() for step in path.split("."))
+        if path in out:
+            raise DataError(f"element key of {path} declared twice")
+        try:
+            out[path] = parse_key(key)
+        except DataError:
+            raise DataError(f"element key of {path} needs one or more column names, e.g. {path}=id") from None
+    return out
+
+
+def is_spark_dataframe(obj: Any) -> bool:
+    """Whether ``obj`` is a (classic or Connect) Spark DataFrame, without importing pyspark."""
+    return type(obj).__module__.startswith("pyspark.sql") and hasattr(obj, "schema") and hasattr(obj, "write")
+
+
+def infer_format(path: str | os.PathLike) -> str:
+    suffix = Path(path).suffix.lower()
+    try:
+        return _EXTENSIONS[suffix]
+    except KeyError:
+        raise DataError(f"cannot infer the format of {str(path)!r} from its extension; "
+                        f"specify one of {', '.join(FORMATS)}") from None
+
+
+def load_source(source: Any, *, format: str | None = None) -> Rows:
+    """Load a file path, list of dicts or pyarrow Table as :class:`Rows`."""
+    if isinstance(source, (str, os.PathLike)):
+        fmt = format or infer_format(source)
+        if fmt not in FORMATS:
+            raise DataError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+        return {"jsonl": read_json_lines, "json": read_json, "parquet": read_parquet, "csv": read_csv}[fmt](source)
+    if isinstance(source, pa.RecordBatch):
+        source = pa.Table.from_batches([source])
+    if isinstance(source, pa.Table):
+        return Rows(source, "table", "row")
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        for i, r in enumerate(source):
+            if not isinstance(r, Mapping):
+                raise DataError(f"rows[{i}] is {type(r).__name__}, not a dict")
+        return Rows(table_from_records(source, "rows", lambda i: f"index {i}"), "rows", "index")
+    raise DataError(f"cannot load a table from a {type(source).__name__}: give a file path, a list of dicts, "
+                    "a pyarrow Table or a Spark DataFrame")
+
+
+def _read_text(path: str | os.PathLike) -> str:
+    p = Path(path)
+    if p.is_dir():
+        raise DataError(f"cannot read {str(path)!r}: it is a directory")
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"cannot read {str(path)!r}: no such file") from None
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def read_json_lines(path: str | os.PathLike) -> Rows:
+    """One JSON object per line (blank lines are skipped)."""
+    text = _read_text(path)
+    records, lines = [], []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+        _check_object(value, path, n)
+        records.append(value)
+        lines.append(n)
+    return _records_rows(records, lines, str(path))
+
+
+def read_json(path: str | os.PathLike) -> Rows:
+    """A top-level JSON array of objects, or objects one after the other (JSON Lines)."""
+    text = _read_text(path)
+    records, lines = [], []
+    for n, value in _json_values(text, str(path)):
+        _check_object(value, path, n)
+        records.append(value)
+        lines.append(n)
+    return _records_rows(records, lines, str(path))
+
+
+def _records_rows(records: list[dict], lines: list[int], origin: str) -> Rows:
+    if not records:
+        raise DataError(f"{origin}: no rows, so no columns to create the table with")
+    table = table_from_records(records, origin, lambda i: f"line {lines[i]}")
+    return Rows(table, origin, "line", lines)
+
+
+def _check_object(value: Any, path: Any, line: int) -> None:
+    if not isinstance(value, dict):
+        raise DataError(f"{path}:{line}: expected a JSON object, got {json_kind(value)}")
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _json_values(text: str, origin: str):
+    """Yield ``(line, value)`` for the elements of a top-level array, or for
+    whitespace-separated top-level values."""
+    decoder = json.JSONDecoder()
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(starts, pos)
+
+    def fail(pos: int, msg: str):
+        raise DataError(f"{origin}:{line_of(pos)}: invalid JSON: {msg} (column {pos - starts[line_of(pos) - 1] + 1})")
+
+    def decode(pos: int):
+        try:
+            return decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{origin}:{e.lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+
+    i = _WS.match(text, 0).end()
+    if text.startswith("[", i):
+        i = _WS.match(text, i + 1).end()
+        if text.startswith("]", i):
+            i = i + 1
+        else:
+            while True:
+                value, end = decode(i)
+                yield line_of(i), value
+                i = _WS.match(text, end).end()
+                if text.startswith(",", i):
+                    i = _WS.match(text, i + 1).end()
+                elif text.startswith("]", i):
+                    i += 1
+                    break
+                else:
+                    fail(i, "expected ',' or ']' after an array element")
+        i = _WS.match(text, i).end()
+        if i < len(text):
+            fail(i, "extra data after the top-level array")
+        return
+    while i < len(text):
+        value, end = decode(i)
+        yield line_of(i), value
+        i = _WS.match(text, end).end()
+
+
+def read_parquet(path: str | os.PathLike) -> Rows:
+    """A Parquet file or a directory of Parquet files."""
+    import pyarrow.parquet as pq
+
+    if not Path(path).exists():
+        raise DataError(f"cannot read {str(path)!r}: no such file")
+    try:
+        table = pq.read_table(str(path))
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
+    except (pa.ArrowException, ValueError) as e:
+        raise DataError(f"{path}: not a readable Parquet file: {_first_line(e)}") from None
+    if table.num_columns == 0:
+        raise DataError(f"{path}: no columns (no Parquet files?)")
+    return Rows(table, str(path), "row")
+
+
+def read_csv(path: str | os.PathLike) -> Rows:
+    """A CSV file with a header line; column types are inferred by pyarrow."""
+    import pyarrow.csv as pacsv
+
+    p = Path(path)
+    if p.is_dir():
+        raise DataError(f"cannot read {str(path)!r}: it is a directory")
+    if not p.exists():
+        raise DataError(f"cannot read {str(path)!r}: no such file")
+    try:
+        table = pacsv.read_csv(str(path))
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
+    except (pa.ArrowException, ValueError) as e:
+        raise DataError(f"{path}: invalid CSV: {_first_line(e)}") from None
+    # Line numbers assume no quoted line breaks: the header is line 1.
+    return Rows(table, str(path), "line", range(2, table.num_rows + 2))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+# --- JSON values to Arrow ---------------------------------------------------------------------------
+
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
+                       where: Callable[[int], str]) -> pa.Table:
+    """An Arrow table from dicts: one column per key seen in any record (in
+    order of first appearance; absent keys are null), types inferred by
+    ``pyarrow.array`` over all values, so nested objects become structs,
+    arrays lists, and integers mixed with floats doubles.
+
+    Values of one column that cannot share a type raise :class:`DataError`
+    naming the column (``a.b``, ``a[]`` for nested ones) and the rows
+    (``where(i)``) of the first conflicting values.
+    """
+    names: dict[str, None] = {}
+    for r in records:
+        for k in r:
+            names.setdefault(k, None)
+    arrays = []
+    for name in names:
+        values = [r.get(name) for r in records]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+            conflict = _type_conflict(name, list(enumerate(values)), where)
+            detail = conflict or f"column '{name}' cannot be converted: {_first_line(e)}"
+            raise DataError(f"{origin}: {detail}") from None
+    return pa.Table.from_arrays(arrays, names=list(names))
+
+
+def _type_group(kind: str) -> str:
+    return "a number" if kind in ("an integer", "a number") else kind
+
+
+def _type_conflict(path: str, items: list[tuple[int, Any]], where: Callable[[int], str]) -> str | None:
+    """Describe the first pair of values at ``path`` that cannot share an Arrow type, or None."""
+    first: tuple[str, int] | None = None
+    for i, v in items:
+        if v is None:
+            continue
+        kind = json_kind(v)
+        if kind == "an integer" and not _INT64[0] <= v <= _INT64[1]:
+            return f"column '{path}' has an integer outside the 64-bit range at {where(i)}"
+        if first is None:
+            first = (kind, i)
+        elif _type_group(kind) != _type_group(first[0]):
+            return f"column '{path}' is {first[0]} at {where(first[1])} but {kind} at {where(i)}"
+    if first is None:
+        return None
+    if first[0] == "an object":
+        fields: dict[str, list[tuple[int, Any]]] = {}
+        for i, v in items:
+            if isinstance(v, Mapping):
+                for k, sub in v.items():
+                    fields.setdefault(k, []).append((i, sub))
+        for k, sub_items in fields.items():
+            found = _type_conflict(f"{path}.{k}", sub_items, where)
+            if found:
+                return found
+    if first[0] == "an array":
+        return _type_conflict(f"{path}[]", [(i, e) for i, v in items if isinstance(v, (list, tuple)) for e in v],
+                              where)
+    return None
+
+
+# --- validation --------------------------------------------------------------------------------------
+
+# Characters Delta Lake (without column mapping) and Spark's Parquet writer reject in names; '.'
+# would make Spark column paths ambiguous.
+_BAD_NAME_CHARS = set(" ,;{}()\n\t=.")
+
+
+def check_columns(schema: pa.Schema, origin: str) -> None:
+    """Column and field names must be non-empty, free of `` ,;{}()\\n\\t=.`` and
+    distinct ignoring case (Spark resolves names case-insensitively)."""
+    def check(fields: Sequence[pa.Field], where: str) -> None:
+        seen: dict[str, str] = {}
+        for f in fields:
+            full = f"{where}{f.name}"
+            if not f.name or set(f.name) & _BAD_NAME_CHARS:
+                raise DataError(f"{origin}: column name {full!r} is not allowed: names must be non-empty and "
+                                "contain none of: space , ; { } ( ) = . tab newline")
+            low = f.name.lower()
+            if seen.get(low) == f.name:
+                raise DataError(f"{origin}: column {full!r} appears twice")
+            if low in seen:
+                raise DataError(f"{origin}: columns {where}{seen[low]!r} and {full!r} differ only in case")
+            seen[low] = f.name
+            t = f.type
+            while pa.types.is_list(t) or pa.types.is_large_list(t):
+                t = t.value_type
+            if pa.types.is_struct(t):
+                if t.num_fields == 0:
+                    raise DataError(f"{origin}: column {full!r} is an object without fields in every row; "
+                                    "its type cannot be stored")
+                check([t.field(i) for i in range(t.num_fields)], f"{full}.")
+    check(list(schema), "")
+
+
+def idivm_schema(schema: pa.Schema, origin: str) -> T.TupleType:
+    """The idivm static type of a (Delta-ready) Arrow schema; DataError for unsupported types."""
+    for f in schema:
+        try:
+            T.from_arrow(f.type)
+        except ValueError:
+            raise DataError(f"{origin}: column '{f.name}' has type {f.type}, which idivm does not support") from None
+    result = T.from_arrow(schema)
+    assert isinstance(result, T.TupleType)
+    return result
+
+
+def _check_key_columns(names: Sequence[str], types: Mapping[str, Any], key: Sequence[str], origin: str,
+                       nested: Callable[[Any], bool]) -> None:
+    missing = [k for k in key if k not in names]
+    if missing:
+        available = ", ".join(names) if names else "none"
+        raise DataError(f"{origin}: key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"not found; columns: {available}")
+    for k in key:
+        if nested(types[k]):
+            raise DataError(f"{origin}: key column {k} has a nested type ({types[k]}); key columns must be scalars")
+
+
+def check_key(rows: Rows, key: Sequence[str]) -> None:
+    """Key columns exist, are scalars, and are non-null and unique in every row."""
+    table = rows.table
+    types = {f.name: f.type for f in table.schema}
+    _check_key_columns(table.column_names, types, key, rows.origin, pa.types.is_nested)
+
+    for k in key:
+        nulls = pc.is_null(table.column(k), nan_is_null=True)
+        if table.num_rows and pc.any(nulls).as_py():
+            bad = pc.indices_nonzero(nulls).to_pylist()
+            more = f" (and {len(bad) - SHOWN} more)" if len(bad) > SHOWN else ""
+            raise DataError(f"{rows.origin}: key column {k} is null at {rows.where(bad[:SHOWN])}{more}")
+
+    if table.num_rows < 2:
+        return
+    indexed = table.select(list(key)).append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+    groups = indexed.group_by(list(key), use_threads=False).aggregate([("__row", "list"), ("__row", "min")])
+    sizes = pc.list_value_length(groups.column("__row_list"))
+    dups = groups.filter(pc.greater(sizes, 1))
+    if dups.num_rows == 0:
+        return
+    dups = dups.sort_by([("__row_min", "ascending")])
+    parts = []
+    for r in dups.slice(0, SHOWN).to_pylist():
+        values = ", ".join(f"{k}={_show_value(r[k])}" for k in key)
+        shown = sorted(r["__row_list"])[:SHOWN + 2]
+        parts.append(f"{values if len(key) == 1 else '(' + values + ')'} at {rows.where(shown)}")
+    more = f" ({dups.num_rows} duplicated keys in all)" if dups.num_rows > SHOWN else ""
+    raise DataError(f"{rows.origin}: duplicate key {'; '.join(parts)}{more}")
+
+
+def _show_value(v: Any) -> str:
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)
+
+
+def _spark_delta_schema(df: "DataFrame") -> pa.Schema:
+    try:
+        return schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
+    except DataError:
+        raise
+    except Exception as e:  # pyspark raises its own errors for types Arrow cannot hold
+        raise DataError(f"DataFrame: cannot store its schema: {_first_line(e)}") from None
+
+
+def check_spark_key(df: "DataFrame", key: Sequence[str], origin: str = "DataFrame") -> None:
+    """The checks of :func:`check_key` for a Spark DataFrame, as Spark aggregations
+    (only counts and the first few duplicated keys reach the driver)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    _check_key_columns(df.columns, {k: v.simpleString() for k, v in types.items()}, key, origin,
+                       lambda s: s.startswith(("struct", "array", "map")))
+    assert not any(isinstance(types[k], (ArrayType, MapType, StructType)) for k in key)
+    cols = [F.col(f"`{k}`") for k in key]
+
+    counts = df.select([F.sum(F.col(f"`{k}`").isNull().cast("long")).alias(f"n{i}")
+                        for i, k in enumerate(key)]).first()
+    for i, k in enumerate(key):
+        nulls = counts[f"n{i}"] or 0
+        if nulls:
+            raise DataError(f"{origin}: key column {k} is null in {nulls} row{'s' if nulls > 1 else ''}")
+
+    dup = df.groupBy(*cols).count().filter(F.col("count") > 1)
+    first = dup.orderBy(F.col("count").desc(), *cols).limit(SHOWN).collect()
+    if not first:
+        return
+    total = dup.count() if len(first) == SHOWN else len(first)
+    parts = []
+    for r in first:
+        values = ", ".join(f"{k}={_show_value(r[k])}" for k in key)
+        parts.append(f"{values if len(key) == 1 else '(' + values + ')'} ({r['count']} rows)")
+    more = f" ({total} duplicated keys in all)" if total > SHOWN else ""
+    raise DataError(f"{origin}: duplicate key {'; '.join(parts)}{more}")
+
+
+def check_element_key_type(schema: T.TupleType, path: str, key: Sequence[str], origin: str) -> T.TupleType:
+    """The element type of the collection at ``path`` (a step into a collection goes to its
+    elements' attributes); DataError unless it is a collection of tuples with scalar ``key`` columns."""
+    steps = path.split(".")
+    t: T.Type = schema
+    for i, name in enumerate(steps):
+        if isinstance(t, T.CollectionType):
+            t = t.element
+        outer = ".".join(steps[:i])
+        if not isinstance(t, T.TupleType):
+            raise DataError(f"{origin}: element key path {path}: {outer} has type {t}, which has no attribute {name}")
+        found = t.field(name)
+        if found is None:
+            where = f"in {outer} " if outer else ""
+            raise DataError(f"{origin}: element key path {path}: no attribute {name} {where}"
+                            f"(attributes: {', '.join(t.names) or 'none'})")
+        t = found
+    if isinstance(t, T.CollectionType) and isinstance(t.element, T.ScalarType):
+        raise DataError(f"{origin}: {path} is a collection of scalars ({t}), which needs no element key: "
+                        "each value is its own provenance")
+    if not (isinstance(t, T.CollectionType) and isinstance(t.element, T.TupleType)):
+        raise DataError(f"{origin}: element key path {path} has type {t}, not a collection of tuples")
+    element = t.element
+    missing = [k for k in key if element.field(k) is None]
+    if missing:
+        raise DataError(f"{origin}: element key column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"not found in the elements of {path} (attributes: {', '.join(element.names)})")
+    for k in key:
+        kt = element.field(k)
+        if isinstance(kt, (T.TupleType, T.CollectionType)):
+            raise DataError(f"{origin}: element key column {k} of {path} has a nested type ({kt}); "
+                            "key columns must be scalars")
+    return element
+
+
+def check_element_key(rows: Rows, path: str, key: Sequence[str]) -> None:
+    """The element key of the collection at ``path`` is non-null and unique within each collection
+    value (the same key in different rows, or in different collections of one row, is fine).
+    Assumes :func:`check_element_key_type` passed."""
+    table = rows.table
+    steps = path.split(".")
+    values = table.column(steps[0]).combine_chunks()
+    row = pa.array(range(table.num_rows), pa.int64())  # the table row each value belongs to
+    for name in steps[1:]:
+        if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+            row = row.take(pc.list_parent_indices(values))
+            values = pc.list_flatten(values)
+        values = pc.struct_field(values, name)
+    container = pc.list_parent_indices(values)  # which collection value each element is in
+    row = row.take(container)
+    elements = pc.list_flatten(values)
+    columns = [pc.struct_field(elements, k) for k in key]
+
+    for k, column in zip(key, columns):
+        nulls = pc.is_null(column, nan_is_null=True)
+        if len(column) and pc.any(nulls).as_py():
+            first = pc.indices_nonzero(nulls)[0].as_py()
+            raise DataError(f"{rows.origin}: element key column {k} of {path} is null at "
+                            f"{rows.where([row[first].as_py()])}")
+
+    if len(elements) < 2:
+        return
+    names = [f"k{i}" for i in range(len(key))]
+    indexed = pa.table([container, row, *columns], names=["container", "row", *names])
+    groups = indexed.group_by(["container", *names], use_threads=False).aggregate([("row", "min"), ("row", "count")])
+    dups = groups.filter(pc.greater(groups.column("row_count"), 1))
+    if dups.num_rows == 0:
+        return
+    first = dups.sort_by([("row_min", "ascending")]).slice(0, 1).to_pylist()[0]
+    values_ = ", ".join(f"{k}={_show_value(first[n])}" for k, n in zip(key, names))
+    shown = values_ if len(key) == 1 else f"({values_})"
+    raise DataError(f"{rows.origin}: duplicate element key {shown} in {path} at {rows.where([first['row_min']])}")
+
+
+def check_spark_element_key(df: "DataFrame", table_key: Sequence[str], path: str, key: Sequence[str],
+                            origin: str = "DataFrame") -> None:
+    """The checks of :func:`check_element_key` for a Spark DataFrame, as Spark jobs (only the first
+    offending row reaches the driver, named by its primary key).  Assumes the primary key is valid."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType
+
+    steps = path.split(".")
+    ids = [f"__key{i}" for i in range(len(table_key))]
+    cur = df.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(table_key, ids)], F.col(f"`{steps[0]}`").alias("__v"))
+    for j, name in enumerate(steps[1:]):
+        if isinstance(cur.schema["__v"].dataType, ArrayType):
+            cur = cur.select(*ids, F.posexplode("__v").alias(f"__pos{j}", "__v"))
+            ids.append(f"__pos{j}")
+        cur = cur.select(*ids, F.col("__v").getField(name).alias("__v"))
+    names = [f"__el{i}" for i in range(len(key))]
+    elements = cur.select(*ids, F.explode("__v").alias("__e")).select(
+        *ids, *[F.col("__e").getField(k).alias(n) for k, n in zip(key, names)])
+
+    def the_row(r) -> str:
+        values = ", ".join(f"{k}={_show_value(r[f'__key{i}'])}" for i, k in enumerate(table_key))
+        return f"the row with {values if len(table_key) == 1 else '(' + values + ')'}"
+
+    null = reduce(lambda a, b: a | b, [F.col(n).isNull() for n in names])
+    bad = elements.filter(null).limit(1).collect()
+    if bad:
+        k = next(k for k, n in zip(key, names) if bad[0][n] is None)
+        raise DataError(f"{origin}: element key column {k} of {path} is null in {the_row(bad[0])}")
+    dup = elements.groupBy(*ids, *names).count().filter(F.col("count") > 1).limit(1).collect()
+    if dup:
+        values = ", ".join(f"{k}={_show_value(dup[0][n])}" for k, n in zip(key, names))
+        shown = values if len(key) == 1 else f"({values})"
+        raise DataError(f"{origin}: duplicate element key {shown} in {path} in {the_row(dup[0])}")
