@@ -6,10 +6,12 @@ delta-rs only, so they never start a JVM.  Anything that computes with Spark
 goes through ``self.spark``, which creates the session on first use (or
 returns the session given as ``spark=``).
 
-Base tables are loaded from JSON Lines, JSON arrays, Parquet and CSV files,
-lists of dicts, Arrow tables or Spark DataFrames.  Everything is validated
-before anything is written (column names, types, key present, non-null and
-unique), and a failed ``create_table`` leaves the warehouse as it was.
+Base tables are loaded (:mod:`idivm.ingest.load`) from JSON Lines, JSON arrays,
+Parquet and CSV files, lists of dicts, Arrow tables or Spark DataFrames.
+Everything is validated before anything is written (column names, types, key
+present, non-null and unique), and a failed ``create_table`` leaves the
+warehouse as it was.  Views are planned, materialized at one snapshot of their
+base tables (their watermark), maintained, verified and explained here.
 """
 
 from __future__ import annotations
