@@ -112,10 +112,14 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
         types = {f.name: f.dataType for f in df.schema.fields}
         return df.select(*[canonical(F.col(f"`{n}`"), types[n]).alias(n) for n in columns])
 
-    a, e = canon(actual), canon(expected)
-    missing = e.exceptAll(a)
-    extra = a.exceptAll(e)
-    n_missing, n_extra = missing.count(), extra.count()
-    return FrameDiff(actual.count(), n_missing, n_extra,
-                     tuple(collect_rows(missing, limit)) if n_missing else (),
-                     tuple(collect_rows(extra, limit)) if n_extra else ())
+    a, e = canon(actual).cache(), canon(expected).cache()  # each side is computed once
+    try:
+        missing = e.exceptAll(a)
+        extra = a.exceptAll(e)
+        n_missing, n_extra = missing.count(), extra.count()
+        return FrameDiff(a.count(), n_missing, n_extra,
+                         tuple(collect_rows(missing, limit)) if n_missing else (),
+                         tuple(collect_rows(extra, limit)) if n_extra else ())
+    finally:
+        a.unpersist()
+        e.unpersist()
