@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from idivm import types as T
 from idivm.errors import DataError
-from idivm.ingest.records import json_kind
+from idivm.ingest.records import json_kind, read_text
 from idivm.storage import schema as schemas
 
 if TYPE_CHECKING:
@@ -127,25 +127,9 @@ def load_source(source: Any, *, format: str | None = None) -> Rows:
                     "a pyarrow Table or a Spark DataFrame")
 
 
-def _read_text(path: str | os.PathLike) -> str:
-    p = Path(path)
-    if p.is_dir():
-        raise DataError(f"cannot read {str(path)!r}: it is a directory")
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"cannot read {str(path)!r}: no such file") from None
-    except OSError as e:
-        raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-
-
 def read_json_lines(path: str | os.PathLike) -> Rows:
     """One JSON object per line (blank lines are skipped)."""
-    text = _read_text(path)
+    text = read_text(path)
     records, lines = [], []
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
@@ -162,7 +146,7 @@ def read_json_lines(path: str | os.PathLike) -> Rows:
 
 def read_json(path: str | os.PathLike) -> Rows:
     """A top-level JSON array of objects, or objects one after the other (JSON Lines)."""
-    text = _read_text(path)
+    text = read_text(path)
     records, lines = [], []
     for n, value in _json_values(text, str(path)):
         _check_object(value, path, n)

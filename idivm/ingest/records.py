@@ -276,10 +276,9 @@ def json_kind(v: Any) -> str:
     return f"a {type(v).__name__}"
 
 
-def json_lines(path: str | Path, source: str) -> Iterator[tuple[int, str | None, Any]]:
-    """Yield ``(line number, text, value)`` for every line of a JSON Lines file;
-    blank lines give ``(n, None, None)``.  Unreadable files and malformed JSON are
-    :class:`DataError` with ``source:line``."""
+def read_text(path: str | Path, source: str | None = None) -> str:
+    """The UTF-8 text of a file; a missing/unreadable file, a directory or non-UTF-8 bytes are a
+    one-line :class:`DataError` (``source`` names the file in decoding errors)."""
     p = Path(path)
     if p.is_dir():
         raise DataError(f"cannot read {str(path)!r}: it is a directory")
@@ -290,9 +289,16 @@ def json_lines(path: str | Path, source: str) -> Iterator[tuple[int, str | None,
     except OSError as e:
         raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise DataError(f"{source}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise DataError(f"{source or path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def json_lines(path: str | Path, source: str) -> Iterator[tuple[int, str | None, Any]]:
+    """Yield ``(line number, text, value)`` for every line of a JSON Lines file;
+    blank lines give ``(n, None, None)``.  Unreadable files and malformed JSON are
+    :class:`DataError` with ``source:line``."""
+    text = read_text(path, source)
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             yield n, None, None
