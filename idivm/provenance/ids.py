@@ -202,9 +202,6 @@ class _Inference:
             else:
                 own = _subst_ids(el, ELEMENT, x)
             for path, ids in info.elements.items():
-                if _starts_with(path, ELEMENT):
-                    continue
-            for path, ids in list(info.elements.items()):
                 rel = _relative(path, op.source)
                 if rel is not None:
                     elements[_subst(rel, ELEMENT, x)] = ids
@@ -496,15 +493,6 @@ def _subst_ids(ids: Ids, old: Term, new: Term) -> Ids:
     if not ids.known:
         return ids
     return Ids(tuple(KeyGroup(g.name, tuple(_subst(t, old, new) for t in g.terms)) for g in ids.groups))
-
-
-def _starts_with(t: Term, prefix: Term) -> bool:
-    while True:
-        if t == prefix:
-            return True
-        if not isinstance(t, Field):
-            return False
-        t = t.base
 
 
 def _relative(path: Term, source: Term) -> Term | None:
