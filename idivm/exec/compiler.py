@@ -191,7 +191,7 @@ def _used_paths(plan: O.Operator, free: set[str]) -> dict[str, set[tuple[str, ..
     """For each free variable, the field paths the plan reads below it (None: the whole value)."""
     paths: dict[str, set[tuple[str, ...]] | None] = {}
 
-    def visit(t: Term, parent_is_field: bool) -> None:
+    def visit(t: Term) -> None:
         if isinstance(t, Field):
             chain: list[str] = []
             base: Term = t
@@ -202,17 +202,17 @@ def _used_paths(plan: O.Operator, free: set[str]) -> dict[str, set[tuple[str, ..
                 if paths.get(base.name, set()) is not None:
                     paths.setdefault(base.name, set()).add(tuple(reversed(chain)))
                 return
-            visit(base, True)
+            visit(base)
             return
         if isinstance(t, Var) and t.name in free:
             paths[t.name] = None
             return
         for c in t.children():
-            visit(c, False)
+            visit(c)
 
     for op in O.walk(plan):
         for t in op.terms():
-            visit(t, False)
+            visit(t)
     return paths
 
 
