@@ -107,6 +107,16 @@ def _tuple_type(obj: Any) -> TupleType:
     return t
 
 
+@dataclass(frozen=True)
+class BaseTables:
+    """What planning needs to know of the base tables: types, primary keys and the declared
+    element keys of nested collections (table -> collection path -> key columns)."""
+
+    types: dict[str, TupleType]
+    keys: dict[str, tuple[str, ...]]
+    element_keys: dict[str, dict[str, tuple[str, ...]]]
+
+
 class Catalog:
     """The catalog of one warehouse directory.
 
@@ -244,6 +254,12 @@ class Catalog:
     def drop_view(self, name: str) -> ViewEntry:
         self.view(name)
         return self.views.pop(name)
+
+    def base_tables(self) -> BaseTables:
+        return BaseTables(
+            types={n: e.schema for n, e in self.tables.items()},
+            keys={n: tuple(e.key) for n, e in self.tables.items()},
+            element_keys={n: {p: tuple(k) for p, k in e.element_keys.items()} for n, e in self.tables.items()})
 
     def check_new_name(self, name: str, what: str = "table") -> None:
         """Raise :class:`CatalogError` unless ``name`` is an identifier that no table or view has."""

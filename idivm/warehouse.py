@@ -272,11 +272,9 @@ class Warehouse:
         catalog = self.catalog
         view, prov = self._plan(text, filename, catalog)
         catalog.check_new_name(view.name, "view")
-        from idivm.exec.materialize import evaluate_plan, tables_read
-
         # one snapshot: every base table at the version it has now (the view's watermark)
-        watermark = {t: delta.version(self.table_path(t)) for t in tables_read(prov.plan)}
-        df = evaluate_plan(self.spark, prov.plan, lambda t: self.read_table(t, watermark[t]))
+        watermark = self._current_versions(catalog, prov.plan)
+        df = self._evaluate_at(catalog, prov.plan, watermark)
         rel = catalog.new_view_path(view.name)
         metadata = {"idivm.operation": "define view", "idivm.view": view.name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
@@ -307,8 +305,6 @@ class Warehouse:
         """
         import time
 
-        from idivm.exec.materialize import evaluate_plan, tables_read
-
         catalog = self.catalog
         names = [name] if name is not None else sorted(catalog.views)
         results = []
@@ -318,8 +314,8 @@ class Warehouse:
             path = catalog.path_of(entry)
             _, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
             old = view_watermark(path, entry)
-            new = {t: delta.version(self.table_path(t)) for t in tables_read(prov.plan)}
-            changes = sum(delta.read_changes(self.table_path(t), old[t] + 1, v).num_rows
+            new = self._current_versions(catalog, prov.plan)
+            changes = sum(delta.read_changes(catalog.path_of(catalog.table(t)), old[t] + 1, v).num_rows
                           for t, v in new.items() if v > old.get(t, -1) and t in old)
             if new == old:
                 results.append(MaintenanceResult(view_name, "recompute", 0, None, old, new,
@@ -327,7 +323,7 @@ class Warehouse:
                 continue
             if progress:
                 progress(f"{view_name}: recomputing at {_versions(new)}")
-            df = evaluate_plan(self.spark, prov.plan, lambda t: self.read_table(t, new[t]))
+            df = self._evaluate_at(catalog, prov.plan, new)
             metadata = {"idivm.operation": "maintain", "idivm.view": view_name, "idivm.strategy": "recompute",
                         "idivm.watermark": json.dumps(new, sort_keys=True)}
             version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata)
@@ -338,7 +334,7 @@ class Warehouse:
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
         reflects) and compare it with the stored view, hidden IDs included, as bags."""
-        from idivm.exec.materialize import compare_frames, evaluate_plan, tables_read
+        from idivm.exec.materialize import compare_frames, tables_read
 
         catalog = self.catalog
         entry = catalog.view(name)
@@ -347,7 +343,7 @@ class Warehouse:
         missing = sorted(set(tables_read(prov.plan)) - set(watermark))
         if missing:
             raise CatalogError(f"view {name} records no version of {', '.join(missing)}; define it again")
-        expected = evaluate_plan(self.spark, prov.plan, lambda t: self.read_table(t, watermark[t]))
+        expected = self._evaluate_at(catalog, prov.plan, watermark)
         stored = delta.read_spark(self.spark, catalog.path_of(entry))
         diff = compare_frames(stored, expected, limit)
         return Verification(name, watermark, diff.rows, diff.missing, diff.extra,
@@ -388,9 +384,8 @@ class Warehouse:
         from idivm.diffs.base_signatures import generate_base_signatures
         from idivm.explain import Explanation
 
-        keys = {n: tuple(e.key) for n, e in catalog.tables.items()}
-        types = {n: e.schema for n, e in catalog.tables.items()}
-        signatures = generate_base_signatures(view.plan, keys, types, element_keys_of(catalog))
+        base = catalog.base_tables()
+        signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
         return Explanation(view, prov, signatures).render(format)
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
@@ -400,13 +395,25 @@ class Warehouse:
         from idivm.provenance.ids import infer_provenance
         from idivm.sqlpp import parse_view
 
+        base = catalog.base_tables()
         try:
-            view = build_view(parse_view(text, filename), {n: e.schema for n, e in catalog.tables.items()})
-            keys = {n: tuple(e.key) for n, e in catalog.tables.items()}
-            return view, infer_provenance(view.plan, keys, {n: e.schema for n, e in catalog.tables.items()},
-                                          element_keys_of(catalog))
+            view = build_view(parse_view(text, filename), base.types)
+            return view, infer_provenance(view.plan, base.keys, base.types, base.element_keys)
         except IdivmError as e:
             raise e.with_source(text, filename)
+
+    def _current_versions(self, catalog: Catalog, plan) -> dict[str, int]:
+        """The current version of every base table ``plan`` reads."""
+        from idivm.exec.materialize import tables_read
+
+        return {t: delta.version(catalog.path_of(catalog.table(t))) for t in tables_read(plan)}
+
+    def _evaluate_at(self, catalog: Catalog, plan, versions: Mapping[str, int]) -> "DataFrame":
+        """``plan`` evaluated with every base table read at its version in ``versions``."""
+        from idivm.exec.materialize import evaluate_plan
+
+        return evaluate_plan(self.spark, plan,
+                             lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t]))
 
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
         path = catalog.path_of(entry)
@@ -453,11 +460,6 @@ class Warehouse:
                     pass
             raise
         return final
-
-
-def element_keys_of(catalog: Catalog) -> dict[str, dict[str, tuple[str, ...]]]:
-    """The declared element keys of every base table: table -> collection path -> key columns."""
-    return {n: {p: tuple(k) for p, k in e.element_keys.items()} for n, e in catalog.tables.items()}
 
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:
