@@ -281,15 +281,11 @@ class Warehouse:
         ids = [{"column": c, "name": n} for c, n in prov.view_ids]
         entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel,
                           extra={"ids": ids, "watermark": watermark})
-        from idivm.exec.compiler import SCALAR_SUBQUERY_ERROR
+        from idivm.exec.materialize import data_errors
 
-        try:
+        with data_errors(view.name):
             self._install(rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata),
                           lambda cat: cat.add_view(entry))
-        except Exception as e:  # errors raised by the data while Spark evaluates the view
-            if SCALAR_SUBQUERY_ERROR in str(e):
-                raise DataError(f"view {view.name}: {SCALAR_SUBQUERY_ERROR}") from None
-            raise
         return self.view_info(view.name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None
@@ -326,7 +322,10 @@ class Warehouse:
             df = self._evaluate_at(catalog, prov.plan, new)
             metadata = {"idivm.operation": "maintain", "idivm.view": view_name, "idivm.strategy": "recompute",
                         "idivm.watermark": json.dumps(new, sort_keys=True)}
-            version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata)
+            from idivm.exec.materialize import data_errors
+
+            with data_errors(view_name):
+                version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata)
             results.append(MaintenanceResult(view_name, "recompute", changes, version, old, new,
                                              time.monotonic() - started))
         return results
@@ -334,7 +333,7 @@ class Warehouse:
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
         reflects) and compare it with the stored view, hidden IDs included, as bags."""
-        from idivm.exec.materialize import compare_frames, tables_read
+        from idivm.exec.materialize import compare_frames, data_errors, tables_read
 
         catalog = self.catalog
         entry = catalog.view(name)
@@ -345,7 +344,8 @@ class Warehouse:
             raise CatalogError(f"view {name} records no version of {', '.join(missing)}; define it again")
         expected = self._evaluate_at(catalog, prov.plan, watermark)
         stored = delta.read_spark(self.spark, catalog.path_of(entry))
-        diff = compare_frames(stored, expected, limit)
+        with data_errors(name):
+            diff = compare_frames(stored, expected, limit)
         return Verification(name, watermark, diff.rows, diff.missing, diff.extra,
                             diff.missing_examples, diff.extra_examples)
 

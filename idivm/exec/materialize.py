@@ -9,15 +9,29 @@ from __future__ import annotations
 
 import datetime
 import decimal
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra.operators import Operator
-from idivm.exec.compiler import HIDDEN_PREFIX, PlanCompiler
+from idivm.errors import DataError
+from idivm.exec.compiler import HIDDEN_PREFIX, SCALAR_SUBQUERY_ERROR, PlanCompiler
+
+
+@contextmanager
+def data_errors(view: str) -> Iterator[None]:
+    """Turn the errors the data raises inside Spark while a view is evaluated (see
+    :data:`~idivm.exec.compiler.SCALAR_SUBQUERY_ERROR`) into a DataError naming the view."""
+    try:
+        yield
+    except Exception as e:
+        if SCALAR_SUBQUERY_ERROR in str(e):
+            raise DataError(f"view {view}: {SCALAR_SUBQUERY_ERROR}") from None
+        raise
 
 
 def evaluate_plan(spark: SparkSession, plan: Operator, read_table: Callable[[str], DataFrame]) -> DataFrame:
