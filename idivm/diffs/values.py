@@ -119,13 +119,44 @@ def same_value(a: object, b: object) -> bool:
     return canonical(a) == canonical(b)
 
 
-class FrozenTuple(Mapping[str, Any]):
+class _FrozenValue:
+    """Shared behaviour of frozen tuples and bags: immutable, equal and hashed by their
+    :func:`canonical` form, printed in the thesis notation."""
+
+    __slots__ = ()
+    _comparable: tuple[type, ...] = ()  # other types an equal value may have
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (type(self), *self._comparable)):
+            try:
+                return canonical(self) == canonical(other)
+            except DataError:
+                return False
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(canonical(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({thaw(self)!r})"
+
+    def __str__(self) -> str:
+        from idivm.diffs.notation import format_value
+
+        return format_value(self)
+
+
+class FrozenTuple(_FrozenValue, Mapping[str, Any]):
     """An immutable SQL++ tuple ``{n1: v1, ..., nk: vk}``: attribute names map to frozen values.
 
     Attribute order is kept for printing; equality and hashing ignore it.
     """
 
     __slots__ = ("_fields", "_key")
+    _comparable = (Mapping,)
 
     def __init__(self, fields: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()):
         pairs = fields.items() if isinstance(fields, Mapping) else fields
@@ -149,9 +180,6 @@ class FrozenTuple(Mapping[str, Any]):
         object.__setattr__(out, "_key", None)
         return out
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
     def __getitem__(self, name: str) -> Any:
         return self._fields[name]
 
@@ -166,27 +194,9 @@ class FrozenTuple(Mapping[str, Any]):
             object.__setattr__(self, "_key", (4, frozenset((k, canonical(v)) for k, v in self._fields.items())))
         return self._key
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Mapping, FrozenTuple)):
-            try:
-                return canonical(self) == canonical(other)
-            except DataError:
-                return False
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(canonical(self))
-
-    def __repr__(self) -> str:
-        return f"FrozenTuple({thaw(self)!r})"
-
-    def __str__(self) -> str:
-        from idivm.diffs.notation import format_value
-
-        return format_value(self)
 
 
-class FrozenBag(Collection[Any]):
+class FrozenBag(_FrozenValue, Collection[Any]):
     """An immutable SQL++ bag ``{{v1, ..., vk}}`` whose elements carry no provenance.
 
     Element order is kept for printing and JSON; equality and hashing treat the bag as a
@@ -194,13 +204,11 @@ class FrozenBag(Collection[Any]):
     """
 
     __slots__ = ("_elements", "_key")
+    _comparable = (list, tuple)
 
     def __init__(self, elements: Iterable[Any] = ()):
         object.__setattr__(self, "_elements", tuple(freeze(v, f"[{i}]") for i, v in enumerate(elements)))
         object.__setattr__(self, "_key", None)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
 
     @property
     def elements(self) -> tuple[Any, ...]:
@@ -224,24 +232,6 @@ class FrozenBag(Collection[Any]):
             object.__setattr__(self, "_key", (5, frozenset(Counter(canonical(v) for v in self._elements).items())))
         return self._key
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (FrozenBag, list, tuple)):
-            try:
-                return canonical(self) == canonical(other)
-            except DataError:
-                return False
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(canonical(self))
-
-    def __repr__(self) -> str:
-        return f"FrozenBag({thaw(self)!r})"
-
-    def __str__(self) -> str:
-        from idivm.diffs.notation import format_value
-
-        return format_value(self)
 
 
 def _kind(value: object) -> str:
