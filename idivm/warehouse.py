@@ -78,8 +78,10 @@ def _versions(watermark: Mapping[str, int]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MaintenanceResult:
-    """One view's maintenance run: base-table change rows read, the view version committed
-    (None: already up to date, nothing committed), old and new watermark, seconds."""
+    """One view's maintenance run: the strategy used, base-table change rows read, i-diff
+    rows (base i-diffs after condensation and routing), view rows inserted / updated /
+    deleted and rows written (Delta rewrites whole files), the view version committed (None:
+    already up to date, nothing committed), old and new watermark, seconds."""
 
     name: str
     strategy: str
@@ -88,11 +90,19 @@ class MaintenanceResult:
     old_watermark: dict
     new_watermark: dict
     seconds: float
+    diff_rows: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    rows_written: int = 0
+    note: str = ""
 
     def summary(self) -> str:
         if self.version is None:
             return f"{self.name}: up to date at {_versions(self.new_watermark)} ({self.seconds:.1f} s)"
-        return (f"{self.name}: {self.strategy}, {self.changes} change rows read, "
+        note = f" ({self.note})" if self.note else ""
+        return (f"{self.name}: {self.strategy}{note}, {self.changes} change rows read, {self.diff_rows} i-diff rows, "
+                f"+{self.inserted} ~{self.updated} -{self.deleted} rows ({self.rows_written} written), "
                 f"now at {_versions(self.new_watermark)}, view version {self.version} ({self.seconds:.1f} s)")
 
 
@@ -134,6 +144,15 @@ class ViewInfo:
     schema: T.TupleType
     path: Path
     created: str
+    strategy: str = "recompute"
+    #: why ``auto`` recomputes, when the view has constructs without i-diff rules
+    strategy_note: str = ""
+
+
+#: maintenance strategies ``define`` accepts (see :meth:`Warehouse.define`)
+STRATEGIES = ("id", "tuple", "recompute", "auto")
+#: ``auto`` recomputes when a run reads more change rows than this fraction of the view's rows
+AUTO_RECOMPUTE_RATIO = 0.25
 
 
 class Warehouse:
@@ -262,16 +281,27 @@ class Warehouse:
 
     # --- views -----------------------------------------------------------------------------------
 
-    def define(self, text_or_path: str | os.PathLike) -> "ViewInfo":
+    def define(self, text_or_path: str | os.PathLike, strategy: str = "auto") -> "ViewInfo":
         """Plan and materialize the view of a ``CREATE VIEW`` text (or a ``.sqlpp`` file).
 
-        Syntax errors, unknown names and bad data raise before anything is
-        written; the view's Delta table and its catalog entry land together.
+        ``strategy`` is how :meth:`maintain` keeps it fresh: ``id`` (ID-based i-diffs,
+        thesis ch. 2), ``tuple`` (classical tuple-based IVM with t-diffs, §2.1),
+        ``recompute``, or ``auto``: ``id`` unless the view has constructs without i-diff
+        rules or a run's change set is large relative to the view, then ``recompute``.
+        Syntax errors, unknown names, views ``id``/``tuple`` cannot maintain and bad data
+        raise before anything is written; the view's Delta table and its catalog entry
+        land together.
         """
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         text, filename = sqlpp_source(text_or_path)
         catalog = self.catalog
         view, prov = self._plan(text, filename, catalog)
         catalog.check_new_name(view.name, "view")
+        script, note = None, ""
+        if strategy in ("id", "tuple", "auto"):
+            script, note = self._script(catalog, view.name, prov, text, filename,
+                                        "id" if strategy == "auto" else strategy, strict=strategy != "auto")
         # one snapshot: every base table at the version it has now (the view's watermark)
         watermark = self._current_versions(catalog, prov.plan)
         df = self._evaluate_at(catalog, prov.plan, watermark)
@@ -279,8 +309,12 @@ class Warehouse:
         metadata = {"idivm.operation": "define view", "idivm.view": view.name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
         ids = [{"column": c, "name": n} for c, n in prov.view_ids]
-        entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel,
-                          extra={"ids": ids, "watermark": watermark})
+        extra = {"ids": ids, "watermark": watermark, "strategy": strategy}
+        if note:
+            extra["strategy_note"] = note
+        if script is not None:
+            extra["delta_script"] = script.to_json()
+        entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
         with data_errors(view.name):
@@ -294,41 +328,123 @@ class Warehouse:
 
         The current version of every base table the view reads is pinned (the new
         watermark); if none moved since the view's watermark nothing is committed.
-        Otherwise the view is recomputed at the pinned versions and replaced in ONE
-        Delta commit whose metadata carries the new watermark, so readers see the
-        old or the new view, never a mix, and a crash leaves the old one.  (This
-        is the ``recompute`` strategy; incremental strategies plug in here.)
+        Otherwise the view's strategy computes its changes — the Δ-script's i-diffs
+        (``id``, ``tuple``) or a recomputation — and they land in ONE Delta commit
+        (a MERGE, or an overwrite) whose metadata carries the new watermark, so readers
+        see the old or the new view, never a mix, and a crash leaves the old one.
         """
-        import time
-
         catalog = self.catalog
         names = [name] if name is not None else sorted(catalog.views)
-        results = []
-        for view_name in names:
-            entry = catalog.view(view_name)
-            started = time.monotonic()
-            path = catalog.path_of(entry)
-            _, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
-            old = view_watermark(path, entry)
-            new = self._current_versions(catalog, prov.plan)
-            changes = sum(delta.read_changes(catalog.path_of(catalog.table(t)), old[t] + 1, v).num_rows
-                          for t, v in new.items() if v > old.get(t, -1) and t in old)
-            if new == old:
-                results.append(MaintenanceResult(view_name, "recompute", 0, None, old, new,
-                                                 time.monotonic() - started))
-                continue
+        return [self._maintain_one(catalog, n, progress) for n in names]
+
+    def _maintain_one(self, catalog: Catalog, view_name: str, progress) -> "MaintenanceResult":
+        import time
+
+        from idivm.exec.materialize import data_errors
+
+        started = time.monotonic()
+        entry = catalog.view(view_name)
+        path = catalog.path_of(entry)
+        _, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
+        strategy = entry.extra.get("strategy", "recompute")
+        old = view_watermark(path, entry)
+        new = self._current_versions(catalog, prov.plan)
+        if new == old:
+            return MaintenanceResult(view_name, strategy, 0, None, old, new, time.monotonic() - started)
+        missing = sorted(set(new) - set(old))
+        if missing:
+            raise CatalogError(f"view {view_name} records no version of {', '.join(missing)}; define it again")
+        changes = {t: delta.read_changes(catalog.path_of(catalog.table(t)), old[t] + 1, v)
+                   for t, v in new.items() if v > old[t]}
+        n_changes = sum(c.num_rows for c in changes.values())
+        metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
+                    "idivm.watermark": json.dumps(new, sort_keys=True)}
+        used, note, script = strategy, "", None
+        if strategy in ("id", "tuple", "auto"):
+            script, note = self._script(catalog, view_name, prov, entry.text, f"<view {view_name}>",
+                                        "id" if strategy == "auto" else strategy, strict=False)
+            if script is not None and not script.id_columns:
+                script, note = None, "a view without IDs (a single tuple) is recomputed"
+            if strategy == "auto" and script is not None:
+                rows = delta.row_count(path)
+                if n_changes > AUTO_RECOMPUTE_RATIO * max(rows, 1):
+                    script, note = None, f"{n_changes} change rows for {rows} view rows"
+            used = script.strategy if script is not None else "recompute"
+        if script is None:
             if progress:
                 progress(f"{view_name}: recomputing at {_versions(new)}")
             df = self._evaluate_at(catalog, prov.plan, new)
-            metadata = {"idivm.operation": "maintain", "idivm.view": view_name, "idivm.strategy": "recompute",
-                        "idivm.watermark": json.dumps(new, sort_keys=True)}
-            from idivm.exec.materialize import data_errors
-
+            metadata["idivm.strategy"] = "recompute"
             with data_errors(view_name):
                 version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata)
-            results.append(MaintenanceResult(view_name, "recompute", changes, version, old, new,
-                                             time.monotonic() - started))
-        return results
+            rows = delta.row_count(path)
+            return MaintenanceResult(view_name, "recompute", n_changes, version, old, new,
+                                     time.monotonic() - started, inserted=rows, rows_written=rows, note=note)
+        metadata["idivm.strategy"] = script.strategy
+        with data_errors(view_name):
+            stats = self._apply_script(catalog, script, path, old, new, changes, metadata, progress)
+        return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
+                                 time.monotonic() - started, diff_rows=stats["diff_rows"],
+                                 inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
+                                 rows_written=stats["rows_written"], note=note)
+
+    def _script(self, catalog: Catalog, view_name: str, prov, text: str, filename: str | None,
+                strategy: str, strict: bool):
+        """(Δ-script, "") or, when the view has constructs without rules and not ``strict``,
+        (None, the reason); ``strict`` raises the error (with the view text) instead."""
+        from idivm.errors import UnsupportedError
+        from idivm.generator import generate
+
+        base = catalog.base_tables()
+        try:
+            return generate(view_name, prov, base.keys, base.types, strategy), ""
+        except UnsupportedError as e:
+            if strict:
+                raise e.with_source(text, filename)
+            return None, f"recompute: {e.message}"
+
+    def _apply_script(self, catalog: Catalog, script, path: Path, old: Mapping[str, int],
+                      new: Mapping[str, int], changes, metadata, progress) -> dict:
+        """Run ``script`` on the changes since ``old`` and MERGE them into the view, one commit."""
+        import pyarrow as pa
+
+        from idivm.exec.delta_script import ACTION, base_diffs, evaluate
+
+        schemas = {t: delta.schema(catalog.path_of(catalog.table(t))) for t in new}
+        diffs = base_diffs(script, changes, schemas)
+        if progress:
+            progress(f"{script.view}: {diffs.change_rows} change rows -> {diffs.rows()} i-diff rows "
+                     f"({diffs.dropped} dropped: attributes the view does not read)")
+
+        def read_state(table: str, state: str):
+            version = old[table] if state == "@pre" else new[table]
+            return delta.read_spark(self.spark, catalog.path_of(catalog.table(table)), version)
+
+        view = delta.read_spark(self.spark, path)
+        result = evaluate(self.spark, script, diffs, read_state, view, progress)
+        upserts = result.upserts.toArrow()
+        deletes = result.deletes.toArrow()
+        target = delta.schema(path)
+        ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
+        dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
+                                  else pa.nulls(deletes.num_rows, f.type)) for f in target})
+        dels = dels.append_column(ACTION, pa.array(["delete"] * dels.num_rows, pa.string()))
+        source = pa.concat_tables([ups.select(dels.column_names).cast(dels.schema), dels])
+        if progress:
+            progress(f"{script.view}: merging {ups.num_rows} upserts and {dels.num_rows} deletes")
+        ids = script.id_columns
+        predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in ids)
+        columns = [f.name for f in target]
+        metrics = delta.merge_arrow(path, source, predicate, [
+            delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
+            delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
+            delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
+        ], commit_metadata=metadata)
+        return {"version": metrics["version"], "diff_rows": diffs.rows(),
+                "inserted": int(metrics.get("num_target_rows_inserted") or 0),
+                "updated": int(metrics.get("num_target_rows_updated") or 0),
+                "deleted": int(metrics.get("num_target_rows_deleted") or 0),
+                "rows_written": int(metrics.get("num_output_rows") or 0)}
 
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
@@ -418,7 +534,9 @@ class Warehouse:
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
         path = catalog.path_of(entry)
         return ViewInfo(name=entry.name, rows=delta.row_count(path), version=delta.version(path),
-                        schema=entry.schema, path=path, created=entry.created)
+                        schema=entry.schema, path=path, created=entry.created,
+                        strategy=entry.extra.get("strategy", "recompute"),
+                        strategy_note=entry.extra.get("strategy_note", ""))
 
     # --- shared machinery ------------------------------------------------------------------------
 

@@ -188,6 +188,8 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("concat", 2, None, _const(T.STRING), "||"),
         FunctionSpec("eq", 2, 2, _const(T.BOOL), "="),
         FunctionSpec("ne", 2, 2, _const(T.BOOL), "!="),
+        # null-safe equality (maintenance plans match IDs, which may be NULL, with it)
+        FunctionSpec("same", 2, 2, _const(T.BOOL), "IS NOT DISTINCT FROM"),
         FunctionSpec("lt", 2, 2, _const(T.BOOL), "<"),
         FunctionSpec("le", 2, 2, _const(T.BOOL), "<="),
         FunctionSpec("gt", 2, 2, _const(T.BOOL), ">"),

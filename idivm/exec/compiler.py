@@ -256,6 +256,8 @@ def _call(pc: PlanCompiler, f: str, args: tuple[Term, ...]) -> Column:
             return a[0] == a[1]
         case "ne":
             return a[0] != a[1]
+        case "same":
+            return a[0].eqNullSafe(a[1])
         case "lt":
             return a[0] < a[1]
         case "le":

@@ -102,6 +102,8 @@ class ProvenanceResult:
     plan: O.Operator  # the retouched plan (computes and returns the hidden IDs)
     ids: Mapping[O.Operator, Ids]  # IDs of each operator of the ORIGINAL plan
     view_ids: tuple[tuple[str, str], ...]  # (hidden column, ID name) of the view's top level
+    #: IDs of each operator of the RETOUCHED plan (what maintenance plans are built on)
+    plan_ids: Mapping[O.Operator, Ids] = field(default_factory=dict, compare=False)
 
     def annotate(self, op: O.Operator) -> str:
         ids = self.ids.get(op)
@@ -133,7 +135,9 @@ def infer_provenance(plan: O.Operator, table_keys: Mapping[str, tuple[str, ...]]
     if not info.ids.known:
         raise UnsupportedError(f"the view has no inferable key: {info.ids.unknown}", plan.span)
     element, hidden = _top_level_element(plan.element, info.ids)
-    return ProvenanceResult(replace(plan, input=new_input, element=element), inf.ids, hidden)
+    new_plan = replace(plan, input=new_input, element=element)
+    inf.retouched[new_plan] = info.ids
+    return ProvenanceResult(new_plan, inf.ids, hidden, inf.retouched)
 
 
 def _top_level_element(element: Term, ids: Ids) -> tuple[Term, tuple[tuple[str, str], ...]]:
@@ -156,6 +160,7 @@ class _Inference:
         self.table_types = table_types
         self.element_keys = element_keys
         self.ids: dict[O.Operator, Ids] = {}
+        self.retouched: dict[O.Operator, Ids] = {}
         self.counter = 0
 
     def record(self, op: O.Operator, ids: Ids) -> None:
@@ -176,6 +181,7 @@ class _Inference:
         new, info = method(op, env)
         info.ids = _named(info.ids)
         self.record(op, info.ids)
+        self.retouched.setdefault(new, info.ids)
         return new, info
 
     def _Ground(self, op: O.Ground, env):

@@ -1,0 +1,222 @@
+"""Running a Δ-script (thesis §2.4 pass 3, §2.5): from change data feeds to one MERGE.
+
+1. *Base i-diffs.*  Each base table's change data feed since the view's
+   watermark is condensed per key into its effective change (the row at the
+   watermark and the row now: insert+delete is nothing, update+update one
+   update with the first pre and the last post, §2.2) and routed: a change of
+   attributes the view never reads is dropped; an insert, a delete or an update
+   of a conditional attribute goes to ``Δ(T)`` (keys); an update of
+   non-conditional attributes only goes to ``Δu(T)`` (post row plus the pre
+   values in ``__idivm_pre``).
+2. *i-diff queries.*  Every statement's plans are evaluated by the Spark plan
+   compiler, reading ``T@pre``/``T@post`` at the pinned versions and the
+   base i-diffs from memory; statements whose i-diffs are empty are skipped.
+3. *One change set of the view.*  Replace statements name view rows by ID
+   (resolved to full view IDs against the stored view, ``Output``) or, for
+   tuple-based maintenance, by the tuples they had in the pre state; their post
+   rows are upserted.  Update and increment statements rewrite the named rows
+   that are not replaced.  The result is a set of full rows to upsert and full
+   IDs to delete, which the caller merges into the view in one commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from typing import Callable, Mapping
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from idivm.exec.compiler import PlanCompiler
+from idivm.generator.generate import PRE_FIELD
+from idivm.generator.script import POST, PRE, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates
+
+ACTION = "__idivm_action"
+_ORDER = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
+
+
+@dataclass(frozen=True)
+class BaseDiffs:
+    """The base i-diffs of one run: per table, the keys of replaced rows and the rows of
+    non-conditional updates (Arrow), and how many change rows were read / dropped."""
+
+    keys: Mapping[str, pa.Table]
+    updates: Mapping[str, pa.Table]
+    change_rows: int
+    dropped: int
+
+    def rows(self) -> int:
+        return sum(t.num_rows for t in self.keys.values()) + sum(t.num_rows for t in self.updates.values())
+
+
+def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Mapping[str, pa.Schema]) -> BaseDiffs:
+    """Condense and route each table's change data feed (``changes``: table -> CDF rows)."""
+    keys, updates = {}, {}
+    read = dropped = 0
+    for td in script.tables:
+        cdf = changes.get(td.table)
+        schema = schemas[td.table]
+        key_schema = pa.schema([schema.field(k) for k in td.key])
+        nonkey = [f for f in schema if f.name not in td.key]
+        upd_schema = pa.schema(list(schema) + [pa.field(PRE_FIELD, pa.struct(nonkey))])
+        replaced, updated = [], []
+        if cdf is not None and cdf.num_rows:
+            read += cdf.num_rows
+            for pre, post in _effective(cdf, td.key).values():
+                route = _route(td, pre, post)
+                if route == "replace":
+                    row = post if post is not None else pre
+                    replaced.append({k: row[k] for k in td.key})
+                elif route == "update":
+                    updated.append({**{f.name: post[f.name] for f in schema},
+                                    PRE_FIELD: {f.name: pre[f.name] for f in nonkey}})
+                else:
+                    dropped += 1
+        keys[td.table] = pa.Table.from_pylist(replaced, schema=key_schema)
+        updates[td.table] = pa.Table.from_pylist(updated, schema=upd_schema)
+    return BaseDiffs(keys, updates, read, dropped)
+
+
+def _effective(cdf: pa.Table, key: tuple[str, ...]) -> dict[tuple, tuple[dict | None, dict | None]]:
+    """key -> (row at the start, row at the end), None where the row does not exist."""
+    rows = cdf.to_pylist()
+    rows.sort(key=lambda r: (r["_commit_version"], _ORDER.get(r["_change_type"], 9)))
+    out: dict[tuple, list] = {}
+    for r in rows:
+        k = tuple(r[c] for c in key)
+        kind = r["_change_type"]
+        data = {n: v for n, v in r.items() if not n.startswith("_change_type") and not n.startswith("_commit_")}
+        if k not in out:
+            out[k] = [data if kind in ("delete", "update_preimage") else None, None]
+        if kind in ("insert", "update_postimage"):
+            out[k][1] = data
+        elif kind == "delete":
+            out[k][1] = None
+    return {k: (pre, post) for k, (pre, post) in out.items()}
+
+
+def _route(td: TableDiffs, pre: dict | None, post: dict | None) -> str | None:
+    if pre is None and post is None:
+        return None
+    if pre is None or post is None:
+        return "replace"
+    changed = {a for a in td.read if pre.get(a) != post.get(a)}
+    if not changed:
+        return None
+    if changed & set(td.conditional):
+        return "replace"
+    return "update"
+
+
+@dataclass(frozen=True)
+class ViewChanges:
+    """What a run does to the view: full rows to upsert, full IDs to delete."""
+
+    upserts: DataFrame
+    deletes: DataFrame  # the ID columns of rows to delete (not re-inserted)
+
+
+def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
+             read_state: Callable[[str, str], DataFrame], view: DataFrame,
+             progress: Callable[[str], None] | None = None) -> ViewChanges:
+    """The view's changes (see module doc).  ``read_state(table, "@pre"|"@post")`` reads a base
+    table state; ``view`` is the stored view (with its hidden ID columns)."""
+    frames: dict[str, DataFrame] = {}
+
+    def read_table(name: str) -> DataFrame:
+        if name not in frames:
+            if name.startswith("Δu("):
+                frames[name] = spark.createDataFrame(diffs.updates[name[3:-1]])
+            elif name.startswith("Δ("):
+                frames[name] = spark.createDataFrame(diffs.keys[name[2:-1]])
+            else:
+                table, _, state = name.rpartition("@")
+                frames[name] = read_state(table, "@" + state)
+        return frames[name]
+
+    compiler = PlanCompiler(spark, read_table)
+    ids = list(script.id_columns)
+    columns = view.columns
+    deletes: list[DataFrame] = []
+    inserts: list[DataFrame] = []
+    rewrites: list[Statement] = []
+    for i, s in enumerate(script.statements, 1):
+        if not _has_input(s, diffs):
+            continue
+        if progress:
+            progress(f"Δ{i} from {s.origin}: {s.kind}")
+        if s.kind == "replace":
+            if s.pre_rows is not None:
+                deletes.append(compiler.evaluate(s.pre_rows).select(*ids))
+            elif s.keys is None:
+                deletes.append(view.select(*ids))
+            else:
+                keys = compiler.evaluate(s.keys)
+                deletes.append(_match(view, keys, s.on, "left_semi").select(*ids))
+            inserts.append(compiler.evaluate(s.rows).select(*columns))
+        else:
+            rewrites.append(s)
+    spark_empty = spark.createDataFrame([], view.select(*ids).schema)
+    deleted = _union(deletes, spark_empty).distinct()
+    inserted = _union(inserts, spark.createDataFrame([], view.schema))
+    if ids:
+        inserted = inserted.dropDuplicates(ids)
+    rewritten = None
+    if rewrites:
+        queries = [(s, compiler.evaluate(s.query)) for s in rewrites]
+        kept = _match(view, deleted, ids, "left_anti")
+        named = _union([_match(kept, q, s.on, "left_semi").select(*ids) for s, q in queries],
+                       spark_empty).distinct()
+        rows = _match(kept, named, ids, "left_semi")
+        for s, q in queries:
+            rows = _rewrite(rows, s, q)
+        rewritten = rows.select(*columns)
+    upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
+    gone = _match(deleted, inserted, ids, "left_anti")
+    return ViewChanges(upserts, gone)
+
+
+def _has_input(s: Statement, diffs: BaseDiffs) -> bool:
+    """Whether a base i-diff the statement starts from is non-empty."""
+    name = s.origin.split(" AS ")[0]
+    if name.startswith("Δu("):
+        return diffs.updates[name[3:-1]].num_rows > 0
+    return diffs.keys[name[2:-1]].num_rows > 0
+
+
+def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
+    """``rows`` with the update/increment ``s`` (query result ``q``) applied where it names them."""
+    matched = "__idivm_matched"
+    q2 = q.withColumn(matched, F.lit(True))
+    renamed = q2.select(*[F.col(f"`{c}`").alias(f"__q_{c}") for c in q2.columns])
+    cond = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(renamed[f"__q_{c}"]) for c in s.on]) if s.on else F.lit(True)
+    joined = rows.join(renamed, cond, "left")
+    hit = F.col(f"__q_{matched}").isNotNull()
+    out = []
+    sets = dict(s.set)
+    for c in rows.columns:
+        if c in sets:
+            v = F.col(f"`__q_{sets[c]}`")
+            new = v if s.kind == "update" else F.col(f"`{c}`") + v
+            out.append(F.when(hit, new).otherwise(F.col(f"`{c}`")).alias(c))
+        else:
+            out.append(F.col(f"`{c}`"))
+    return joined.select(*out)
+
+
+def _match(left: DataFrame, right: DataFrame, cols, how: str) -> DataFrame:
+    """``left`` (semi/anti) joined with ``right`` on null-safe equality of ``cols``."""
+    cols = list(cols)
+    r = right.select(*[F.col(f"`{c}`").alias(f"__r_{c}") for c in cols])
+    cond = reduce(lambda a, b: a & b, [left[c].eqNullSafe(r[f"__r_{c}"]) for c in cols]) if cols else F.lit(True)
+    return left.join(r, cond, how)
+
+
+def _union(frames: list[DataFrame], empty: DataFrame) -> DataFrame:
+    return reduce(lambda a, b: a.unionByName(b), frames) if frames else empty
+
+
+__all__ = ["ACTION", "BaseDiffs", "ViewChanges", "base_diffs", "evaluate", "POST", "PRE",
+           "delta_keys", "delta_updates"]

@@ -1,0 +1,639 @@
+"""The Δ-script generator (thesis §2.4): rule instantiation and composition.
+
+Pass 1 (IDs of every intermediate result) is :func:`idivm.provenance.ids.infer_provenance`;
+its retouched plan and per-operator IDs are the input here.  Pass 2 starts,
+for every scan of a base table (one path per alias of a self-joined table),
+from the base-table i-diffs (§2.5) and instantiates, operator by operator up
+to the view, the first rule of :mod:`idivm.rules` whose guard holds.  Pass 3
+composes the instantiated rules into algebra plans — each i-diff is a plan
+over the base-table i-diffs and states — and ends in the statements of a
+:class:`~idivm.generator.script.DeltaScript`.  Pass 4's simplifications are
+built in: a restriction to the IDs an i-diff names is pushed down to the
+deepest operator that binds them (a semijoin on the scan of the changed
+table, so the post state is only read where it joins the change), and
+updates that no operator looks at never read a state at all.
+
+A replace i-diff carries a *restriction*: the operator of the view plan at
+which the rows it names are selected (semijoin with its keys), plus the
+union branches it came through.  The insert half of the i-diff is the view
+plan evaluated on the post state with that restriction; the delete half names
+the view rows by ID.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping
+
+from idivm.algebra import operators as O
+from idivm.algebra.expressions import (
+    Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction,
+)
+from idivm.errors import InternalError, UnsupportedError
+from idivm.generator.script import (
+    POST, PRE, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates,
+)
+from idivm.provenance.ids import BRANCH, HIDDEN, Ids, ProvenanceResult
+from idivm.rules import SIDES, Rule, rules_for
+from idivm import types as T
+
+PRE_FIELD = f"{HIDDEN}pre"
+STRATEGIES = ("id", "tuple")
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """Rows of ``at``'s output whose ``terms`` equal the variables ``key_vars`` of a
+    binding tuple of ``keys``; ``branches``: UnionAll operators and the side taken."""
+
+    at: O.Operator
+    terms: tuple[Term, ...]
+    keys: O.Operator
+    key_vars: tuple[str, ...]
+    branches: tuple[tuple[O.Operator, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Diff:
+    """An i-diff of the output of ``op`` (see :mod:`idivm.rules` for the kinds).
+
+    ``ids`` are terms over ``op``'s output naming the tuples.  replace: ``keys`` binds
+    ``key_vars`` (aligned with ``ids``; ``keys`` None with no ids: every tuple), and
+    ``restriction`` selects the post-state rows (None: all).  update/increment:
+    ``plan`` binds the changed part of the tuples; ``changed`` pairs each changed term
+    (over ``op``'s output) with its pre value (update) or its delta (increment),
+    both over ``plan``'s variables."""
+
+    kind: str
+    op: O.Operator
+    ids: tuple[Term, ...]
+    origin: str
+    keys: O.Operator | None = None
+    key_vars: tuple[str, ...] = ()
+    restriction: Restriction | None = None
+    plan: O.Operator | None = None
+    changed: tuple[tuple[Term, Term], ...] = ()
+    trail: tuple[str, ...] = ()
+
+
+def generate(view_name: str, prov: ProvenanceResult, table_keys: Mapping[str, tuple[str, ...]],
+             table_types: Mapping[str, T.TupleType], strategy: str = "id") -> DeltaScript:
+    """The Δ-script of a view (``strategy`` "id": ID-based, "tuple": classical t-diffs).
+
+    Raises :class:`UnsupportedError` naming the first operator no rule covers."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown incremental strategy {strategy!r}")
+    return _Generator(view_name, prov, table_keys, table_types, strategy).run()
+
+
+def check_supported(plan: O.Operator) -> None:
+    """Raise :class:`UnsupportedError` for the first operator without i-diff rules."""
+    for op in O.walk(plan):
+        reason = None
+        if op.name not in SIDES and not isinstance(op, O.Ground):
+            reason = f"no i-diff rules for {op.name} yet"
+        elif isinstance(op, O.ScanCollection) and not (isinstance(op.source, TableRef)
+                                                       and isinstance(op.input, O.Ground)):
+            reason = "no i-diff rules for a ScanCollection over a nested collection yet"
+        elif isinstance(op, O.GroupBy) and op.group_var:
+            reason = "no i-diff rules for GROUP AS yet"
+        elif op.nested():
+            reason = f"no i-diff rules for nested plans of {op.name} yet"
+        if reason:
+            raise UnsupportedError(reason, op.span)
+
+
+class _Generator:
+    def __init__(self, view_name, prov: ProvenanceResult, table_keys, table_types, strategy):
+        self.view_name = view_name
+        self.plan: O.ReturnBag = prov.plan  # type: ignore[assignment]
+        self.ids = prov.plan_ids
+        self.table_keys = table_keys
+        self.table_types = table_types
+        self.strategy = strategy
+        self.counter = 0
+        self.parents: dict[int, tuple[O.Operator, str]] = {}
+        for op in O.walk(self.plan):
+            for side, child in zip(_sides(op), op.inputs()):
+                self.parents[id(child)] = (op, side)
+        check_supported(self.plan)
+        self.element_columns = self._element_columns()
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> DeltaScript:
+        scans = [op for op in O.walk(self.plan) if isinstance(op, O.ScanCollection)]
+        tables = {}
+        for scan in scans:
+            t = scan.source.name
+            if t not in tables:
+                tables[t] = self._table_diffs(t, [s for s in scans if s.source.name == t])
+        statements: list[Statement] = []
+        for scan in scans:
+            td = tables[scan.source.name]
+            for diff in self._base_diffs(scan, td):
+                statements.extend(self.propagate(diff))
+        return DeltaScript(self.view_name, self.strategy, tuple(tables.values()), tuple(statements),
+                           tuple(c for c, _ in self.element_columns.values()))
+
+    def _table_diffs(self, table: str, scans: list[O.ScanCollection]) -> TableDiffs:
+        key = tuple(self.table_keys[table])
+        columns = [n for n, _ in self.table_types[table].fields] if table in self.table_types else []
+        read: set[str] = set()
+        conditional: set[str] = set()
+        for scan in scans:
+            r, c = _attributes_read(self.plan, scan.var, columns)
+            read |= r
+            conditional |= c
+        nonkey = [c for c in columns if c not in key]
+        read_t = tuple(c for c in nonkey if c in read)
+        cond_t = tuple(c for c in read_t if c in conditional or self.strategy == "tuple")
+        return TableDiffs(table, key, read_t, cond_t)
+
+    def _base_diffs(self, scan: O.ScanCollection, td: TableDiffs) -> list[Diff]:
+        x = Var(scan.var)
+        ids = tuple(Field(x, k) for k in td.key)
+        kv = self.fresh_vars(len(ids))
+        dk = self.fresh("dk")
+        keys = O.Project(O.ScanCollection(O.Ground(), TableRef(delta_keys(td.table)), dk),
+                         tuple((v, Field(Var(dk), k)) for v, k in zip(kv, td.key)))
+        origin = f"{delta_keys(td.table)} AS {scan.var}"
+        rule = _rule(rules_for("ScanCollection", "input", "replace")[0])
+        out = [Diff("replace", scan, ids, origin, keys=keys, key_vars=kv,
+                    restriction=Restriction(scan, ids, keys, kv), trail=(rule,))]
+        updated = [a for a in td.read if a not in td.conditional]
+        if updated:
+            plan = O.ScanCollection(O.Ground(), TableRef(delta_updates(td.table)), scan.var)
+            changed = tuple((Field(x, a), Field(Field(x, PRE_FIELD), a)) for a in updated)
+            rule = _rule(rules_for("ScanCollection", "input", "update")[0])
+            out.append(Diff("update", scan, ids, f"{delta_updates(td.table)} AS {scan.var}",
+                            plan=plan, changed=changed, trail=(rule,)))
+        return out
+
+    def propagate(self, diff: Diff) -> list[Statement]:
+        """Instantiate rules from ``diff`` up to the view; the statements it ends in."""
+        if diff.op is self.plan:
+            raise InternalError("an i-diff of the view itself has no parent operator")
+        parent, side = self.parents[id(diff.op)]
+        for rule in rules_for(parent.name, side, diff.kind):
+            if getattr(self, f"when_{rule.when}")(parent, side, diff):
+                return getattr(self, f"do_{rule.action}")(parent, side, diff, rule)
+        raise InternalError(f"no rule of {parent.name}[{side}] applies to a {diff.kind} i-diff")
+
+    def next(self, parent: O.Operator, diff: Diff, rule: Rule, **changes) -> list[Statement]:
+        """Continue from ``parent`` with ``diff`` transformed by ``rule``."""
+        new = replace(diff, op=parent, trail=diff.trail + (_rule(rule),), **changes)
+        if parent is self.plan:
+            return []
+        return self.propagate(new)
+
+    # ------------------------------------------------------------------ guards
+
+    def when_always(self, op, side, diff) -> bool:
+        return True
+
+    def when_touches_terms(self, op, side, diff) -> bool:
+        return any(_mentions(t, diff.changed) for t in _condition_terms(op))
+
+    def when_computable(self, op, side, diff) -> bool:
+        avail = set(diff.plan.output_variables())
+        outs = op.outputs if isinstance(op, O.Project) else self._element_fields()
+        return all(t.variables() <= avail for _, t in outs if _mentions(t, diff.changed)) and \
+            all(i.variables() <= avail for i in diff.ids)
+
+    def when_renames_only(self, op, side, diff) -> bool:
+        outs = op.outputs if isinstance(op, O.Project) else self._element_fields()
+        changed = {c for c, _ in diff.changed}
+        return all(t in changed for _, t in outs if _mentions(t, diff.changed))
+
+    def when_increments_apply(self, op: O.GroupBy, side, diff) -> bool:
+        if any(_mentions(t, diff.changed) for _, t in op.keys):
+            return False
+        touched = [a for _, a in op.aggregates if a.arg is not None and _mentions(a.arg, diff.changed)]
+        return bool(touched) and all(a.function in ("sum", "count") and not a.distinct for a in touched)
+
+    # ------------------------------------------------------------------ actions
+
+    def do_base_replace(self, op, side, diff, rule):  # pragma: no cover - base i-diffs start at scans
+        raise InternalError("base i-diffs are created, not propagated")
+
+    do_base_update = do_base_replace
+
+    def do_absorb(self, op, side, diff, rule) -> list[Statement]:
+        return []
+
+    def do_pass(self, op, side, diff, rule) -> list[Statement]:
+        if isinstance(op, O.Project):
+            return self.do_project_update(op, side, diff, rule) if diff.kind != "replace" else \
+                self.next(op, diff, rule, ids=self.through_project(op, diff.ids))
+        return self.next(op, diff, rule)
+
+    def do_project_update(self, op: O.Project, side, diff, rule) -> list[Statement]:
+        ids = self.through_project(op, diff.ids)
+        avail = set(diff.plan.output_variables())
+        outputs = [(i.name, t) for i, t in zip(ids, diff.ids)]
+        changed = []
+        pre = dict(diff.changed)
+        for v, t in op.outputs:
+            if not _mentions(t, diff.changed):
+                continue
+            if diff.kind == "increment":
+                dv = self.fresh("d")
+                outputs.append((dv, pre[t]))
+                changed.append((Var(v), Var(dv)))
+            elif t.variables() <= avail:
+                pv = f"{HIDDEN}pre_{v}"
+                outputs.append((v, t))
+                outputs.append((pv, _substitute(t, pre)))
+                changed.append((Var(v), Var(pv)))
+        plan = O.Project(diff.plan, tuple(dict(outputs).items()))
+        return self.next(op, diff, rule, ids=ids, plan=plan, changed=tuple(changed))
+
+    def do_to_replace(self, op, side, diff, rule) -> list[Statement]:
+        """An update/increment the operator cannot pass: the tuples it names are replaced."""
+        kv = self.fresh_vars(len(diff.ids))
+        keys = O.Project(diff.plan, tuple(zip(kv, diff.ids)))
+        child = diff.op
+        rep = Diff("replace", child, diff.ids, diff.origin, keys=keys, key_vars=kv,
+                   restriction=self.restriction(child, diff.ids, keys, kv),
+                   trail=diff.trail + (f"{rule.operator}[{rule.side}]: the {diff.kind} becomes delete+insert",))
+        return self.propagate(rep)
+
+    def do_union_branch(self, op: O.UnionAll, side, diff, rule) -> list[Statement]:
+        branch_var, value = _branch_of(diff.op)
+        ids = diff.ids + (Var(branch_var),)
+        if diff.kind == "replace":
+            kb = self.fresh("k")
+            keys = O.Project(diff.keys, tuple((v, Var(v)) for v in diff.key_vars) + ((kb, Const(value, T.INT)),))
+            r = diff.restriction
+            if r is not None:
+                r = replace(r, branches=r.branches + ((op, side),))
+            return self.next(op, diff, rule, ids=ids, keys=keys, key_vars=diff.key_vars + (kb,), restriction=r)
+        plan = O.Project(diff.plan, tuple((v, Var(v)) for v in diff.plan.output_variables())
+                         + ((branch_var, Const(value, T.INT)),))
+        return self.next(op, diff, rule, ids=ids, plan=plan)
+
+    def do_to_matching_left(self, op: O._Join, side, diff, rule) -> list[Statement]:
+        """A right-side change names the left tuples it matches in the pre or the post state."""
+        left_ids = self.canonical_ids(op.left)
+        right = self.restricted(op.right, diff.restriction)
+        kv = self.fresh_vars(len(left_ids))
+        matches = O.Project(O.InnerJoin(op.left, right, op.condition), tuple(zip(kv, left_ids)))
+        keys = O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
+        new = Diff("replace", op, left_ids, diff.origin, keys=keys, key_vars=kv,
+                   restriction=self.restriction(op.left, left_ids, keys, kv),
+                   trail=diff.trail + (_rule(rule),))
+        return self.propagate(new) if op is not self.plan else []
+
+    def do_regroup(self, op: O.GroupBy | O.Distinct, side, diff, rule) -> list[Statement]:
+        """Recompute the groups (distinct values) the change touches before or after."""
+        if diff.kind != "replace":
+            return self.do_to_replace(op, side, diff, rule)
+        if isinstance(op, O.GroupBy):
+            pairs = tuple((Var(k), t) for k, t in op.keys)
+        else:
+            pairs = tuple((Var(v), Var(v)) for v in op.output_variables())
+        trail = diff.trail + (_rule(rule),)
+        if not pairs:  # a global aggregate: its single tuple is recomputed
+            return self.next(op, diff, rule, ids=(), keys=None, key_vars=(), restriction=None)
+        kv = self.fresh_vars(len(pairs))
+        touched = O.Project(self.restricted(op.input, diff.restriction), tuple((v, t) for v, (_, t) in zip(kv, pairs)))
+        keys = O.UnionAll(at_state(touched, PRE), at_state(touched, POST))
+        new = Diff("replace", op, tuple(o for o, _ in pairs), diff.origin, keys=keys, key_vars=kv,
+                   restriction=self.restriction(op.input, tuple(t for _, t in pairs), keys, kv), trail=trail)
+        return self.propagate(new) if op is not self.plan else []
+
+    def do_aggregate_increment(self, op: O.GroupBy, side, diff, rule) -> list[Statement]:
+        """SUM/COUNT increments per group (Tables C.8, C.10); groups where a pre or post
+        value of a SUM is NULL are recomputed instead."""
+        kv = self.fresh_vars(len(diff.ids))
+        pre = dict(diff.changed)
+        pv = {t: self.fresh("p") for t in pre}
+        delta = O.Project(diff.plan, tuple(zip(kv, diff.ids)) + tuple((pv[t], p) for t, p in pre.items()))
+        restriction = self.restriction(op.input, diff.ids, delta, kv)
+        post_input = at_state(self.restricted(op.input, restriction), POST)
+        joined = O.InnerJoin(post_input, delta, conjunction([_same(i, Var(k)) for i, k in zip(diff.ids, kv)]))
+        to_pre = {t: Var(pv[t]) for t in pre}
+        aggs, changed = [], []
+        nulls = []
+        for v, a in op.aggregates:
+            if a.arg is None or not _mentions(a.arg, diff.changed):
+                continue
+            post_arg, pre_arg = a.arg, _substitute(a.arg, to_pre)
+            dv = self.fresh("d")
+            if a.function == "sum":
+                d = Call("sub", (post_arg, pre_arg))
+                nulls.append(Call("or", (_is_null(post_arg), _is_null(pre_arg))))
+            else:  # count
+                d = Call("sub", (_indicator(Call("not", (_is_null(post_arg),))),
+                                 _indicator(Call("not", (_is_null(pre_arg),)))))
+            aggs.append((dv, O.Aggregate("sum", d)))
+            changed.append((Var(v), Var(dv)))
+        flag = self.fresh("n")
+        null_test = Call("or", tuple(nulls)) if len(nulls) > 1 else (nulls[0] if nulls else Const(False, T.BOOL))
+        aggs.append((flag, O.Aggregate("sum", _indicator(null_test))))
+        grouped = O.GroupBy(joined, op.keys, tuple(aggs))
+        group_ids = tuple(Var(k) for k, _ in op.keys)
+        exact = O.Select(grouped, Call("eq", (Var(flag), Const(0, T.INT))))
+        out = self.next(op, diff, rule, kind="increment", ids=group_ids, plan=exact, changed=tuple(changed))
+        if nulls:
+            recompute = O.Select(grouped, Call("gt", (Var(flag), Const(0, T.INT))))
+            gk = self.fresh_vars(len(op.keys))
+            keys = O.Project(recompute, tuple((g, Var(k)) for g, (k, _) in zip(gk, op.keys)))
+            rep = Diff("replace", op, group_ids, diff.origin, keys=keys, key_vars=gk,
+                       restriction=self.restriction(op.input, tuple(t for _, t in op.keys), keys, gk),
+                       trail=diff.trail + (_rule(rule) + ": groups with NULL values are recomputed",))
+            out += self.propagate(rep) if op is not self.plan else []
+        return out
+
+    def do_to_view(self, op: O.ReturnBag, side, diff, rule) -> list[Statement]:
+        trail = diff.trail + (_rule(rule),)
+        on = tuple(self.view_column(diff.op, t) for t in diff.ids)
+        if diff.kind == "replace":
+            rows = self.restricted(self.plan, diff.restriction)
+            pre_rows, rows = at_state(rows, PRE), at_state(rows, POST)
+            keys = None
+            if diff.keys is not None:
+                cols = dict(zip(on, diff.key_vars))
+                on = tuple(cols)
+                keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(v)) for c, v in cols.items())))
+            if self.strategy == "tuple":
+                return [Statement("replace", diff.origin, on=on, rows=rows, pre_rows=pre_rows, rules=trail)]
+            return [Statement("replace", diff.origin, on=on, keys=keys, rows=rows, rules=trail)]
+        changed = dict(diff.changed)
+        fields = list(dict(zip(on, diff.ids)).items())
+        on = tuple(dict.fromkeys(on))
+        sets = []
+        for name, t in self._element_fields():
+            if not _mentions(t, diff.changed):
+                continue
+            if diff.kind == "increment":
+                fields.append((f"{HIDDEN}delta_{name}", changed[t]))
+            else:
+                fields.append((f"{HIDDEN}new_{name}", t))
+            sets.append((name, fields[-1][0]))
+        if not sets:
+            return []
+        query = O.ReturnBag(diff.plan, TupleExpr(tuple(fields)))
+        return [Statement(diff.kind, diff.origin, on=on, query=query, set=tuple(sets), rules=trail)]
+
+    # ------------------------------------------------------------------ helpers
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{HIDDEN}{prefix}{self.counter}"
+
+    def fresh_vars(self, n: int) -> tuple[str, ...]:
+        return tuple(self.fresh("k") for _ in range(n))
+
+    def canonical_ids(self, op: O.Operator) -> tuple[Term, ...]:
+        ids = self.ids.get(op)
+        if ids is None or not ids.known:
+            raise UnsupportedError(f"the IDs of {op.name} are unknown, so its changes cannot be named", op.span)
+        return tuple(g.term for g in ids.groups)
+
+    def equivalents(self, op: O.Operator, t: Term) -> tuple[Term, ...]:
+        ids: Ids | None = self.ids.get(op)
+        if ids is not None and ids.known:
+            for g in ids.groups:
+                if t in g.terms:
+                    return g.terms
+        return (t,)
+
+    def through_project(self, op: O.Project, ids: tuple[Term, ...]) -> tuple[Term, ...]:
+        out = []
+        for t in ids:
+            eq = self.equivalents(op.input, t)
+            v = next((v for v, t2 in op.outputs if t2 in eq), None)
+            if v is None:
+                raise InternalError(f"ID {t} is not kept by {O.Project.__name__}")
+            out.append(Var(v))
+        return tuple(out)
+
+    def _element_fields(self) -> tuple[tuple[str, Term], ...]:
+        hidden = {c for c, _ in self.element_columns.values()}
+        return tuple((n, t) for n, t in self.plan.element.fields if n not in hidden)
+
+    def _element_columns(self) -> dict[str, tuple[str, tuple[Term, ...]]]:
+        """ID name -> (hidden view column, equivalent terms at the view's input)."""
+        el = self.plan.element
+        ids = self.ids.get(self.plan.input)
+        if not isinstance(el, TupleExpr) or ids is None or not ids.known:
+            raise InternalError("the view plan ends in a tuple with its IDs")
+        by_term = {t: n for n, t in el.fields if n.startswith(HIDDEN)}
+        out = {}
+        for g in ids.groups:
+            col = by_term.get(g.term)
+            if col is None:
+                raise InternalError(f"the view does not store its ID {g.name}")
+            out[g.name] = (col, g.terms)
+        return out
+
+    def view_column(self, op: O.Operator, t: Term) -> str:
+        for col, terms in self.element_columns.values():
+            if t in terms:
+                return col
+        raise InternalError(f"ID {t} of {op.name} is not an ID of the view")
+
+    def restriction(self, at: O.Operator, terms: tuple[Term, ...], keys, key_vars) -> Restriction:
+        at, terms = _push_down(at, terms)
+        return Restriction(at, terms, keys, key_vars)
+
+    def restricted(self, plan: O.Operator, r: Restriction | None) -> O.Operator:
+        """``plan`` with the rows of ``r`` only: a semijoin at ``r.at``, the union branches taken."""
+        if r is None:
+            return plan
+        target, branches = r.at, dict((id(u), s) for u, s in r.branches)
+        cond = conjunction([_same(t, Var(k)) for t, k in zip(r.terms, r.key_vars)])
+
+        def fn(op: O.Operator) -> O.Operator:
+            if op == target:
+                return O.SemiJoin(op, r.keys, cond)
+            return op
+
+        out = _transform(plan, fn, target, branches)
+        return out
+
+
+# ---------------------------------------------------------------------- plan helpers
+
+
+def at_state(plan: O.Operator, suffix: str) -> O.Operator:
+    """``plan`` reading at the state named by ``suffix`` (``@pre``, ``@post``) every base
+    table it reads without a state yet (key sets already computed keep theirs)."""
+    def fn(op: O.Operator) -> O.Operator:
+        if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef) \
+                and not op.source.name.startswith("Δ") and "@" not in op.source.name:
+            return replace(op, source=TableRef(op.source.name + suffix))
+        return op
+    return O.transform_up(plan, fn)
+
+
+def _transform(plan: O.Operator, fn, target: O.Operator, branches: dict[int, str]) -> O.Operator:
+    """Rebuild ``plan`` bottom-up applying ``fn``; a UnionAll in ``branches`` keeps one side."""
+    def go(op: O.Operator) -> O.Operator:
+        if isinstance(op, O.UnionAll) and id(op) in branches:
+            return go(op.left if branches[id(op)] == "left" else op.right)
+        if op is target or op == target:
+            return fn(op)
+        ins = tuple(go(i) for i in op.inputs())
+        new = op.with_inputs(*ins) if any(a is not b for a, b in zip(ins, op.inputs())) else op
+        return fn(new)
+    return go(plan)
+
+
+def _push_down(at: O.Operator, terms: tuple[Term, ...]) -> tuple[O.Operator, tuple[Term, ...]]:
+    """The deepest operator below ``at`` a restriction on ``terms`` can move to unchanged
+    in meaning (through σ, π (renaming), γ keys, δ and into one side of a join)."""
+    while True:
+        used = set().union(*(t.variables() for t in terms)) if terms else set()
+        nxt = None
+        match at:
+            case O.Select() | O.Assign() | O.Distinct():
+                if used <= set(at.input.output_variables()):
+                    nxt = (at.input, terms)
+            case O.Project(outputs=outs):
+                m = {Var(v): t for v, t in outs}
+                if all(isinstance(t, Var) and t in m for t in terms):
+                    nxt = (at.input, tuple(m[t] for t in terms))
+            case O.GroupBy(keys=keys) if not at.group_var:
+                m = {Var(k): t for k, t in keys}
+                if terms and all(isinstance(t, Var) and t in m for t in terms):
+                    nxt = (at.input, tuple(m[t] for t in terms))
+            case O.InnerJoin():
+                for side in (at.left, at.right):
+                    if used <= set(side.output_variables()):
+                        nxt = (side, terms)
+                        break
+            case O.LeftJoin() | O.SemiJoin() | O.AntiJoin():
+                if used <= set(at.left.output_variables()):
+                    nxt = (at.left, terms)
+        if nxt is None or not terms:
+            return at, terms
+        at, terms = nxt
+
+
+def _sides(op: O.Operator) -> tuple[str, ...]:
+    return ("left", "right") if len(op.inputs()) == 2 else ("input",)
+
+
+def _branch_of(branch: O.Operator) -> tuple[str, int]:
+    if isinstance(branch, O.Project):
+        for v, t in branch.outputs:
+            if v.startswith(BRANCH) and isinstance(t, Const):
+                return v, t.value
+    raise InternalError("a union branch without its branch attribute")
+
+
+def _condition_terms(op: O.Operator) -> tuple[Term, ...]:
+    match op:
+        case O.Select(condition=c) | O._Join(condition=c):
+            return (c,)
+        case O.Assign(term=t):
+            return (t,)
+    return ()
+
+
+def _mentions(term: Term, changed: Iterable[tuple[Term, Term]]) -> bool:
+    """Whether ``term`` reads one of the changed terms (or the whole tuple holding one)."""
+    keys = [c for c, _ in changed]
+    if not keys:
+        return False
+    sub = set(term.walk())
+    for c in keys:
+        if c in sub:
+            return True
+        # a tuple variable used whole (not only through fields) reads every field
+        for t in sub:
+            if isinstance(t, Var) and isinstance(c, Field) and _root(c) == t and not _only_under_fields(term, t):
+                return True
+    return False
+
+
+def _root(t: Term) -> Term:
+    while isinstance(t, Field):
+        t = t.base
+    return t
+
+
+def _only_under_fields(term: Term, var: Var) -> bool:
+    """Every occurrence of ``var`` in ``term`` is the base of a field access."""
+    def go(t: Term, under_field: bool) -> bool:
+        if t == var:
+            return under_field
+        if isinstance(t, Field):
+            return go(t.base, True)
+        return all(go(c, False) for c in t.children())
+    return go(term, False)
+
+
+def _substitute(term: Term, mapping: Mapping[Term, Term]) -> Term:
+    if term in mapping:
+        return mapping[term]
+    kids = list(term.children())
+    if not kids:
+        return term
+    from dataclasses import fields as dc_fields
+
+    changes = {}
+    for f in dc_fields(term):
+        if f.name == "span":
+            continue
+        v = getattr(term, f.name)
+        if isinstance(v, Term):
+            changes[f.name] = _substitute(v, mapping)
+        elif isinstance(v, tuple):
+            changes[f.name] = tuple(
+                _substitute(x, mapping) if isinstance(x, Term)
+                else tuple(_substitute(y, mapping) if isinstance(y, Term) else y for y in x) if isinstance(x, tuple)
+                else x for x in v)
+    return replace(term, **changes)
+
+
+def _same(a: Term, b: Term) -> Term:
+    return Call("same", (a, b))
+
+
+def _is_null(t: Term) -> Term:
+    return Call("is_null", (t,))
+
+
+def _indicator(cond: Term) -> Term:
+    return Case(((cond, Const(1, T.INT)),), Const(0, T.INT))
+
+
+def _rule(rule: Rule) -> str:
+    return rule.describe()
+
+
+def _attributes_read(plan: O.Operator, var: str, columns: list[str]) -> tuple[set[str], set[str]]:
+    """(attributes of scan variable ``var`` the plan reads, those read by a condition, a
+    grouping key, a DISTINCT or a join — whose updates change which tuples exist)."""
+    x = Var(var)
+    read: set[str] = set()
+    conditional: set[str] = set()
+
+    def fields_of(t: Term) -> set[str]:
+        if x not in set(t.walk()):
+            return set()
+        if not _only_under_fields(t, x):
+            return set(columns)
+        return {s.name for s in t.walk() if isinstance(s, Field) and s.base == x}
+
+    under_distinct = set()
+    for op in O.walk(plan):
+        if isinstance(op, O.Distinct):
+            under_distinct |= {id(o) for o in O.walk(op)}
+    for op in O.walk(plan):
+        for t in op.terms():
+            f = fields_of(t)
+            read |= f
+            if id(op) in under_distinct:
+                conditional |= f
+        match op:
+            case O.Select(condition=c) | O._Join(condition=c):
+                conditional |= fields_of(c)
+            case O.GroupBy(keys=keys):
+                for _, k in keys:
+                    conditional |= fields_of(k)
+    return read, conditional

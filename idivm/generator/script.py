@@ -1,0 +1,145 @@
+"""The Δ-script: what maintenance of one view runs (thesis §2.4 pass 3, Fig. 2.7).
+
+A :class:`DeltaScript` is an immutable value: per base table, which
+attributes the view reads and which of them are conditional (so that the
+executor routes each change to the right i-diff); and a list of
+:class:`Statement` s, each an i-diff query of the view, written as algebra
+plans over the base-table i-diffs and states:
+
+``Δ(T)``
+    the keys of T's rows inserted, deleted or updated in a conditional
+    attribute (a replace i-diff: ``#(k) {type: delete}`` + ``#(k) {type:
+    insert, post}``);
+``Δu(T)``
+    T's rows whose non-conditional attributes were updated: post values, and
+    the pre values in the field ``__idivm_pre``;
+``T@post`` / ``T@pre``
+    the post state (the versions maintenance pins) / the pre state (the view's
+    watermark) of T.
+
+Statements are applied together, as one MERGE into the view (see
+:mod:`idivm.exec.delta_script`).  ``render()`` prints the script for
+``explain``; ``to_json()`` is what the catalog stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from idivm.algebra import operators as O
+from idivm.algebra.expressions import TableRef
+from idivm.algebra.printer import format_plan
+
+PRE = "@pre"
+POST = "@post"
+
+
+def delta_keys(table: str) -> str:
+    return f"Δ({table})"
+
+
+def delta_updates(table: str) -> str:
+    return f"Δu({table})"
+
+
+@dataclass(frozen=True)
+class TableDiffs:
+    """How the executor turns a base table's change data feed into i-diffs."""
+
+    table: str
+    key: tuple[str, ...]
+    read: tuple[str, ...]  # non-key attributes the view reads (changes of others are dropped)
+    conditional: tuple[str, ...]  # updates of these become replace i-diffs; others update i-diffs
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "key": list(self.key), "read": list(self.read),
+                "conditional": list(self.conditional)}
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One i-diff query of the view.
+
+    kind ``replace``: delete the view rows whose ID columns ``on`` take the values
+    of ``keys`` (all rows if ``keys`` is None), and insert ``rows`` (the post state of
+    the view under those IDs).  ``pre_rows`` (tuple-based maintenance) computes the
+    deleted rows from the pre state instead of naming them by ID.
+    kind ``update``: ``query`` has the columns ``on`` and, for each ``(column,
+    value)`` of ``set``, the new value of the view column.
+    kind ``increment``: like update, the values are added to the view columns.
+    """
+
+    kind: str
+    origin: str  # the base-table i-diff it starts from, e.g. "Δu(parts) AS parts"
+    on: tuple[str, ...] = ()
+    keys: O.Operator | None = None
+    rows: O.Operator | None = None
+    pre_rows: O.Operator | None = None
+    query: O.Operator | None = None
+    set: tuple[tuple[str, str], ...] = ()
+    rules: tuple[str, ...] = ()
+
+    def plans(self) -> tuple[tuple[str, O.Operator], ...]:
+        named = (("keys", self.keys), ("rows", self.rows), ("pre rows", self.pre_rows), ("query", self.query))
+        return tuple((n, p) for n, p in named if p is not None)
+
+    def reads(self) -> tuple[str, ...]:
+        """The i-diffs and base-table states the statement reads (``parts@pre``, ``Δ(parts)``)."""
+        names = {op.source.name for _, p in self.plans() for op in O.walk(p)
+                 if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)}
+        return tuple(sorted(names))
+
+    def base_tables_read(self) -> tuple[str, ...]:
+        return tuple(n for n in self.reads() if not n.startswith("Δ"))
+
+    def describe(self) -> str:
+        on = ", ".join(self.on) or "every row"
+        match self.kind:
+            case "replace":
+                how = "by tuple (pre state)" if self.pre_rows is not None else f"by ID ({on})"
+                return f"replace: delete {how}, insert the post state"
+            case "update":
+                return f"update by ID ({on}): set " + ", ".join(f"{c} := {v}" for c, v in self.set)
+            case _:
+                return f"increment by ID ({on}): " + ", ".join(f"{c} += {v}" for c, v in self.set)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "origin": self.origin, "on": list(self.on),
+                "set": [list(p) for p in self.set], "rules": list(self.rules), "reads": list(self.reads()),
+                "plans": {n: format_plan(p) for n, p in self.plans()}}
+
+
+@dataclass(frozen=True)
+class DeltaScript:
+    view: str
+    strategy: str  # "id" or "tuple"
+    tables: tuple[TableDiffs, ...]
+    statements: tuple[Statement, ...]
+    id_columns: tuple[str, ...] = field(default=())
+
+    def table(self, name: str) -> TableDiffs | None:
+        return next((t for t in self.tables if t.table == name), None)
+
+    def render(self) -> str:
+        lines = [f"Δ-script of {self.view} ({self.strategy}-based, thesis §2.4 / Fig. 2.7):"]
+        for t in self.tables:
+            lines.append(f"  {t.table} (key {', '.join(t.key)}): reads {', '.join(t.read) or 'no attribute'}; "
+                         f"conditional: {', '.join(t.conditional) or 'none'}")
+        for i, s in enumerate(self.statements, 1):
+            lines.append(f"Δ{i} from {s.origin}: {s.describe()}")
+            lines.append(f"  reads: {', '.join(s.reads())}")
+            for r in s.rules:
+                lines.append(f"  rule: {r}")
+            for name, plan in s.plans():
+                lines.append(f"  {name}:")
+                lines.append(_indent(format_plan(plan), 4))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"view": self.view, "strategy": self.strategy, "id_columns": list(self.id_columns),
+                "tables": [t.to_json() for t in self.tables],
+                "statements": [s.to_json() for s in self.statements]}
+
+
+def _indent(text: str, n: int) -> str:
+    return "\n".join(" " * n + line for line in text.splitlines())

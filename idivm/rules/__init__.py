@@ -1,0 +1,103 @@
+"""i-diff propagation rules, as plain data (thesis Appendix C, Tables C.1–C.11; §2.3).
+
+A :class:`Rule` says, for one operator, one input side and one kind of
+incoming i-diff, which outgoing i-diff the operator emits, under which guard,
+which states it reads (``Input_pre``, ``Input_post``, ``Output``) and whether
+it is blocking.  The generator (:mod:`idivm.generator`) instantiates rules; it
+holds one transformation per ``action`` name and one predicate per ``when``
+name, and nothing operator-specific besides.
+
+The i-diff kinds (thesis §2.2, Table 2.2):
+
+``replace``
+    the output tuples named by a set of (possibly partial) IDs: a delete
+    i-diff of those IDs paired with the insert i-diff of whatever the post
+    state has under them.  Inserts, deletes and conditional updates of a base
+    table are replace i-diffs; the delete half never reads a state (it names
+    the view rows by ID), the insert half is computed from ``Input_post``.
+``update``
+    new values of some attributes of the tuples named by (partial) IDs, with
+    their pre values: non-conditional updates (``diff: {a: {type: update,
+    pre, post}}``).  They pass through every operator that does not look at
+    the attributes, which is why an update of ``parts.price`` reaches the view
+    of Fig. 2.1b without reading a base table.
+``increment``
+    additive changes of SUM/COUNT aggregates of the groups named by their
+    grouping IDs (Tables C.8–C.10).
+
+Each module lists the rules of one operator; :data:`RULES` collects them and
+the import-time check below makes sure every supported operator has a rule
+for every input side and i-diff kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+KINDS = ("replace", "update", "increment")
+STATES = ("Input_pre", "Input_post", "Output")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    operator: str  # algebra operator class name
+    side: str  # "input", "left" or "right"
+    diff: str  # kind of the incoming i-diff
+    when: str  # guard (a predicate of the generator), "always" for none
+    action: str  # transformation of the generator that instantiates the rule
+    output: str  # kind(s) of the outgoing i-diff(s), "none" if it is absorbed
+    reads: tuple[str, ...] = ()
+    blocking: bool = False
+    source: str = ""  # the thesis table the rule follows (or extends)
+
+    def __post_init__(self):
+        if self.diff not in KINDS:
+            raise ValueError(f"unknown i-diff kind {self.diff!r}")
+        if not set(self.reads) <= set(STATES):
+            raise ValueError(f"unknown states in {self.reads}")
+
+    def describe(self) -> str:
+        reads = f", reads {'+'.join(self.reads)}" if self.reads else ""
+        guard = "" if self.when == "always" else f" if {self.when}"
+        return f"{self.operator}[{self.side}] {self.diff}{guard} -> {self.output}{reads}  ({self.source})"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _collect() -> dict[tuple[str, str, str], tuple[Rule, ...]]:
+    from idivm.rules import (
+        distinct, group_by, join, left_join, project, ret, scan, select, semijoin, union,
+    )
+
+    table: dict[tuple[str, str, str], list[Rule]] = {}
+    for module in (scan, select, project, join, left_join, semijoin, union, group_by, distinct, ret):
+        for rule in module.RULES:
+            table.setdefault((rule.operator, rule.side, rule.diff), []).append(rule)
+    return {k: tuple(v) for k, v in table.items()}
+
+
+#: (operator, side, incoming kind) -> rules, tried in order (the first whose guard holds applies)
+RULES = _collect()
+
+#: operator -> its input sides; the operators ID-based maintenance supports
+SIDES = {
+    "ScanCollection": ("input",), "Select": ("input",), "Assign": ("input",), "Project": ("input",),
+    "InnerJoin": ("left", "right"), "LeftJoin": ("left", "right"), "SemiJoin": ("left", "right"),
+    "AntiJoin": ("left", "right"), "UnionAll": ("left", "right"), "GroupBy": ("input",),
+    "Distinct": ("input",), "ReturnBag": ("input",),
+}
+
+
+def rules_for(operator: str, side: str, diff: str) -> tuple[Rule, ...]:
+    return RULES.get((operator, side, diff), ())
+
+
+def _check_complete() -> None:
+    missing = [f"{op}[{side}] {kind}" for op, sides in SIDES.items() for side in sides for kind in KINDS
+               if op != "ScanCollection" and not any(r.when == "always" for r in rules_for(op, side, kind))]
+    if missing:
+        raise ImportError("i-diff kinds without an unconditional rule: " + ", ".join(missing))
+
+
+_check_complete()

@@ -1,0 +1,19 @@
+"""γ (thesis Tables C.7–C.10): an update of aggregated attributes becomes increments of
+SUM and COUNT per group, the groups found through Input_post (C.8, C.10); any other change
+recomputes the groups it touches before or after (C.7 "γ general"), which also creates and
+deletes groups (beyond the thesis, which leaves them out).  AVG, MIN, MAX and DISTINCT
+aggregates recompute their groups; an increment whose pre or post value is NULL does too
+(SUM of all NULLs is NULL)."""
+
+from idivm.rules import Rule
+
+RULES = (
+    Rule("GroupBy", "input", "replace", "always", "regroup", "replace",
+         reads=("Input_pre", "Input_post"), blocking=True, source="Table C.7 (γ general)"),
+    Rule("GroupBy", "input", "update", "increments_apply", "aggregate_increment", "increment+replace",
+         reads=("Input_post",), blocking=True, source="Tables C.8 (SUM), C.10 (COUNT)"),
+    Rule("GroupBy", "input", "update", "always", "to_replace", "replace",
+         reads=("Input_pre", "Input_post"), blocking=True, source="Table C.7 (γ general)"),
+    Rule("GroupBy", "input", "increment", "always", "to_replace", "replace",
+         reads=("Input_pre", "Input_post"), blocking=True, source="aggregate of aggregates, Table C.7"),
+)

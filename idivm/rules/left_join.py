@@ -1,0 +1,24 @@
+"""Left outer join ⟕ (thesis Table C.9, completed): changes of the left side behave as in
+⋈; a change of the right side changes which left tuples are padded, so it names the left
+tuples it matches before or after the change (Input_pre and Input_post) and replaces them —
+padded rows appear and disappear with their matches."""
+
+from idivm.rules import Rule
+
+RULES = (
+    Rule("LeftJoin", "left", "replace", "always", "pass", "replace", reads=("Input_post",),
+         source="Table C.9 rows 1-2"),
+    Rule("LeftJoin", "left", "update", "touches_terms", "to_replace", "replace", reads=("Input_post",),
+         source="Table C.9 row 3"),
+    Rule("LeftJoin", "left", "update", "always", "pass", "update", source="Table C.9 row 4"),
+    Rule("LeftJoin", "left", "increment", "always", "to_replace", "replace", reads=("Input_post",),
+         source="join over an aggregate"),
+    Rule("LeftJoin", "right", "replace", "always", "to_matching_left", "replace",
+         reads=("Input_pre", "Input_post"), source="Table C.9 completed: padded rows"),
+    Rule("LeftJoin", "right", "update", "touches_terms", "to_replace", "replace",
+         reads=("Input_pre", "Input_post"), source="Table C.9 completed: join attribute"),
+    Rule("LeftJoin", "right", "update", "always", "pass", "update",
+         source="Table C.9 row 4 (padded rows have NULL right IDs and are not named)"),
+    Rule("LeftJoin", "right", "increment", "always", "to_replace", "replace",
+         reads=("Input_pre", "Input_post"), source="join over an aggregate"),
+)
