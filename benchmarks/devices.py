@@ -379,7 +379,7 @@ def environment() -> dict[str, Any]:
     return {"python": platform.python_version(), "pyspark": pyspark.__version__,
             "deltalake": deltalake.__version__, "idivm": idivm.__version__,
             "git_commit": None if commit is None else commit.strip(), "git_modified_files": modified,
-            "cpus": os.cpu_count(), "platform": platform.platform(),
+            "cpus": os.cpu_count(), "load_average": os.getloadavg(), "platform": platform.platform(),
             "define_accepts_strategy": define_accepts_strategy()}
 
 
@@ -390,6 +390,9 @@ def benchmark(config: Config) -> dict[str, Any]:
     config.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     env = environment()  # before the runs: the code measured is the code at this commit
+    if env["load_average"][0] > (env["cpus"] or 1):
+        progress(f"warning: load average {env['load_average'][0]:.1f} on {env['cpus']} CPUs: "
+                 "other processes will distort the times")
     data = generate_data(config)
     wh = fresh_warehouse(config)
     tables = load_tables(wh, data, config.spec)
@@ -414,6 +417,7 @@ def benchmark(config: Config) -> dict[str, Any]:
         "summary": summary,
         "ratios": speedups,
         "total_seconds": time.perf_counter() - started,
+        "load_average_end": os.getloadavg(),
     }
     (config.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     title = (f"devices/parts, scale {config.scale:,} (devices_parts {tables.get('devices_parts', 0):,}), "
