@@ -147,11 +147,16 @@ def ingest(ctx: click.Context, name: str, file: str, fmt: str) -> None:
 
 @cli.command()
 @click.argument("file", metavar="FILE")
+@click.option("--strategy", type=click.Choice(["id", "tuple", "recompute", "auto"]), default="auto",
+              show_default=True, help="How maintain keeps the view fresh: ID-based i-diffs, tuple-based "
+              "t-diffs, recomputation, or auto (id unless the view has no rules or a run's change set is large).")
 @click.pass_context
-def define(ctx: click.Context, file: str) -> None:
+def define(ctx: click.Context, file: str, strategy: str) -> None:
     """Plan and materialize the view defined in FILE (CREATE VIEW name AS ...)."""
-    info = open_warehouse(ctx).define(Path(file))  # always a file, never SQL++ text
-    click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}")
+    info = open_warehouse(ctx).define(Path(file), strategy=strategy)  # always a file, never SQL++ text
+    note = f" ({info.strategy_note})" if info.strategy_note else ""
+    click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}, "
+               f"strategy {info.strategy}{note}")
 
 
 @cli.command()

@@ -15,6 +15,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.builder import ViewPlan
 from idivm.algebra.printer import describe, format_plan
 from idivm.diffs.base_signatures import BaseSignatures
+from idivm.generator.script import DeltaScript
 from idivm.provenance.ids import ProvenanceResult
 
 
@@ -23,9 +24,13 @@ class Explanation:
     view: ViewPlan
     provenance: ProvenanceResult
     signatures: BaseSignatures
+    #: the ID-based Δ-script, or why there is none (constructs without i-diff rules)
+    script: DeltaScript | None = None
+    no_script: str = ""
 
     def to_text(self) -> str:
         ids = ", ".join(n for _, n in self.provenance.view_ids)
+        script = self.script.render() if self.script is not None else f"no Δ-script: {self.no_script}"
         return "\n".join([
             f"view {self.view.name}: {self.view.type}",
             f"IDs: {{{ids}}}",
@@ -35,6 +40,8 @@ class Explanation:
             "",
             "base-table i-diff signatures (§2.5, §2.14.1):",
             str(self.signatures),
+            "",
+            script,
         ])
 
     def to_json(self) -> dict:
@@ -54,6 +61,7 @@ class Explanation:
             "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
             "plan": node(self.view.plan),
             "base_signatures": self.signatures.to_json(),
+            "delta_script": self.script.to_json() if self.script is not None else {"none": self.no_script},
         }
 
     def render(self, format: str = "text") -> str:

@@ -502,7 +502,8 @@ class Warehouse:
 
         base = catalog.base_tables()
         signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
-        return Explanation(view, prov, signatures).render(format)
+        script, note = self._script(catalog, view.name, prov, text, filename, "id", strict=False)
+        return Explanation(view, prov, signatures, script, note).render(format)
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
         """Parse, plan and infer provenance; errors carry the view text."""

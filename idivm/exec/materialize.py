@@ -100,7 +100,7 @@ def canonical(c: Column, dtype: ST.DataType) -> Column:
     floating-point numbers to 12 significant digits (sums maintained incrementally and sums
     recomputed round differently in the last bits)."""
     if isinstance(dtype, (ST.DoubleType, ST.FloatType)):
-        return F.format_string("%.11e", c).cast(ST.DoubleType())
+        return F.when(c.isNotNull(), F.format_string("%.11e", c).cast(ST.DoubleType()))
     if isinstance(dtype, ST.StructType):
         return F.struct(*[canonical(c.getField(f.name), f.dataType).alias(f.name) for f in dtype.fields])
     if isinstance(dtype, ST.ArrayType):

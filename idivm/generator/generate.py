@@ -224,12 +224,18 @@ class _Generator:
 
     def do_pass(self, op, side, diff, rule) -> list[Statement]:
         if isinstance(op, O.Project):
-            return self.do_project_update(op, side, diff, rule) if diff.kind != "replace" else \
-                self.next(op, diff, rule, ids=self.through_project(op, diff.ids))
+            if diff.kind != "replace":
+                return self.do_project_update(op, side, diff, rule)
+            ids = self.through_project(op, diff.ids)
+            if ids is None:  # a projection below DISTINCT drops the IDs: name rows by value
+                return self.do_regroup(op, side, diff, rule)
+            return self.next(op, diff, rule, ids=ids)
         return self.next(op, diff, rule)
 
     def do_project_update(self, op: O.Project, side, diff, rule) -> list[Statement]:
         ids = self.through_project(op, diff.ids)
+        if ids is None:
+            return self.do_to_replace(op, side, diff, rule)
         avail = set(diff.plan.output_variables())
         outputs = [(i.name, t) for i, t in zip(ids, diff.ids)]
         changed = []
@@ -264,7 +270,8 @@ class _Generator:
         ids = diff.ids + (Var(branch_var),)
         if diff.kind == "replace":
             kb = self.fresh("k")
-            keys = O.Project(diff.keys, tuple((v, Var(v)) for v in diff.key_vars) + ((kb, Const(value, T.INT)),))
+            base = diff.keys if diff.keys is not None else O.Ground()  # None: every tuple of the branch
+            keys = O.Project(base, tuple((v, Var(v)) for v in diff.key_vars) + ((kb, Const(value, T.INT)),))
             r = diff.restriction
             if r is not None:
                 r = replace(r, branches=r.branches + ((op, side),))
@@ -291,6 +298,8 @@ class _Generator:
             return self.do_to_replace(op, side, diff, rule)
         if isinstance(op, O.GroupBy):
             pairs = tuple((Var(k), t) for k, t in op.keys)
+        elif isinstance(op, O.Project):
+            pairs = tuple((Var(v), t) for v, t in op.outputs)
         else:
             pairs = tuple((Var(v), Var(v)) for v in op.output_variables())
         trail = diff.trail + (_rule(rule),)
@@ -299,8 +308,10 @@ class _Generator:
         kv = self.fresh_vars(len(pairs))
         touched = O.Project(self.restricted(op.input, diff.restriction), tuple((v, t) for v, (_, t) in zip(kv, pairs)))
         keys = O.UnionAll(at_state(touched, PRE), at_state(touched, POST))
+        at, terms = (op, tuple(o for o, _ in pairs)) if isinstance(op, O.Project) else \
+            (op.input, tuple(t for _, t in pairs))
         new = Diff("replace", op, tuple(o for o, _ in pairs), diff.origin, keys=keys, key_vars=kv,
-                   restriction=self.restriction(op.input, tuple(t for _, t in pairs), keys, kv), trail=trail)
+                   restriction=self.restriction(at, terms, keys, kv), trail=trail)
         return self.propagate(new) if op is not self.plan else []
 
     def do_aggregate_increment(self, op: O.GroupBy, side, diff, rule) -> list[Statement]:
@@ -400,13 +411,15 @@ class _Generator:
                     return g.terms
         return (t,)
 
-    def through_project(self, op: O.Project, ids: tuple[Term, ...]) -> tuple[Term, ...]:
+    def through_project(self, op: O.Project, ids: tuple[Term, ...]) -> tuple[Term, ...] | None:
+        """The IDs as output variables of ``op``; None if it drops one (only below DISTINCT,
+        where retouching must not add columns)."""
         out = []
         for t in ids:
             eq = self.equivalents(op.input, t)
             v = next((v for v, t2 in op.outputs if t2 in eq), None)
             if v is None:
-                raise InternalError(f"ID {t} is not kept by {O.Project.__name__}")
+                return None
             out.append(Var(v))
         return tuple(out)
 
