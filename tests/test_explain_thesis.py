@@ -95,7 +95,16 @@ def test_explain_json_agrees_with_text(warehouses, view):
         for name in id_names(op["ids"]):
             assert name in plan_text
 
-    signature_lines = lines[sig_start + 1:]
+    script_start = next(i for i, line in enumerate(lines) if line.startswith(("Δ-script of", "no Δ-script")))
+    signature_lines = lines[sig_start + 1:script_start - 1]
+    script = data["delta_script"]
+    if "statements" in script:  # the Δ-script section: one "Δi from ..." line per statement
+        heads = [line for line in lines[script_start:] if re.match(r"Δ\d+ from ", line)]
+        assert len(heads) == len(script["statements"])
+        for head, st in zip(heads, script["statements"]):
+            assert head.split(" from ")[1].startswith(st["origin"])
+    else:
+        assert lines[script_start] == f"no Δ-script: {script['none']}"
     headers = [line for line in signature_lines if not line.startswith(" ")]
     collections = [".".join([s["table"], *s["collection"]]) for s in data["base_signatures"]]
     assert [h.split(" (key ")[0] for h in headers] == collections

@@ -163,8 +163,13 @@ class _Generator:
                     restriction=Restriction(scan, ids, keys, kv), trail=(rule,))]
         updated = [a for a in td.read if a not in td.conditional]
         if updated:
-            plan = O.ScanCollection(O.Ground(), TableRef(delta_updates(td.table)), scan.var)
-            changed = tuple((Field(x, a), Field(Field(x, PRE_FIELD), a)) for a in updated)
+            # the post tuple under the scan's variable, the pre values under their own
+            du, pre = self.fresh("du"), f"{HIDDEN}pre_{scan.var}"
+            columns = [n for n, _ in self.table_types[td.table].fields]
+            post = TupleExpr(tuple((c, Field(Var(du), c)) for c in columns))
+            plan = O.Project(O.ScanCollection(O.Ground(), TableRef(delta_updates(td.table)), du),
+                             ((scan.var, post), (pre, Field(Var(du), PRE_FIELD))))
+            changed = tuple((Field(x, a), Field(Var(pre), a)) for a in updated)
             rule = _rule(rules_for("ScanCollection", "input", "update")[0])
             out.append(Diff("update", scan, ids, f"{delta_updates(td.table)} AS {scan.var}",
                             plan=plan, changed=changed, trail=(rule,)))
@@ -248,7 +253,7 @@ class _Generator:
                 outputs.append((dv, pre[t]))
                 changed.append((Var(v), Var(dv)))
             elif t.variables() <= avail:
-                pv = f"{HIDDEN}pre_{v}"
+                pv = self.fresh("pre")
                 outputs.append((v, t))
                 outputs.append((pv, _substitute(t, pre)))
                 changed.append((Var(v), Var(pv)))
@@ -416,11 +421,11 @@ class _Generator:
         where retouching must not add columns)."""
         out = []
         for t in ids:
-            eq = self.equivalents(op.input, t)
-            v = next((v for v, t2 in op.outputs if t2 in eq), None)
-            if v is None:
+            found = next((r for e in self.equivalents(op.input, t) for v, t2 in op.outputs
+                          if (r := _relative_to(e, t2, Var(v))) is not None), None)
+            if found is None:
                 return None
-            out.append(Var(v))
+            out.append(found)
         return tuple(out)
 
     def _element_fields(self) -> tuple[tuple[str, Term], ...]:
@@ -561,6 +566,17 @@ def _mentions(term: Term, changed: Iterable[tuple[Term, Term]]) -> bool:
             if isinstance(t, Var) and isinstance(c, Field) and _root(c) == t and not _only_under_fields(term, t):
                 return True
     return False
+
+
+def _relative_to(t: Term, prefix: Term, new: Term) -> Term | None:
+    """``t`` with its prefix ``prefix`` replaced by ``new`` (``b.id`` under ``b_2 := b`` is
+    ``b_2.id``); None if ``prefix`` is not a prefix of ``t``."""
+    if t == prefix:
+        return new
+    if isinstance(t, Field):
+        base = _relative_to(t.base, prefix, new)
+        return None if base is None else Field(base, t.name)
+    return None
 
 
 def _root(t: Term) -> Term:
