@@ -422,8 +422,11 @@ class Warehouse:
 
         view = delta.read_spark(self.spark, path)
         result = evaluate(self.spark, script, diffs, read_state, view, progress)
-        upserts = result.upserts.toArrow()
-        deletes = result.deletes.toArrow()
+        try:
+            upserts = result.upserts.toArrow()
+            deletes = result.deletes.toArrow()
+        finally:
+            result.release()
         target = delta.schema(path)
         ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
         dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names

@@ -56,7 +56,13 @@ class PlanCompiler:
         self.spark = spark
         self._read_table = read_table
         self._tables: dict[str, DataFrame] = {}
+        self._bound: dict[int, tuple[O.Operator, DataFrame]] = {}
         self._counter = 0
+
+    def bind(self, op: O.Operator, df: DataFrame) -> None:
+        """Use ``df`` as the (top-level) result of this very operator object from now on:
+        a subplan several queries share is computed once."""
+        self._bound[id(op)] = (op, df)
 
     # ------------------------------------------------------------------ entry points
 
@@ -77,6 +83,9 @@ class PlanCompiler:
         return out.withColumnRenamed("__element", "value")
 
     def compile(self, op: O.Operator, env: Env) -> DataFrame:
+        bound = self._bound.get(id(op)) if env is TOP else None
+        if bound is not None and bound[0] is op:
+            return bound[1]
         fn = _COMPILERS.get(type(op))
         if fn is None:
             raise InternalError(f"no Spark compilation for operator {op.name}")

@@ -29,7 +29,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from idivm.exec.compiler import PlanCompiler
+from idivm.algebra import operators as O
+from idivm.exec.compiler import TOP, PlanCompiler
 from idivm.generator.generate import PRE_FIELD
 from idivm.generator.script import POST, PRE, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates
 
@@ -116,6 +117,11 @@ class ViewChanges:
 
     upserts: DataFrame
     deletes: DataFrame  # the ID columns of rows to delete (not re-inserted)
+    cached: tuple[DataFrame, ...] = ()  # to unpersist once the changes are collected
+
+    def release(self) -> None:
+        for df in self.cached:
+            df.unpersist()
 
 
 def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
@@ -137,6 +143,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         return frames[name]
 
     compiler = PlanCompiler(spark, read_table)
+    cached = _share_aggregates(spark, script, diffs, compiler)
     ids = list(script.id_columns)
     columns = view.columns
     deletes: list[DataFrame] = []
@@ -153,6 +160,12 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             elif s.keys is None:
                 deletes.append(view.select(*ids))
             else:
+                # the keys are few (as many as the i-diff names): compute them once, skip the
+                # statement when there are none, and let the post-state query reuse them
+                named = compiler.compile(s.keys.input, TOP).toArrow()
+                if named.num_rows == 0:
+                    continue
+                compiler.bind(s.keys.input, spark.createDataFrame(named))
                 keys = compiler.evaluate(s.keys)
                 deletes.append(_match(view, keys, s.on, "left_semi").select(*ids))
             inserts.append(compiler.evaluate(s.rows).select(*columns))
@@ -175,7 +188,27 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     gone = _match(deleted, inserted, ids, "left_anti")
-    return ViewChanges(upserts, gone)
+    return ViewChanges(upserts, gone, tuple(cached))
+
+
+def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
+                      compiler: PlanCompiler) -> list[DataFrame]:
+    """Aggregates of i-diffs that several statements read (increments, and the groups they
+    recompute instead) are computed once: cached and bound in the compiler."""
+    uses: dict[int, tuple[O.Operator, int]] = {}
+    for s in script.statements:
+        if not _has_input(s, diffs):
+            continue
+        for _, plan in s.plans():
+            for op in {id(o): o for o in O.walk(plan) if isinstance(o, O.GroupBy)}.values():
+                uses[id(op)] = (op, uses.get(id(op), (op, 0))[1] + 1)
+    cached = []
+    for op, n in uses.values():
+        if n > 1:
+            df = compiler.compile(op, TOP).cache()
+            compiler.bind(op, df)
+            cached.append(df)
+    return cached
 
 
 def _has_input(s: Statement, diffs: BaseDiffs) -> bool:
