@@ -423,26 +423,38 @@ class Warehouse:
         view = delta.read_spark(self.spark, path)
         result = evaluate(self.spark, script, diffs, read_state, view, progress)
         try:
-            upserts = result.upserts.toArrow()
-            deletes = result.deletes.toArrow()
+            if result.direct is not None:
+                statement, query = result.direct
+                rows = query.toArrow()
+            else:
+                upserts = result.upserts.toArrow()
+                deletes = result.deletes.toArrow()
         finally:
             result.release()
         target = delta.schema(path)
-        ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
-        dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
-                                  else pa.nulls(deletes.num_rows, f.type)) for f in target})
-        dels = dels.append_column(ACTION, pa.array(["delete"] * dels.num_rows, pa.string()))
-        source = pa.concat_tables([ups.select(dels.column_names).cast(dels.schema), dels])
-        if progress:
-            progress(f"{script.view}: merging {ups.num_rows} upserts and {dels.num_rows} deletes")
-        ids = script.id_columns
-        predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in ids)
         columns = [f.name for f in target]
-        metrics = delta.merge_arrow(path, source, predicate, [
-            delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
-            delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
-            delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
-        ], commit_metadata=metadata)
+        if result.direct is not None:
+            # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
+            if progress:
+                progress(f"{script.view}: merging {rows.num_rows} i-diff rows ({statement.kind})")
+            predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in statement.on)
+            sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
+            metrics = delta.merge_arrow(path, rows, predicate, [delta.MatchedUpdate(sets)],
+                                        commit_metadata=metadata)
+        else:
+            ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
+            dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
+                                      else pa.nulls(deletes.num_rows, f.type)) for f in target})
+            dels = dels.append_column(ACTION, pa.array(["delete"] * dels.num_rows, pa.string()))
+            source = pa.concat_tables([ups.select(dels.column_names).cast(dels.schema), dels])
+            if progress:
+                progress(f"{script.view}: merging {ups.num_rows} upserts and {dels.num_rows} deletes")
+            predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in script.id_columns)
+            metrics = delta.merge_arrow(path, source, predicate, [
+                delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
+                delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
+                delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
+            ], commit_metadata=metadata)
         return {"version": metrics["version"], "diff_rows": diffs.rows(),
                 "inserted": int(metrics.get("num_target_rows_inserted") or 0),
                 "updated": int(metrics.get("num_target_rows_updated") or 0),

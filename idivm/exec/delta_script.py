@@ -118,6 +118,8 @@ class ViewChanges:
     upserts: DataFrame
     deletes: DataFrame  # the ID columns of rows to delete (not re-inserted)
     cached: tuple[DataFrame, ...] = ()  # to unpersist once the changes are collected
+    #: instead of rows: the single update/increment statement of the run and its i-diff rows
+    direct: tuple[Statement, DataFrame] | None = None
 
     def release(self) -> None:
         for df in self.cached:
@@ -176,6 +178,10 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     inserted = _union(inserts, spark.createDataFrame([], view.schema))
     if ids:
         inserted = inserted.dropDuplicates(ids)
+    if not deletes and len(rewrites) == 1 and rewrites[0].on:
+        # one update (or increment) alone: the stored view is not read here; the MERGE
+        # names its rows by the (partial) IDs of the i-diff
+        return ViewChanges(inserted, deleted, tuple(cached), direct=(rewrites[0], compiler.evaluate(rewrites[0].query)))
     rewritten = None
     if rewrites:
         queries = [(s, compiler.evaluate(s.query)) for s in rewrites]
