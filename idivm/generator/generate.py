@@ -419,13 +419,18 @@ class _Generator:
     def through_project(self, op: O.Project, ids: tuple[Term, ...]) -> tuple[Term, ...] | None:
         """The IDs as output variables of ``op``; None if it drops one (only below DISTINCT,
         where retouching must not add columns)."""
+        own = self.ids.get(op)
+        id_terms = {t for g in own.groups for t in g.terms} if own is not None and own.known else set()
         out = []
         for t in ids:
-            found = next((r for e in self.equivalents(op.input, t) for v, t2 in op.outputs
-                          if (r := _relative_to(e, t2, Var(v))) is not None), None)
-            if found is None:
+            found = [r for e in self.equivalents(op.input, t) for v, t2 in op.outputs
+                     if (r := _relative_to(e, t2, Var(v))) is not None]
+            if not found:
                 return None
-            out.append(found)
+            # several outputs copy the ID (a union branch keeps a hidden copy): take the one
+            # that is an ID of the projection, else the hidden copy
+            found.sort(key=lambda r: (r not in id_terms, not _root(r).name.startswith(HIDDEN)))
+            out.append(found[0])
         return tuple(out)
 
     def _element_fields(self) -> tuple[tuple[str, Term], ...]:
