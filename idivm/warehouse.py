@@ -21,7 +21,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,13 +63,26 @@ class TableInfo:
     element_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
-def view_watermark(path: Path, entry: ViewEntry) -> dict[str, int]:
-    """The base-table versions the stored view reflects: from the metadata of the view's latest
-    commit that carries one (it lands atomically with the data), else the catalog's."""
+def view_watermark(path: Path, entry: ViewEntry | None = None) -> dict[str, int]:
+    """The base-table versions the stored view (or cache) reflects: from the metadata of its
+    latest commit that carries one (it lands atomically with the data), else the catalog's."""
+    found = _commit_json(path, "idivm.watermark")
+    if found is not None:
+        return found
+    return {t: int(v) for t, v in ((entry.extra.get("watermark") if entry else None) or {}).items()}
+
+
+def _commit_json(path: Path, key: str) -> dict[str, int] | None:
+    """The table -> version map ``key`` of the latest commit of ``path`` that carries it."""
     for commit in delta.history(path):
-        if "idivm.watermark" in commit:
-            return {t: int(v) for t, v in json.loads(commit["idivm.watermark"]).items()}
-    return {t: int(v) for t, v in (entry.extra.get("watermark") or {}).items()}
+        if key in commit:
+            return {t: int(v) for t, v in json.loads(commit[key]).items()}
+    return None
+
+
+def _read_changes(paths: Mapping[str, Path], old: Mapping[str, int], new: Mapping[str, int]) -> dict:
+    """Each table's change data feed from ``old`` (exclusive) to ``new`` (where it moved)."""
+    return {t: delta.read_changes(paths[t], old[t] + 1, v) for t, v in new.items() if v > old[t]}
 
 
 def _versions(watermark: Mapping[str, int]) -> str:
@@ -118,19 +131,23 @@ class Verification:
     extra: int
     missing_examples: tuple
     extra_examples: tuple
+    #: the same comparison for each intermediate cache of the view
+    caches: tuple["Verification", ...] = ()
 
     @property
     def ok(self) -> bool:
-        return self.missing == 0 and self.extra == 0
+        return self.missing == 0 and self.extra == 0 and all(c.ok for c in self.caches)
 
-    def summary(self) -> str:
+    def summary(self, what: str = "view") -> str:
         at = _versions(self.watermark)
-        if self.ok:
-            return f"view {self.name} matches its recomputation at {at}: {self.rows} rows"
-        lines = [f"view {self.name} differs from its recomputation at {at}: "
-                 f"{self.missing} row(s) missing, {self.extra} unexpected"]
+        if self.missing == 0 and self.extra == 0:
+            lines = [f"{what} {self.name} matches its recomputation at {at}: {self.rows} rows"]
+        else:
+            lines = [f"{what} {self.name} differs from its recomputation at {at}: "
+                     f"{self.missing} row(s) missing, {self.extra} unexpected"]
         lines += [f"  missing:    {json.dumps(r, default=str, ensure_ascii=False)}" for r in self.missing_examples]
         lines += [f"  unexpected: {json.dumps(r, default=str, ensure_ascii=False)}" for r in self.extra_examples]
+        lines += [c.summary("cache") for c in self.caches]
         return "\n".join(lines)
 
 
@@ -239,7 +256,7 @@ class Warehouse:
             def write(p: Path) -> None:
                 delta.create_table(p, rows.table, schema=target, commit_metadata=metadata)
         entry = TableEntry(name=name, key=key_columns, schema=schema, path=rel, element_keys=declared)
-        self._install(rel, write, lambda cat: cat.add_table(entry))
+        self._install([(rel, write)], lambda cat: cat.add_table(entry))
         return self.table_info(name)
 
     def tables(self) -> list[TableInfo]:
@@ -300,7 +317,7 @@ class Warehouse:
         catalog.check_new_name(view.name, "view")
         script, note = None, ""
         if strategy in ("id", "tuple", "auto"):
-            script, note = self._script(catalog, view.name, prov, text, filename,
+            script, note = self._script(catalog, view, prov, text, filename,
                                         "id" if strategy == "auto" else strategy, strict=strategy != "auto")
         # one snapshot: every base table at the version it has now (the view's watermark)
         watermark = self._current_versions(catalog, prov.plan)
@@ -312,14 +329,26 @@ class Warehouse:
         extra = {"ids": ids, "watermark": watermark, "strategy": strategy}
         if note:
             extra["strategy_note"] = note
+        writes = []
         if script is not None:
             extra["delta_script"] = script.to_json()
+            # intermediate caches: materialized at the same snapshot, committed with the view
+            caches = {}
+            for i, cache in enumerate(script.caches, 1):
+                crel = f"{rel}.caches/{i}"
+                cdf = self._evaluate_at(catalog, cache.plan, watermark)
+                cmeta = {**metadata, "idivm.operation": "define cache", "idivm.cache": cache.name}
+                writes.append((crel, lambda p, d=cdf, m=cmeta: delta.write_spark(d, p, mode="error", commit_metadata=m)))
+                caches[cache.name] = crel
+            if caches:
+                extra["caches"] = caches
+                metadata["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
         entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
+        writes.insert(0, (rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata)))
         with data_errors(view.name):
-            self._install(rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata),
-                          lambda cat: cat.add_view(entry))
+            self._install(writes, lambda cat: cat.add_view(entry))
         return self.view_info(view.name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None
@@ -345,7 +374,7 @@ class Warehouse:
         started = time.monotonic()
         entry = catalog.view(view_name)
         path = catalog.path_of(entry)
-        _, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
+        view, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
         strategy = entry.extra.get("strategy", "recompute")
         old = view_watermark(path, entry)
         new = self._current_versions(catalog, prov.plan)
@@ -354,15 +383,17 @@ class Warehouse:
         missing = sorted(set(new) - set(old))
         if missing:
             raise CatalogError(f"view {view_name} records no version of {', '.join(missing)}; define it again")
-        changes = {t: delta.read_changes(catalog.path_of(catalog.table(t)), old[t] + 1, v)
-                   for t, v in new.items() if v > old[t]}
+        tables = {t: catalog.path_of(catalog.table(t)) for t in new}
+        changes = _read_changes(tables, old, new)
         n_changes = sum(c.num_rows for c in changes.values())
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
-        used, note, script = strategy, "", None
+        used, note, script, planned = strategy, "", None, None
         if strategy in ("id", "tuple", "auto"):
-            script, note = self._script(catalog, view_name, prov, entry.text, f"<view {view_name}>",
-                                        "id" if strategy == "auto" else strategy, strict=False)
+            script, note = self._script(catalog, view, prov, entry.text, f"<view {view_name}>",
+                                        "id" if strategy == "auto" else strategy, strict=False,
+                                        caches=bool(entry.extra.get("caches")))
+            planned = script
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
             if strategy == "auto" and script is not None:
@@ -370,47 +401,87 @@ class Warehouse:
                 if n_changes > AUTO_RECOMPUTE_RATIO * max(rows, 1):
                     script, note = None, f"{n_changes} change rows for {rows} view rows"
             used = script.strategy if script is not None else "recompute"
+        cache_paths = {c: catalog.root / rel for c, rel in entry.extra.get("caches", {}).items()}
         if script is None:
             if progress:
                 progress(f"{view_name}: recomputing at {_versions(new)}")
+            written = 0
+            if planned is not None and cache_paths:
+                # the caches are recomputed too, so that the next ID-based run starts from them
+                versions = {}
+                for cache in planned.caches:
+                    cdf = self._evaluate_at(catalog, cache.plan, new)
+                    cmeta = {**metadata, "idivm.cache": cache.name, "idivm.strategy": "recompute"}
+                    with data_errors(view_name):
+                        versions[cache.name] = delta.write_spark(cdf, cache_paths[cache.name], mode="overwrite",
+                                                                 commit_metadata=cmeta)
+                    written += delta.row_count(cache_paths[cache.name])
+                metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
             df = self._evaluate_at(catalog, prov.plan, new)
             metadata["idivm.strategy"] = "recompute"
             with data_errors(view_name):
                 version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata)
             rows = delta.row_count(path)
             return MaintenanceResult(view_name, "recompute", n_changes, version, old, new,
-                                     time.monotonic() - started, inserted=rows, rows_written=rows, note=note)
+                                     time.monotonic() - started, inserted=rows, rows_written=rows + written,
+                                     note=note)
         metadata["idivm.strategy"] = script.strategy
+        diff_rows = written = 0
         with data_errors(view_name):
-            stats = self._apply_script(catalog, script, path, old, new, changes, metadata, progress)
+            # caches first (§2.4 pass 3), each from the versions it reflects (after a crash between
+            # a cache's commit and the view's, the cache is already there and is not redone)
+            cache_old = _commit_json(path, "idivm.caches") or {}
+            cache_new = {}
+            for cache in script.caches:
+                cpath = cache_paths[cache.name]
+                c_old = view_watermark(cpath)
+                if c_old != new:
+                    cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name}
+                    cchanges = changes if c_old == old else _read_changes(tables, c_old, new)
+                    stats = self._apply_script(cache.script, cpath, tables, c_old, new, cchanges, cmeta, progress)
+                    diff_rows += stats["diff_rows"]
+                    written += stats["rows_written"]
+                cache_new[cache.name] = delta.version(cpath)
+            if cache_new:
+                metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
+                tables = {**tables, **cache_paths}
+                v_old, v_new = {**old, **cache_old}, {**new, **cache_new}
+                changes = {**changes, **_read_changes(cache_paths, cache_old, cache_new)}
+            else:
+                v_old, v_new = old, new
+            stats = self._apply_script(script, path, tables, v_old, v_new, changes, metadata, progress)
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
-                                 time.monotonic() - started, diff_rows=stats["diff_rows"],
+                                 time.monotonic() - started, diff_rows=diff_rows + stats["diff_rows"],
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
-                                 rows_written=stats["rows_written"], note=note)
+                                 rows_written=written + stats["rows_written"], note=note)
 
-    def _script(self, catalog: Catalog, view_name: str, prov, text: str, filename: str | None,
-                strategy: str, strict: bool):
+    def _script(self, catalog: Catalog, view, prov, text: str, filename: str | None,
+                strategy: str, strict: bool, caches: bool = True):
         """(Δ-script, "") or, when the view has constructs without rules and not ``strict``,
-        (None, the reason); ``strict`` raises the error (with the view text) instead."""
+        (None, the reason); ``strict`` raises the error (with the view text) instead.
+        ``caches``: whether the script may use intermediate caches (a view defined without
+        them is maintained without them)."""
         from idivm.errors import UnsupportedError
-        from idivm.generator import generate
+        from idivm.generator.caches import generate_view
 
         base = catalog.base_tables()
         try:
-            return generate(view_name, prov, base.keys, base.types, strategy), ""
+            return generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys,
+                                 strategy, caches=caches), ""
         except UnsupportedError as e:
             if strict:
                 raise e.with_source(text, filename)
             return None, f"recompute: {e.message}"
 
-    def _apply_script(self, catalog: Catalog, script, path: Path, old: Mapping[str, int],
+    def _apply_script(self, script, path: Path, tables: Mapping[str, Path], old: Mapping[str, int],
                       new: Mapping[str, int], changes, metadata, progress) -> dict:
-        """Run ``script`` on the changes since ``old`` and MERGE them into the view, one commit."""
+        """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
+        (the view or a cache), one commit; ``tables``: the tables the script reads."""
         import pyarrow as pa
 
         from idivm.exec.delta_script import ACTION, base_diffs, evaluate
 
-        schemas = {t: delta.schema(catalog.path_of(catalog.table(t))) for t in new}
+        schemas = {t: delta.schema(tables[t]) for t in new}
         diffs = base_diffs(script, changes, schemas)
         if progress:
             progress(f"{script.view}: {diffs.change_rows} change rows -> {diffs.rows()} i-diff rows "
@@ -418,7 +489,7 @@ class Warehouse:
 
         def read_state(table: str, state: str):
             version = old[table] if state == "@pre" else new[table]
-            return delta.read_spark(self.spark, catalog.path_of(catalog.table(table)), version)
+            return delta.read_spark(self.spark, tables[table], version)
 
         view = delta.read_spark(self.spark, path)
         result = evaluate(self.spark, script, diffs, read_state, view, progress)
@@ -464,20 +535,33 @@ class Warehouse:
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
         reflects) and compare it with the stored view, hidden IDs included, as bags."""
-        from idivm.exec.materialize import compare_frames, data_errors, tables_read
+        from idivm.exec.materialize import tables_read
 
         catalog = self.catalog
         entry = catalog.view(name)
-        _, prov = self._plan(entry.text, f"<view {name}>", catalog)
+        view, prov = self._plan(entry.text, f"<view {name}>", catalog)
         watermark = view_watermark(catalog.path_of(entry), entry)
         missing = sorted(set(tables_read(prov.plan)) - set(watermark))
         if missing:
             raise CatalogError(f"view {name} records no version of {', '.join(missing)}; define it again")
-        expected = self._evaluate_at(catalog, prov.plan, watermark)
-        stored = delta.read_spark(self.spark, catalog.path_of(entry))
+        caches = []
+        if entry.extra.get("caches"):
+            script, _ = self._script(catalog, view, prov, entry.text, f"<view {name}>", "id", strict=False)
+            for cache in script.caches if script is not None else ():
+                cpath = catalog.root / entry.extra["caches"][cache.name]
+                caches.append(self._compare(cache.name, cache.plan, cpath, view_watermark(cpath), limit))
+        own = self._compare(name, prov.plan, catalog.path_of(entry), watermark, limit)
+        return replace(own, caches=tuple(caches))
+
+    def _compare(self, name: str, plan, path: Path, watermark: Mapping[str, int], limit: int) -> "Verification":
+        """The stored table at ``path`` compared with ``plan`` recomputed at ``watermark``."""
+        from idivm.exec.materialize import compare_frames, data_errors
+
+        expected = self._evaluate_at(self.catalog, plan, watermark)
+        stored = delta.read_spark(self.spark, path)
         with data_errors(name):
             diff = compare_frames(stored, expected, limit)
-        return Verification(name, watermark, diff.rows, diff.missing, diff.extra,
+        return Verification(name, dict(watermark), diff.rows, diff.missing, diff.extra,
                             diff.missing_examples, diff.extra_examples)
 
     def views(self) -> list["ViewInfo"]:
@@ -517,7 +601,7 @@ class Warehouse:
 
         base = catalog.base_tables()
         signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
-        script, note = self._script(catalog, view.name, prov, text, filename, "id", strict=False)
+        script, note = self._script(catalog, view, prov, text, filename, "id", strict=False)
         return Explanation(view, prov, signatures, script, note).render(format)
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
@@ -562,39 +646,42 @@ class Warehouse:
                          version=delta.version(path), schema=entry.schema, path=path, created=entry.created,
                          element_keys={p: tuple(k) for p, k in entry.element_keys.items()})
 
-    def _install(self, rel: str, write: Callable[[Path], Any], register: Callable[[Catalog], None]) -> Path:
-        """Write a new Delta table at ``<warehouse>/<rel>`` and register it in the catalog, all or nothing.
+    def _install(self, writes: Sequence[tuple[str, Callable[[Path], Any]]],
+                 register: Callable[[Catalog], None]) -> None:
+        """Write new Delta tables at ``<warehouse>/<rel>`` and register them in the catalog, all
+        or nothing.
 
-        ``write(staging_dir)`` writes the table into a hidden staging directory
-        next to its final place; it is then renamed into place and
-        ``register(catalog)`` records it; the catalog is saved last.  On any
-        failure the staging/final directory and any directories this call
+        Each ``write(staging_dir)`` writes its table into a hidden staging directory
+        next to its final place; once all are written they are renamed into place and
+        ``register(catalog)`` records them; the catalog is saved last.  On any
+        failure the staging/final directories and any directories this call
         created are removed and the catalog file is left untouched.
         """
-        final = self.path / rel
-        staging = final.parent / f".{final.name}.creating-{uuid.uuid4().hex[:12]}"
-        created_dirs = [d for d in (final.parent, *final.parent.parents) if not d.exists()]
-        placed = False
+        finals = [self.path / rel for rel, _ in writes]
+        stagings = [f.parent / f".{f.name}.creating-{uuid.uuid4().hex[:12]}" for f in finals]
+        created_dirs: list[Path] = []
+        for f in finals:
+            created_dirs += [d for d in (f.parent, *f.parent.parents) if not d.exists() and d not in created_dirs]
+        placed: list[Path] = []
         try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            write(staging)
-            os.rename(staging, final)
-            placed = True
+            for (_, write), final, staging in zip(writes, finals, stagings):
+                final.parent.mkdir(parents=True, exist_ok=True)
+                write(staging)
+            for final, staging in zip(finals, stagings):
+                os.rename(staging, final)
+                placed.append(final)
             catalog = self.catalog
             register(catalog)
             catalog.save()
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            if placed:
-                shutil.rmtree(final, ignore_errors=True)
-            for d in created_dirs:  # deepest first
+            for d in stagings + placed:
+                shutil.rmtree(d, ignore_errors=True)
+            for d in sorted(created_dirs, key=lambda d: len(d.parts), reverse=True):  # deepest first
                 try:
                     d.rmdir()
                 except OSError:
                     pass
             raise
-        return final
-
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:
     """(text, file name) of a view given as SQL++ text or as a path to a file holding it."""

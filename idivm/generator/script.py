@@ -13,6 +13,12 @@ plans over the base-table i-diffs and states:
 ``Δu(T)``
     T's rows whose non-conditional attributes were updated: post values, and
     the pre values in the field ``__idivm_pre``;
+``Δpost(T)`` / ``Δpre(T)``
+    the rows of ``Δ(T)``'s keys in the post state (those that exist after the
+    change) / in the pre state (those that existed before): the insert and the
+    delete halves of the replace i-diff with all their values, which semantic
+    minimization (:mod:`idivm.generator.minimize`) reads instead of ``T@post`` /
+    ``T@pre`` semijoined with ``Δ(T)``;
 ``T@post`` / ``T@pre``
     the post state (the versions maintenance pins) / the pre state (the view's
     watermark) of T.
@@ -24,14 +30,19 @@ Statements are applied together, as one MERGE into the view (see
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TableRef
 from idivm.algebra.printer import format_plan
+from idivm.provenance.ids import HIDDEN
+from idivm.types import TupleType
 
 PRE = "@pre"
 POST = "@post"
+#: the field of a ``Δu(T)`` row holding the pre values of T's non-key attributes (a tuple)
+PRE_FIELD = f"{HIDDEN}pre"
 
 
 def delta_keys(table: str) -> str:
@@ -40,6 +51,29 @@ def delta_keys(table: str) -> str:
 
 def delta_updates(table: str) -> str:
     return f"Δu({table})"
+
+
+def delta_post_rows(table: str) -> str:
+    return f"Δpost({table})"
+
+
+def delta_pre_rows(table: str) -> str:
+    return f"Δpre({table})"
+
+
+_SOURCE = re.compile(r"(Δ|Δu|Δpost|Δpre)\((.+)\)")
+
+
+def parse_source(name: str) -> tuple[str, str]:
+    """``(kind, table)`` of a source a Δ-script scans: kind ``Δ``, ``Δu``, ``Δpost``, ``Δpre``
+    (the base i-diffs) or ``@post``, ``@pre`` (the states).  Raises ValueError otherwise."""
+    m = _SOURCE.fullmatch(name)
+    if m:
+        return m.group(1), m.group(2)
+    table, at, state = name.rpartition("@")
+    if at and table and "@" + state in (PRE, POST):
+        return "@" + state, table
+    raise ValueError(f"not a source of a Δ-script: {name!r}")
 
 
 @dataclass(frozen=True)
@@ -110,18 +144,43 @@ class Statement:
 
 
 @dataclass(frozen=True)
+class Cache:
+    """An intermediate cache (§2.4 pass 3): table ``name`` holding the rows of ``plan`` (with
+    its hidden ID columns ``key``), maintained by its own ``script`` before the view, whose
+    statements read it like a base table (see :mod:`idivm.generator.caches`)."""
+
+    name: str
+    plan: O.ReturnBag
+    key: tuple[str, ...]
+    type: TupleType
+    script: "DeltaScript"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "key": list(self.key), "type": self.type.to_json(),
+                "plan": format_plan(self.plan), "script": self.script.to_json()}
+
+
+@dataclass(frozen=True)
 class DeltaScript:
     view: str
     strategy: str  # "id" or "tuple"
     tables: tuple[TableDiffs, ...]
     statements: tuple[Statement, ...]
     id_columns: tuple[str, ...] = field(default=())
+    #: intermediate caches, maintained in this order before the view's statements run
+    caches: tuple[Cache, ...] = field(default=())
 
     def table(self, name: str) -> TableDiffs | None:
         return next((t for t in self.tables if t.table == name), None)
 
     def render(self) -> str:
-        lines = [f"Δ-script of {self.view} ({self.strategy}-based, thesis §2.4 / Fig. 2.7):"]
+        lines = []
+        for c in self.caches:
+            lines.append(f"cache {c.name} (IDs {', '.join(c.key)}), the rows of:")
+            lines.append(_indent(format_plan(c.plan), 2))
+            lines.append(c.script.render())
+            lines.append("")
+        lines.append(f"Δ-script of {self.view} ({self.strategy}-based, thesis §2.4 / Fig. 2.7):")
         for t in self.tables:
             lines.append(f"  {t.table} (key {', '.join(t.key)}): reads {', '.join(t.read) or 'no attribute'}; "
                          f"conditional: {', '.join(t.conditional) or 'none'}")
@@ -136,9 +195,12 @@ class DeltaScript:
         return "\n".join(lines)
 
     def to_json(self) -> dict:
-        return {"view": self.view, "strategy": self.strategy, "id_columns": list(self.id_columns),
-                "tables": [t.to_json() for t in self.tables],
-                "statements": [s.to_json() for s in self.statements]}
+        out = {"view": self.view, "strategy": self.strategy, "id_columns": list(self.id_columns),
+               "tables": [t.to_json() for t in self.tables],
+               "statements": [s.to_json() for s in self.statements]}
+        if self.caches:
+            out["caches"] = [c.to_json() for c in self.caches]
+        return out
 
 
 def _indent(text: str, n: int) -> str:

@@ -1,0 +1,169 @@
+"""Intermediate caches below aggregates (thesis §2.4 pass 3, Examples 2.4.6–2.4.7, footnote 6).
+
+* Which aggregates get a cache: the select-project-join below γ of Fig. 2.5b does (its
+  joins are lookups: devices_parts ⋈ parts on pid, ⋈ devices on did); a many-to-many join
+  (multi-valued dependency), a single table, and tuple-based maintenance do not.
+* The Δ-script of Fig. 2.5b with its cache (the shape of Fig. 2.7): a price update is an
+  update of the cache rows holding the part, then an increment of their devices' cost
+  that reads the cache's i-diff and no base table.
+* Runs keep view and cache equal to their recomputations (``verify`` checks both), also
+  after a run that ``auto`` recomputes, and after a crash between the cache's commit and
+  the view's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from idivm.datasets import devices, view_path
+from idivm.demo import sample_path
+from idivm.warehouse import Warehouse
+
+
+def _rows(table: str) -> list[dict]:
+    return [json.loads(line) for line in sample_path("devices", table).read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def thesis(make_warehouse) -> Warehouse:
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    return wh
+
+
+def _table_read(name: str) -> str:
+    """The table behind a state or i-diff a statement reads: ``Δu(t)``, ``t@post`` -> ``t``."""
+    return name.split("(")[-1].rstrip(")").split("@")[0]
+
+
+def _script(wh: Warehouse, text) -> dict:
+    return json.loads(wh.explain(text, "json"))["delta_script"]
+
+
+def test_the_input_of_the_aggregate_of_fig_2_5b_is_cached(thesis):
+    script = _script(thesis, view_path("devices_cost"))
+    (cache,) = script["caches"]
+    assert cache["name"] == "phone_cost$cache1"
+    # the SPJ below γ, with the columns γ reads and the IDs of the join (did, pid)
+    assert sorted(cache["key"]) == ["__idivm_id_did", "__idivm_id_pid"]
+    assert [n for n, _ in cache["type"]["tuple"]][:2] == ["devices_parts_did", "parts_price"]
+    assert "GroupBy" not in cache["plan"] and "InnerJoin" in cache["plan"]
+    # the view's statements read the cache (its states and i-diffs), never a base table
+    for s in script["statements"]:
+        assert {_table_read(r) for r in s["reads"]} == {"phone_cost$cache1"}, s["reads"]
+    # a price update: an update of the cache rows by their partial ID pid (no state read) ...
+    (upd,) = [s for s in cache["script"]["statements"] if s["origin"] == "Δu(parts) AS parts"]
+    assert upd["kind"] == "update" and upd["on"] == ["__idivm_id_pid"] and upd["reads"] == ["Δu(parts)"]
+    # ... then an increment of cost, from the cache's non-conditional update i-diff
+    (inc,) = [s for s in script["statements"] if s["kind"] == "increment"]
+    assert inc["origin"] == "Δu(phone_cost$cache1) AS cache" and [c for c, _ in inc["set"]] == ["cost"]
+    assert {t["table"]: t["conditional"] for t in script["tables"]} == {"phone_cost$cache1": ["devices_parts_did"]}
+
+
+def test_no_cache_over_many_to_many_joins_single_tables_or_tuple_based(make_warehouse):
+    wh = make_warehouse()
+    wh.create_table("r", "rid", pa.table({"rid": [1, 2], "g": [1, 1], "y": [5, 6]}))
+    wh.create_table("s", "sid", pa.table({"sid": [1, 2], "y": [5, 5], "v": [1.0, 2.0]}))
+    many = "CREATE VIEW m AS SELECT r.g, SUM(s.v) AS t FROM r JOIN s ON r.y = s.y GROUP BY r.g"
+    assert "caches" not in _script(wh, many)  # r ⋈ s on a non-key: each r row meets many s rows
+    lookup = "CREATE VIEW l AS SELECT r.g, SUM(s.v) AS t FROM r JOIN s ON r.y = s.sid GROUP BY r.g"
+    assert len(_script(wh, lookup)["caches"]) == 1  # s's key is determined: a lookup
+    single = "CREATE VIEW one AS SELECT r.g, COUNT(*) AS n FROM r WHERE r.y > 5 GROUP BY r.g"
+    assert "caches" not in _script(wh, single)
+    wh.define(lookup, strategy="tuple")
+    assert not (wh.path / "views" / "l.caches").exists()
+
+
+def _price_changes(path, factor: float, parts: list[dict]) -> None:
+    path.write_text("".join(json.dumps({**p, "price": round(p["price"] * factor, 2)}) + "\n" for p in parts))
+
+
+def test_runs_keep_view_and_cache_equal_to_their_recomputations(thesis, tmp_path):
+    info = thesis.define(view_path("devices_cost"), strategy="id")
+    assert (thesis.path / "views" / "phone_cost.caches" / "1" / "_delta_log").is_dir()
+    parts, dps = _rows("parts"), _rows("devices_parts")
+    _price_changes(tmp_path / "p.jsonl", 1.5, parts[:2])
+    thesis.ingest("parts", tmp_path / "p.jsonl", format="rows")
+    (r,) = thesis.maintain("phone_cost")
+    assert r.strategy == "id" and r.version == info.version + 1 and r.inserted == 0 and r.deleted == 0
+    check = thesis.verify("phone_cost")
+    assert check.ok and len(check.caches) == 1, check.summary()
+    # a link deleted, another inserted, a device's category changed (conditional: replace)
+    d0 = dps[0]
+    (tmp_path / "dp.jsonl").write_text(json.dumps({"__delete": {"did": d0["did"], "pid": d0["pid"]}}) + "\n"
+                                       + json.dumps({"did": d0["did"], "pid": parts[-1]["pid"]}) + "\n")
+    thesis.ingest("devices_parts", tmp_path / "dp.jsonl", format="rows")
+    dev = _rows("devices")[0]
+    other = "laptop" if dev["category"] == "phone" else "phone"
+    (tmp_path / "d.jsonl").write_text(json.dumps({**dev, "category": other}) + "\n")
+    thesis.ingest("devices", tmp_path / "d.jsonl", format="rows")
+    (r,) = thesis.maintain("phone_cost")
+    assert r.strategy == "id"
+    check = thesis.verify("phone_cost")
+    assert check.ok, check.summary()
+
+
+def test_verify_catches_a_corrupted_cache(thesis):
+    from idivm.storage import delta
+
+    thesis.define(view_path("devices_cost"), strategy="id")
+    cache = thesis.path / "views" / "phone_cost.caches" / "1"
+    table = delta.read_arrow(cache)
+    i = table.schema.get_field_index("parts_price")
+    bad = table.set_column(i, "parts_price", pa.array([v + 1 for v in table.column(i).to_pylist()], pa.float64()))
+    delta.write_arrow(cache, bad, mode="overwrite")
+    check = thesis.verify("phone_cost")
+    assert not check.ok and "cache phone_cost$cache1 differs" in check.summary()
+    assert "view phone_cost matches" in check.summary()
+
+
+def test_auto_recompute_refreshes_the_cache_too(make_warehouse, tmp_path):
+    wh = make_warehouse()
+    parts = [{"pid": p, "price": float(p)} for p in range(20)]
+    wh.create_table("parts", ["pid"], pa.Table.from_pylist(parts))
+    wh.create_table("devices", ["did"], pa.Table.from_pylist(
+        [{"did": d, "category": "phone" if d % 4 else "tv"} for d in range(40)]))
+    wh.create_table("devices_parts", ["did", "pid"], pa.Table.from_pylist(
+        [{"did": d, "pid": (d * 7 + i) % 20} for d in range(40) for i in range(3)]))
+    wh.define(view_path("devices_cost"))  # auto: 30 phones
+    _price_changes(tmp_path / "all.jsonl", 2.0, parts)  # 40 change rows: large, recomputed
+    wh.ingest("parts", tmp_path / "all.jsonl", format="rows")
+    (r,) = wh.maintain("phone_cost")
+    assert r.strategy == "recompute"
+    assert wh.verify("phone_cost").ok
+    _price_changes(tmp_path / "one.jsonl", 3.0, parts[1:2])  # small: ID-based, from the cache
+    wh.ingest("parts", tmp_path / "one.jsonl", format="rows")
+    (r,) = wh.maintain("phone_cost")
+    assert r.strategy == "id" and r.updated > 0
+    check = wh.verify("phone_cost")
+    assert check.ok, check.summary()
+
+
+def test_a_crash_between_the_cache_commit_and_the_view_commit_is_recovered(thesis, tmp_path, monkeypatch):
+    thesis.define(view_path("devices_cost"), strategy="id")
+    _price_changes(tmp_path / "p.jsonl", 1.25, _rows("parts")[:3])
+    thesis.ingest("parts", tmp_path / "p.jsonl", format="rows")
+    real = Warehouse._apply_script
+
+    def crash_on_the_view(self, script, path, *args, **kwargs):
+        if script.view == "phone_cost":
+            raise KeyboardInterrupt("crash after the cache committed")
+        return real(self, script, path, *args, **kwargs)
+
+    monkeypatch.setattr(Warehouse, "_apply_script", crash_on_the_view)
+    with pytest.raises(KeyboardInterrupt):
+        thesis.maintain("phone_cost")
+    monkeypatch.setattr(Warehouse, "_apply_script", real)
+    from idivm.warehouse import view_watermark
+
+    cache = thesis.path / "views" / "phone_cost.caches" / "1"
+    view = thesis.path / "views" / "phone_cost"
+    assert view_watermark(cache)["parts"] == view_watermark(view)["parts"] + 1  # only the cache moved
+    (r,) = thesis.maintain("phone_cost")
+    assert r.strategy == "id" and r.version is not None
+    check = thesis.verify("phone_cost")
+    assert check.ok, check.summary()
