@@ -192,7 +192,7 @@ def _cell(v: Any, width: int = 60) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
 def explain(ctx: click.Context, target: str, fmt: str) -> None:
-    """Print the plan, IDs and base-table signatures of view NAME or of the view in FILE."""
+    """Print the plan, IDs, base-table signatures, indexes and Δ-script of view NAME or of the view in FILE."""
     wh = open_warehouse(ctx)
     views = wh.catalog.views
     if target in views:

@@ -2,8 +2,10 @@
 
 Sections: the view's type and IDs; the plan annotated with the IDs of every
 operator (thesis Fig. 2.5a, Table 2.1 / 2.6); the base-table i-diff signatures
-(§2.5, §2.14.1).  Each section is printed from the immutable values the
-pipeline stages produce; nothing is computed here.
+(§2.5, §2.14.1); the global provenance indexes selected for the view's i-diffs
+(§2.15.2) with the upper bound of §2.15.4; the Δ-script.  Each section is
+printed from the immutable values the pipeline stages produce; nothing is
+computed here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from idivm.algebra.printer import describe, format_plan
 from idivm.diffs.base_signatures import BaseSignatures
 from idivm.generator.script import DeltaScript
 from idivm.provenance.ids import ProvenanceResult
+from idivm.provenance.indexes import IndexSelection
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Explanation:
     #: the ID-based Δ-script, or why there is none (constructs without i-diff rules)
     script: DeltaScript | None = None
     no_script: str = ""
+    indexes: IndexSelection | None = None
 
     def to_text(self) -> str:
         ids = ", ".join(n for _, n in self.provenance.view_ids)
@@ -41,6 +45,7 @@ class Explanation:
             "base-table i-diff signatures (§2.5, §2.14.1):",
             str(self.signatures),
             "",
+            *(["global provenance indexes (§2.15.2):", str(self.indexes), ""] if self.indexes is not None else []),
             script,
         ])
 
@@ -61,6 +66,7 @@ class Explanation:
             "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
             "plan": node(self.view.plan),
             "base_signatures": self.signatures.to_json(),
+            **({"indexes": self.indexes.to_json()} if self.indexes is not None else {}),
             "delta_script": self.script.to_json() if self.script is not None else {"none": self.no_script},
         }
 

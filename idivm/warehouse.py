@@ -589,7 +589,8 @@ class Warehouse:
 
     def explain(self, name_or_text: str | os.PathLike, format: str = "text") -> str:
         """What idivm knows about a defined view (by name) or a ``CREATE VIEW`` text or file:
-        plan, IDs and base-table signatures, as text or JSON (``format="json"``)."""
+        plan, IDs, base-table signatures, global provenance indexes and Δ-script, as text or JSON
+        (``format="json"``)."""
         catalog = self.catalog
         if isinstance(name_or_text, str) and name_or_text in catalog.views:
             text, filename = catalog.view(name_or_text).text, f"<view {name_or_text}>"
@@ -598,11 +599,13 @@ class Warehouse:
         view, prov = self._plan(text, filename, catalog)
         from idivm.diffs.base_signatures import generate_base_signatures
         from idivm.explain import Explanation
+        from idivm.provenance.indexes import select_indexes
 
         base = catalog.base_tables()
         signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
+        indexes = select_indexes(view.plan, prov, signatures)
         script, note = self._script(catalog, view, prov, text, filename, "id", strict=False)
-        return Explanation(view, prov, signatures, script, note).render(format)
+        return Explanation(view, prov, signatures, script, note, indexes).render(format)
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
         """Parse, plan and infer provenance; errors carry the view text."""

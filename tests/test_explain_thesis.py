@@ -3,7 +3,7 @@
 Each view is planned over the shipped sample of its dataset; its printout is
 compared with ``tests/goldens/explain_thesis/<view>.txt`` (``pytest
 --update-goldens`` rewrites them).  The JSON form is checked against the text:
-same view IDs, every operator of the plan annotated, same base tables.
+same view IDs, every operator of the plan annotated, same base tables, same indexes.
 """
 
 from __future__ import annotations
@@ -96,7 +96,16 @@ def test_explain_json_agrees_with_text(warehouses, view):
             assert name in plan_text
 
     script_start = next(i for i, line in enumerate(lines) if line.startswith(("Δ-script of", "no Δ-script")))
-    signature_lines = lines[sig_start + 1:script_start - 1]
+    index_start = lines.index("global provenance indexes (§2.15.2):")
+    signature_lines = lines[sig_start + 1:index_start - 1]
+    index_lines = lines[index_start + 1:lines.index("", index_start)]
+    selected = data["indexes"]["selected"]
+    assert index_lines[0].startswith(f"{len(selected)} index")
+    assert f"upper bound (§2.15.4) {data['indexes']['bound']['value']} = " in index_lines[0]
+    assert len(selected) <= data["indexes"]["bound"]["value"]
+    assert [line.split("  <- ")[0].strip() for line in index_lines[1:]] == [
+        (".".join(i["collection"]) or "root") + " " + " / ".join(f"#({', '.join(n)})" for n in i["levels"])
+        for i in selected]
     script = data["delta_script"]
     if "statements" in script:  # the Δ-script section: one "Δi from ..." line per statement
         heads = [line for line in lines[script_start:] if re.match(r"Δ\d+ from ", line)]

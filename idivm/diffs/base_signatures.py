@@ -12,7 +12,9 @@ attributes the view reads (post-state only).  Keys are immutable and never
 updated (§2.5, footnote 7).  Collections read by a wildcard (the whole tuple is
 used, e.g. ``SELECT r`` or ``GROUP AS``, or every attribute of it, as
 ``SELECT r.*`` does) are recorded for log conversion (§2.14.1's optimization):
-any change to their elements reaches the view.
+any change to their elements reaches the view.  :func:`condition_attributes` gives the
+``C_op`` of each operator (which base attributes its condition reads), for the passes that
+decide where an update is conditional (index selection, §2.15).
 
 The analysis is an abstract interpretation of the plan over *origins*: each
 variable is bound to an element of a base collection (table, collection path),
@@ -144,6 +146,7 @@ class _Usage:
     projected: dict[Collection, set[str]] = field(default_factory=dict)  # attributes reaching outputs
     wildcard: set[Collection] = field(default_factory=set)  # elements projected whole
     conditions: list[dict[Collection, set[tuple[str, ...]]]] = field(default_factory=list)
+    by_operator: dict[O.Operator, dict[Collection, set[tuple[str, ...]]]] = field(default_factory=dict)
 
 
 def generate_base_signatures(plan: O.Operator, keys: Mapping[str, tuple[str, ...]],
@@ -159,6 +162,18 @@ def generate_base_signatures(plan: O.Operator, keys: Mapping[str, tuple[str, ...
     for coll in usage.scanned:
         out.append(_signatures(coll, usage, keys, types, element_keys or {}))
     return BaseSignatures(tuple(out))
+
+
+def condition_attributes(plan: O.Operator) -> dict[O.Operator, frozenset[tuple[Collection, str]]]:
+    """``C_op`` of §2.5 / §2.14.1 for every operator of ``plan`` that has a condition (selection,
+    join / semijoin / antijoin condition, grouping keys, DISTINCT's variables), nested plans
+    included: the base attributes it reads, as (collection, attribute) pairs.  A condition on
+    the elements of a nested collection reads the collection's attribute in its parent (as in
+    the conditional update signatures).  Operators are keyed by value, as IDs are."""
+    usage = _Usage()
+    _Analysis(usage).plan(plan, {})
+    return {op: frozenset((coll, p[0]) for coll, paths in attrs.items() for p in paths)
+            for op, attrs in usage.by_operator.items()}
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -193,15 +208,15 @@ class _Analysis:
                 return b
             case O.Select(input=i, condition=c):
                 b = self.plan(i, env)
-                self.condition(c, b)
+                self.condition(c, b, op)
                 return b
             case O.InnerJoin(left=l, right=r, condition=c) | O.LeftJoin(left=l, right=r, condition=c):
                 b = {**self.plan(l, env), **self.plan(r, env)}
-                self.condition(c, b)
+                self.condition(c, b, op)
                 return b
             case O.SemiJoin(left=l, right=r, condition=c) | O.AntiJoin(left=l, right=r, condition=c):
                 bl = self.plan(l, env)
-                self.condition(c, {**bl, **self.plan(r, env)})
+                self.condition(c, {**bl, **self.plan(r, env)}, op)
                 return bl
             case O.Project(input=i, outputs=outs):
                 b = self.plan(i, env)
@@ -247,7 +262,7 @@ class _Analysis:
                 return {**self.plan(l, env), **self.plan(r, env)}
             case O.GroupBy(input=i, keys=keys, aggregates=aggs, group_var=g, group_fields=gf):
                 b = self.plan(i, env)
-                self.condition_terms([t for _, t in keys], b)  # grouping keys decide group membership
+                self.condition_terms([t for _, t in keys], b, op)  # grouping keys decide group membership
                 out = dict(env)
                 for v, a in aggs:
                     out[v] = Derived(frozenset(_origins(self.value(a.arg, b))) if a.arg is not None
@@ -263,7 +278,7 @@ class _Analysis:
             case O.Distinct(input=i):
                 # δ behaves as γ over all its variables (§2.4): they decide which tuples remain
                 b = self.plan(i, env)
-                self.condition_terms([Var(v) for v in op.output_variables()], b)
+                self.condition_terms([Var(v) for v in op.output_variables()], b, op)
                 return b
             case O.ReturnBag():
                 self.returned(op, env)
@@ -330,10 +345,10 @@ class _Analysis:
             if not isinstance(t, TableRef):
                 self.value(t, b)
 
-    def condition(self, c: Term, b: Mapping[str, Value]) -> None:
-        self.condition_terms([c], b)
+    def condition(self, c: Term, b: Mapping[str, Value], op: O.Operator) -> None:
+        self.condition_terms([c], b, op)
 
-    def condition_terms(self, terms: list[Term], b: Mapping[str, Value]) -> None:
+    def condition_terms(self, terms: list[Term], b: Mapping[str, Value], op: O.Operator) -> None:
         attrs: dict[Collection, set[tuple[str, ...]]] = {}
         for t in terms:
             for sub in _maximal_paths(t):
@@ -345,6 +360,9 @@ class _Analysis:
                         attrs.setdefault((table, path[:-1]), set()).add((path[-1],))
         if attrs:
             self.u.conditions.append(attrs)
+            mine = self.u.by_operator.setdefault(op, {})
+            for coll, paths in attrs.items():
+                mine.setdefault(coll, set()).update(paths)
 
 
 def _origins(v: Value | None) -> list[Origin]:
