@@ -63,13 +63,16 @@ def test_price_update_of_fig_2_1b_reads_no_base_table(thesis):
 
 def test_price_update_of_fig_2_5b_is_an_increment_of_cost(thesis):
     script = script_of(thesis, "devices_cost")
+    (cache,) = script["caches"]  # the join below γ (Fig. 2.7; see test_caches)
     (inc,) = [s for s in script["statements"] if s["kind"] == "increment"]
-    assert inc["origin"] == "Δu(parts) AS parts" and [c for c, _ in inc["set"]] == ["cost"]
-    assert "SUM(parts.price - " in inc["plans"]["query"]  # post minus pre, per device
-    # inserts and deletes of devices_parts recompute the devices they touch (γ general)
-    dp = [s for s in script["statements"] if s["origin"].startswith("Δ(devices_parts)")]
-    assert [s["kind"] for s in dp] == ["replace"]
-    assert "devices_parts@pre" in dp[0]["reads"] and "devices_parts@post" in dp[0]["reads"]
+    assert inc["origin"] == f"Δu({cache['name']}) AS cache" and [c for c, _ in inc["set"]] == ["cost"]
+    assert "SUM(cache.parts_price - " in inc["plans"]["query"]  # post minus pre, per device
+    # inserts and deletes of devices_parts replace the cache rows they name (by ID) ...
+    dp = [s for s in cache["script"]["statements"] if s["origin"].startswith("Δ(devices_parts)")]
+    assert [s["kind"] for s in dp] == ["replace"] and dp[0]["on"] == ["__idivm_id_did", "__idivm_id_pid"]
+    # ... and the devices whose cache rows changed are recomputed from the cache (γ general)
+    (regroup,) = [s for s in script["statements"] if s["origin"] == f"Δ({cache['name']}) AS cache"]
+    assert regroup["kind"] == "replace"
 
 
 def _rows(table: str) -> list[dict]:
