@@ -42,7 +42,6 @@ empty batch; ``--runslow`` adds seeds, larger tables and random sequences of bat
 from __future__ import annotations
 
 import copy
-import decimal
 import inspect
 import json
 import random
@@ -57,6 +56,7 @@ import pyarrow as pa
 import pytest
 
 from idivm.datasets import devices, yelp
+from test_relational_views import norm
 from idivm.storage import delta
 from idivm.warehouse import Warehouse
 
@@ -781,15 +781,6 @@ NESTED = [
 
 
 # --- comparison ---------------------------------------------------------------------------------------
-
-def norm(v):
-    """Numbers as floats rounded to 9 significant digits (ints, doubles and decimals alike)."""
-    if isinstance(v, bool) or v is None or isinstance(v, str):
-        return v
-    if isinstance(v, (int, float, decimal.Decimal)):
-        return float(f"{float(v):.9g}")
-    return v
-
 
 def duckdb_bag(con, sql: str) -> tuple[list[str], Counter]:
     cur = con.execute(sql)
