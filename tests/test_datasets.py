@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from idivm import datasets
-from idivm.datasets import devices, yelp
+from idivm.datasets import devices, yelp, yelp_changes
 from idivm.datasets.__main__ import main
 
 
@@ -295,4 +295,285 @@ def test_cli_devices_and_sample(tmp_path, capsys):
             datasets.sample_path("yelp", table).read_bytes()
     with pytest.raises(SystemExit):
         main(["devices", "--scale", "5", "--fanout", "9", "--out", str(tmp_path / "bad")])
+    capsys.readouterr()
+
+
+# ----------------------------------------------------------------------------- yelp change streams
+
+CHANGES_SPEC = yelp.YelpSpec(businesses=40, reviews_per_business=4.0, users_per_business=1.5,
+                             friends_per_user=2.0, elite_fraction=0.4, seed=11)
+
+
+def _batches(spec, batches, n, **kwargs):
+    return list(yelp_changes.change_batches(spec, batches, n, **kwargs))
+
+
+def _keyed(tables):
+    """table -> {key: row} of rows as the generator gives them."""
+    return {name: {tuple(row[k] for k in yelp.KEYS[name]): row for row in rows}
+            for name, rows in tables.items()}
+
+
+def _apply(current, table, event):
+    """Apply one Debezium event to ``current`` (table -> {key: row}) in plain Python, checking
+    that it is well-formed and that its ``before`` is the current row."""
+    assert set(event) == {"before", "after", "op"}
+    op, before, after = event["op"], event["before"], event["after"]
+    rows = current[table]
+    key = yelp.KEYS[table]
+    if op == "c":
+        assert before is None and list(after) == list(yelp.SCHEMAS[table])
+        k = tuple(after[c] for c in key)
+        assert k not in rows, f"insert of an existing {table} row {k}"
+        rows[k] = after
+    elif op == "u":
+        assert list(before) == list(after) == list(yelp.SCHEMAS[table])
+        k = tuple(before[c] for c in key)
+        assert tuple(after[c] for c in key) == k, "an update changes the key"
+        assert rows.get(k) == before, f"update's before is not the current {table} row {k}"
+        assert after != before, "an update that changes nothing"
+        rows[k] = after
+    else:
+        assert op == "d" and after is None
+        k = tuple(before[c] for c in key)
+        assert rows.get(k) == before, f"delete's before is not the current {table} row {k}"
+        del rows[k]
+
+
+def _assert_yelp_invariants(current):
+    businesses, reviews, users = current["businesses"], current["reviews"], current["users"]
+    for (b,), row in businesses.items():
+        assert row["categories"] and len(set(row["categories"])) == len(row["categories"])
+        assert set(row["categories"]) <= set(yelp.CATEGORIES)
+        assert (row["city"], row["state"]) in (yelp.SAN_FRANCISCO, *yelp.OTHER_CITIES)
+    for row in reviews.values():
+        assert (row["business_id"],) in businesses, f"{row['review_id']} names a missing business"
+        assert (row["user_id"],) in users, f"{row['review_id']} names a missing user"
+        assert row["stars"] in range(1, 6)
+    for (u,), row in users.items():
+        assert row["friends"] == sorted(set(row["friends"])) and u not in row["friends"]
+        assert all((f,) in users for f in row["friends"])
+        assert row["elite"] == sorted(set(row["elite"]))
+        assert set(row["elite"]) <= set(yelp_changes.ELITE_YEARS)
+        assert row["fans"] >= 0
+
+
+def test_yelp_changes_deterministic_and_seed_sensitive():
+    first = _batches(CHANGES_SPEC, 3, 60)
+    assert first == _batches(CHANGES_SPEC, 3, 60)
+    assert [b.number for b in first] == [1, 2, 3]
+    assert _batches(CHANGES_SPEC, 3, 60, seed=12) != first
+    assert _batches(CHANGES_SPEC.with_(seed=12), 3, 60) != first
+    # a state loaded from the written rows gives the same stream as one generated from the spec
+    state = yelp_changes.YelpState.of(_materialize(yelp.tables(CHANGES_SPEC)))
+    assert _batches(CHANGES_SPEC, 3, 60, state=state) == first
+    # events are plain JSON
+    for batch in first:
+        for events in batch.events.values():
+            assert [json.loads(json.dumps(e)) for e in events] == events
+
+
+def test_yelp_changes_keep_the_tables_consistent():
+    tables = _materialize(yelp.tables(CHANGES_SPEC))
+    current = _keyed(tables)
+    seen = {name: set(rows) for name, rows in current.items()}  # every key ever used
+    stream = yelp_changes.YelpChanges(CHANGES_SPEC)
+    for _ in range(12):
+        batch = stream.next_batch(80)
+        assert batch.changes == 80 and set(batch.events) == set(yelp.SCHEMAS)
+        for table, events in batch.events.items():
+            for event in events:
+                if event["op"] == "c":
+                    k = tuple(event["after"][c] for c in yelp.KEYS[table])
+                    assert k not in seen[table], f"{table} key {k} reused"
+                    seen[table].add(k)
+                _apply(current, table, event)
+        _assert_yelp_invariants(current)
+        # the stream's own state is the plain-Python application of its events
+        assert stream.state.tables() == {name: [rows[k] for k in sorted(rows)]
+                                         for name, rows in current.items()}
+    assert len(current["businesses"]) > 0 and len(current["reviews"]) > 0
+
+
+def _changed_fields(event):
+    return {f for f in event["before"] if event["before"][f] != event["after"][f]}
+
+
+@pytest.mark.parametrize("kind", yelp_changes.KINDS)
+def test_yelp_changes_each_kind(kind):
+    stream = yelp_changes.YelpChanges(CHANGES_SPEC, mix={kind: 1})
+    before = _keyed(stream.state.tables())
+    batch = stream.next_batch(15)
+    assert batch.kinds == {k: 15 if k == kind else 0 for k in yelp_changes.KINDS}
+    events = batch.events
+    table = {"review": "reviews", "user": "users", "business": "businesses"}[kind.split("_")[0]]
+    others = {t: e for t, e in events.items() if t != table}
+    if kind == "business_delete":
+        # each business delete comes with the deletes of all its reviews
+        gone = {e["before"]["business_id"] for e in events["businesses"]}
+        assert len(gone) == 15 and all(e["op"] == "d" for e in events["businesses"])
+        assert sorted(e["before"]["review_id"] for e in events["reviews"]) == sorted(
+            r for (r,), row in before["reviews"].items() if row["business_id"] in gone)
+        assert all(e["op"] == "d" for e in events["reviews"]) and events["users"] == []
+        return
+    assert all(e == [] for e in others.values())
+    assert len(events[table]) == 15
+    for e in events[table]:
+        if kind.endswith("_insert"):
+            assert e["op"] == "c"
+        elif kind.endswith("_delete"):
+            assert e["op"] == "d"
+        else:
+            assert e["op"] == "u"
+            changed = _changed_fields(e)
+            b, a = e["before"], e["after"]
+            if kind == "review_stars":
+                assert changed == {"stars"}
+            elif kind == "user_fans":
+                assert changed == {"fans"} and 1 <= abs(a["fans"] - b["fans"]) <= 5
+            elif kind == "user_name":
+                assert changed == {"user_name"}
+            elif kind in ("user_friends", "user_elite", "business_categories"):
+                name = {"user_friends": "friends", "user_elite": "elite",
+                        "business_categories": "categories"}[kind]
+                assert changed == {name}
+                assert len(set(a[name]) ^ set(b[name])) == 1  # one element added or removed
+            elif kind == "business_city":
+                assert "city" in changed and changed <= {"city", "state"}
+    if kind == "business_insert":
+        assert all(e["after"]["business_id"] > max(before["businesses"])[0] for e in events["businesses"])
+    if kind == "review_insert":
+        ids = [e["after"]["review_id"] for e in events["reviews"]]
+        assert ids == sorted(ids) and ids[0] > max(before["reviews"])[0]
+
+
+def test_yelp_changes_default_mix_covers_every_kind():
+    assert set(yelp_changes.DEFAULT_MIX) == set(yelp_changes.KINDS)
+    assert all(w > 0 for w in yelp_changes.DEFAULT_MIX.values())
+    totals = Counter()
+    for batch in _batches(CHANGES_SPEC, 4, 100):
+        totals.update(batch.kinds)
+    assert all(totals[k] > 0 for k in yelp_changes.KINDS), totals
+    # an empty batch is a batch
+    assert _batches(CHANGES_SPEC, 1, 0)[0].events == {t: [] for t in yelp_changes.TABLES}
+
+
+def test_yelp_changes_generate_the_database_once(monkeypatch):
+    calls = []
+    generate = yelp.tables
+    monkeypatch.setattr(yelp, "tables", lambda spec: calls.append(spec) or generate(spec))
+    stream = yelp_changes.YelpChanges(CHANGES_SPEC)
+    for _ in range(5):
+        stream.next_batch(50)
+    assert calls == [CHANGES_SPEC]
+
+
+def test_yelp_changes_stop_loudly_when_the_mix_no_longer_applies():
+    spec = yelp.YelpSpec(businesses=3, reviews_per_business=2.0, unreviewed_fraction=0.0, seed=1)
+    stream = yelp_changes.YelpChanges(spec, mix={"review_delete": 1})
+    with pytest.raises(ValueError, match="no kind of the mix applies"):
+        stream.next_batch(100)
+    with pytest.raises(ValueError, match="stopped"):
+        stream.next_batch(1)
+    # kinds that cannot apply are left out of the draw while others can
+    stream = yelp_changes.YelpChanges(spec, mix={"review_delete": 1, "user_fans": 1})
+    reviews = yelp_changes.YelpState.of_spec(spec).count("reviews")
+    assert stream.next_batch(100).kinds["review_delete"] == reviews
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [{}, {"review_stars": 0}, {"nope": 1}, {"review_stars": -1}, {"review_stars": float("nan")},
+     {"review_stars": "1"}],
+)
+def test_yelp_changes_reject_bad_mixes(mix):
+    with pytest.raises(ValueError):
+        yelp_changes.check_mix(mix)
+
+
+def test_yelp_changes_parse_mix():
+    assert yelp_changes.parse_mix("review_stars=2, user_elite=0.5") == {
+        k: {"review_stars": 2.0, "user_elite": 0.5}.get(k, 0) for k in yelp_changes.KINDS}
+    for bad in ("review_stars", "review_stars=x", "nope=1"):
+        with pytest.raises(ValueError):
+            yelp_changes.parse_mix(bad)
+
+
+def test_yelp_state_refuses_dangling_or_empty_changes():
+    state = yelp_changes.YelpState.of(datasets.sample_tables("yelp"))
+    with pytest.raises(ValueError, match="missing business"):
+        state.insert_review(1, 99, 5, "2020-01-01", "x")
+    with pytest.raises(ValueError, match="missing user"):
+        state.insert_review(99, 1, 5, "2020-01-01", "x")
+    with pytest.raises(ValueError):
+        state.update_user(1, friends=[1])  # oneself
+    with pytest.raises(ValueError):
+        state.update_user(1, friends=[2, 2])
+    with pytest.raises(ValueError):
+        state.update_user(1, friends=[99])
+    with pytest.raises(ValueError, match="changes nothing"):
+        state.update_user(1, fans=state.user(1)[1])
+    with pytest.raises(ValueError):
+        state.update_business(1, categories=[])
+    with pytest.raises(ValueError):
+        state.delete_review(9_999)
+    dangling = datasets.sample_tables("yelp")
+    dangling["businesses"] = dangling["businesses"][1:]
+    with pytest.raises(ValueError, match="missing business"):
+        yelp_changes.YelpState.of(dangling)
+    # a deleted id is never handed out again
+    _, event = state.delete_business(6)
+    assert event["op"] == "d"
+    assert state.insert_business("X", "Oakland", "CA", ["Thai"])["after"]["business_id"] == "b000007"
+
+
+def test_yelp_changes_ingest_into_a_warehouse(tmp_path):
+    """Batches written as files ingest cleanly (no Spark) and leave the tables equal to the
+    plain-Python application of their events."""
+    from idivm.storage import delta
+    from idivm.warehouse import Warehouse
+
+    pa = pytest.importorskip("pyarrow")
+    spec = yelp.YelpSpec(businesses=25, users_per_business=1.5, seed=21)
+    tables = _materialize(yelp.tables(spec))
+    wh = Warehouse(tmp_path / "wh")
+    for name, rows in tables.items():
+        schema = datasets.arrow_schema(yelp.SCHEMAS[name])
+        wh.create_table(name, yelp.KEYS[name], pa.Table.from_pylist(rows, schema=schema))
+    current = _keyed(tables)
+    for batch in yelp_changes.change_batches(spec, 3, 40):
+        written = yelp_changes.write_batch(batch, tmp_path / "changes")
+        for name, (path, count) in written.items():
+            assert path == tmp_path / "changes" / f"batch-{batch.number:04d}" / f"{name}.jsonl"
+            assert count == len(batch.events[name])
+            result = wh.ingest(name, path, format="debezium")
+            assert result.changes == count
+            for event in batch.events[name]:
+                _apply(current, name, event)
+        for name, rows in current.items():
+            key = yelp.KEYS[name]
+            stored = sorted(delta.read_arrow(wh.table_path(name)).to_pylist(),
+                            key=lambda r: tuple(r[k] for k in key))
+            assert stored == [rows[k] for k in sorted(rows)], f"{name} after batch {batch.number}"
+
+
+def test_cli_yelp_changes(tmp_path, capsys):
+    out = tmp_path / "y"
+    assert main(["yelp", "--scale", "30", "--seed", "4", "--changes", "2", "--batch-size", "25",
+                 "--mix", "review_stars=1,user_elite=1,business_delete=1", "--changes-seed", "8",
+                 "--out", str(out)]) == 0
+    spec = yelp.YelpSpec(businesses=30, seed=4)
+    for table, rows in _materialize(yelp.tables(spec)).items():
+        assert list(datasets.read_jsonl(out / f"{table}.jsonl")) == rows
+    mix = {"review_stars": 1, "user_elite": 1, "business_delete": 1}
+    for batch in yelp_changes.change_batches(spec, 2, 25, mix=mix, seed=8):
+        for table, events in batch.events.items():
+            path = out / "changes" / f"batch-{batch.number:04d}" / f"{table}.jsonl"
+            assert list(datasets.read_jsonl(path)) == events
+    assert not (out / "changes" / "batch-0003").exists()
+    assert "2 batches of 25 changes" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # refuses to mix batches of two runs
+        main(["yelp", "--scale", "30", "--changes", "1", "--out", str(out)])
+    with pytest.raises(SystemExit):
+        main(["yelp", "--scale", "30", "--changes", "1", "--mix", "nope=1", "--out", str(tmp_path / "z")])
     capsys.readouterr()

@@ -4,7 +4,8 @@ Two datasets, each a module with a frozen spec (sizes and knobs, including ``see
 generator per table, ``tables(spec)``, ``keys(spec)``, ``schemas(spec)`` and the ``SAMPLE`` spec:
 
 * :mod:`idivm.datasets.devices` -- devices/parts/devices_parts (thesis Fig. 2.1a, Fig. 2.11);
-* :mod:`idivm.datasets.yelp` -- businesses/reviews/users, nested (thesis §2.9).
+* :mod:`idivm.datasets.yelp` -- businesses/reviews/users, nested (thesis §2.9); its update
+  streams (batches of Debezium change events) are in :mod:`idivm.datasets.yelp_changes`.
 
 Rows are plain dicts.  This module writes them as JSON Lines or Parquet (streamed in chunks, so
 memory stays bounded at any scale) and locates the shipped samples and views::

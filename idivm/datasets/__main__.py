@@ -3,6 +3,8 @@
 One file per table, ``DIR/<table>.jsonl`` or ``DIR/<table>.parquet``; ``--sample`` writes the
 shipped sample's spec instead of the knobs given.  For ``devices``, ``--price-updates D`` also
 writes ``DIR/price_updates.jsonl``: D rows ``{"pid", "price_pre", "price_post"}`` (Fig. 2.11c).
+For ``yelp``, ``--changes B --batch-size n`` also writes B consecutive batches of n changes as
+Debezium events, ``DIR/changes/batch-0001/<table>.jsonl`` .. (:mod:`idivm.datasets.yelp_changes`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,15 @@ import sys
 import time
 from pathlib import Path
 
-from idivm.datasets import DEFAULT_CHUNK_ROWS, FORMATS, devices, write_dataset, write_jsonl, yelp
+from idivm.datasets import (
+    DEFAULT_CHUNK_ROWS,
+    FORMATS,
+    devices,
+    write_dataset,
+    write_jsonl,
+    yelp,
+    yelp_changes,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +77,16 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"mean friends per user (default {y.friends_per_user})")
     p.add_argument("--elite-fraction", type=float, default=y.elite_fraction,
                    help=f"fraction of users with elite years (default {y.elite_fraction})")
+    p.add_argument("--changes", type=int, default=0, metavar="B",
+                   help="also write B batches of change events (Debezium JSON Lines) to "
+                        "OUT/changes/batch-NNNN/<table>.jsonl (default 0)")
+    p.add_argument("--batch-size", type=int, default=100, metavar="N",
+                   help="changes per batch (default 100); a business delete also deletes its reviews")
+    p.add_argument("--mix", default=None, metavar="KIND=W,...",
+                   help="weights of the kinds of change; kinds not named weigh 0 (default: every kind: "
+                        + ",".join(f"{k}={w:g}" for k, w in yelp_changes.DEFAULT_MIX.items()) + ")")
+    p.add_argument("--changes-seed", type=int, default=None,
+                   help="seed of the change stream (default: the data's seed)")
     return parser
 
 
@@ -109,10 +129,22 @@ def main(argv: list[str] | None = None) -> int:
             updates = devices.price_updates(spec, args.price_updates)
         else:
             updates = None
+        batches = args.changes if args.dataset == "yelp" else 0
+        if batches < 0:
+            raise ValueError("--changes must be >= 0")
+        if batches and args.batch_size < 0:
+            raise ValueError("--batch-size must be >= 0")
+        mix = yelp_changes.parse_mix(args.mix) if batches and args.mix is not None else None
+        if batches and any((args.out / "changes").glob("batch-*")):
+            raise ValueError(f"{args.out / 'changes'} already holds batches of another run: remove it first")
     except ValueError as e:
         parser.error(str(e))
     start = time.perf_counter()
-    written = write_dataset(module.tables(spec), module.schemas(spec), args.out, args.format, args.chunk_rows)
+    tables = module.tables(spec)
+    if batches:  # load the change stream's state from the rows as they are written
+        state = yelp_changes.YelpState()
+        tables = {name: state.recording(name, rows) for name, rows in tables.items()}
+    written = write_dataset(tables, module.schemas(spec), args.out, args.format, args.chunk_rows)
     if updates is not None:
         path = args.out / "price_updates.jsonl"
         rows = ({"pid": pid, "price_pre": pre, "price_post": post} for pid, pre, post in updates)
@@ -120,6 +152,21 @@ def main(argv: list[str] | None = None) -> int:
     print(spec)
     for name, (path, count) in written.items():
         print(f"{count:>12,} rows  {path}")
+    if batches:
+        state.check_references()
+        stream = yelp_changes.YelpChanges(spec, mix, args.changes_seed, state)
+        events = 0
+        for _ in range(batches):
+            try:
+                batch = stream.next_batch(args.batch_size)
+            except ValueError as e:
+                print(f"error: {e} (the {stream.batches} batches before it are written)", file=sys.stderr)
+                return 1
+            written_batch = yelp_changes.write_batch(batch, args.out / "changes")
+            events += sum(count for _, count in written_batch.values())
+        first, last = (yelp_changes.batch_dir(args.out / "changes", k) for k in (1, batches))
+        print(f"{events:>12,} events {first}{f' .. {last.name}' if batches > 1 else ''} "
+              f"({batches} batches of {args.batch_size} changes)")
     print(f"done in {time.perf_counter() - start:.1f}s")
     return 0
 
