@@ -26,10 +26,10 @@ A γ is eligible when (footnote 6) its input
 - is a select-project-join over base tables (scans, σ, ⋈, ⟕, ⋉, ▷) with at least one
   join — a cache of one table would copy it;
 - has no multi-valued dependency: the condition of each inner join equates the IDs of
-  one side with terms of the other (a lookup, such as ``devices_parts ⋈ parts`` on
-  ``pid``), so each tuple meets at most one tuple of that side and the cache holds no
-  more rows than the table it follows; a many-to-many join would make the cache larger
-  than recomputing;
+  one side with terms of the other, of each left join the right side's IDs with terms of
+  the left (a lookup, such as ``devices_parts ⋈ parts`` on ``pid``), so each tuple meets
+  at most one tuple of that side and the cache holds no more rows than the table it
+  follows; a many-to-many join would make the cache larger than recomputing;
 - is read by the γ only through fields of its scan variables (the cache's columns), and
   the γ has no group variable (GROUP AS reads whole tuples).
 
@@ -144,6 +144,8 @@ def _spj_without_mvd(plan: O.Operator, prov: ProvenanceResult) -> bool:
         if isinstance(o, O.InnerJoin) and not (_determined(o, o.right, o.left, prov)
                                                 or _determined(o, o.left, o.right, prov)):
             return False
+        if isinstance(o, O.LeftJoin) and not _determined(o, o.right, o.left, prov):
+            return False  # each left tuple meets at most one right tuple
     ids = prov.ids.get(plan)
     return ids is not None and ids.known
 
