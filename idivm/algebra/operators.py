@@ -416,10 +416,13 @@ def walk(plan: Operator) -> Iterator[Operator]:
         stack.extend(reversed(op.inputs()))
 
 
-def transform_up(plan: Operator, fn: Callable[[Operator], Operator], *, into_nested: bool = True) -> Operator:
+def transform_up(plan: Operator, fn: Callable[[Operator], Operator], *, into_nested: bool = True,
+                 memo: dict[int, Operator] | None = None) -> Operator:
     """Rebuild the plan bottom-up, applying ``fn`` to each operator after its inputs
-    (and nested plans) were transformed.  Shared subplans are transformed once."""
-    memo: dict[int, Operator] = {}
+    (and nested plans) were transformed.  Shared subplans are transformed once; passing
+    the same ``memo`` to several calls extends that to subplans the plans share (the
+    caller keeps the plans alive meanwhile: the memo is keyed by object identity)."""
+    memo = {} if memo is None else memo
 
     def go(op: Operator) -> Operator:
         key = id(op)

@@ -5,9 +5,10 @@
    watermark and the row now: insert+delete is nothing, update+update one
    update with the first pre and the last post, §2.2) and routed: a change of
    attributes the view never reads is dropped; an insert, a delete or an update
-   of a conditional attribute goes to ``Δ(T)`` (keys); an update of
-   non-conditional attributes only goes to ``Δu(T)`` (post row plus the pre
-   values in ``__idivm_pre``).
+   of a conditional attribute goes to ``Δ(T)`` (keys), its row before to
+   ``Δpre(T)`` (unless inserted) and its row after to ``Δpost(T)`` (unless
+   deleted); an update of non-conditional attributes only goes to ``Δu(T)``
+   (post row plus the pre values in ``__idivm_pre``).
 2. *i-diff queries.*  Every statement's plans are evaluated by the Spark plan
    compiler, reading ``T@pre``/``T@post`` at the pinned versions and the
    base i-diffs from memory; statements whose i-diffs are empty are skipped.
@@ -31,8 +32,9 @@ from pyspark.sql import functions as F
 
 from idivm.algebra import operators as O
 from idivm.exec.compiler import TOP, PlanCompiler
-from idivm.generator.generate import PRE_FIELD
-from idivm.generator.script import POST, PRE, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates
+from idivm.generator.script import (
+    POST, PRE, PRE_FIELD, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates, parse_source,
+)
 
 ACTION = "__idivm_action"
 _ORDER = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
@@ -40,13 +42,16 @@ _ORDER = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
 
 @dataclass(frozen=True)
 class BaseDiffs:
-    """The base i-diffs of one run: per table, the keys of replaced rows and the rows of
-    non-conditional updates (Arrow), and how many change rows were read / dropped."""
+    """The base i-diffs of one run: per table, the keys of replaced rows, their rows before
+    and after the change (those that exist), and the rows of non-conditional updates
+    (Arrow); how many change rows were read / dropped."""
 
     keys: Mapping[str, pa.Table]
     updates: Mapping[str, pa.Table]
     change_rows: int
     dropped: int
+    pre_rows: Mapping[str, pa.Table]
+    post_rows: Mapping[str, pa.Table]
 
     def rows(self) -> int:
         return sum(t.num_rows for t in self.keys.values()) + sum(t.num_rows for t in self.updates.values())
@@ -54,7 +59,7 @@ class BaseDiffs:
 
 def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Mapping[str, pa.Schema]) -> BaseDiffs:
     """Condense and route each table's change data feed (``changes``: table -> CDF rows)."""
-    keys, updates = {}, {}
+    keys, updates, pre_rows, post_rows = {}, {}, {}, {}
     read = dropped = 0
     for td in script.tables:
         cdf = changes.get(td.table)
@@ -62,7 +67,7 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
         key_schema = pa.schema([schema.field(k) for k in td.key])
         nonkey = [f for f in schema if f.name not in td.key]
         upd_schema = pa.schema(list(schema) + [pa.field(PRE_FIELD, pa.struct(nonkey))])
-        replaced, updated = [], []
+        replaced, updated, before, after = [], [], [], []
         if cdf is not None and cdf.num_rows:
             read += cdf.num_rows
             for pre, post in _effective(cdf, td.key).values():
@@ -70,6 +75,10 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
                 if route == "replace":
                     row = post if post is not None else pre
                     replaced.append({k: row[k] for k in td.key})
+                    if pre is not None:
+                        before.append({f.name: pre[f.name] for f in schema})
+                    if post is not None:
+                        after.append({f.name: post[f.name] for f in schema})
                 elif route == "update":
                     updated.append({**{f.name: post[f.name] for f in schema},
                                     PRE_FIELD: {f.name: pre[f.name] for f in nonkey}})
@@ -77,7 +86,9 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
                     dropped += 1
         keys[td.table] = pa.Table.from_pylist(replaced, schema=key_schema)
         updates[td.table] = pa.Table.from_pylist(updated, schema=upd_schema)
-    return BaseDiffs(keys, updates, read, dropped)
+        pre_rows[td.table] = pa.Table.from_pylist(before, schema=schema)
+        post_rows[td.table] = pa.Table.from_pylist(after, schema=schema)
+    return BaseDiffs(keys, updates, read, dropped, pre_rows, post_rows)
 
 
 def _effective(cdf: pa.Table, key: tuple[str, ...]) -> dict[tuple, tuple[dict | None, dict | None]]:
@@ -133,15 +144,15 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     table state; ``view`` is the stored view (with its hidden ID columns)."""
     frames: dict[str, DataFrame] = {}
 
+    served = {"Δ": diffs.keys, "Δu": diffs.updates, "Δpre": diffs.pre_rows, "Δpost": diffs.post_rows}
+
     def read_table(name: str) -> DataFrame:
         if name not in frames:
-            if name.startswith("Δu("):
-                frames[name] = spark.createDataFrame(diffs.updates[name[3:-1]])
-            elif name.startswith("Δ("):
-                frames[name] = spark.createDataFrame(diffs.keys[name[2:-1]])
+            kind, table = parse_source(name)
+            if kind in served:
+                frames[name] = spark.createDataFrame(served[kind][table])
             else:
-                table, _, state = name.rpartition("@")
-                frames[name] = read_state(table, "@" + state)
+                frames[name] = read_state(table, kind)
         return frames[name]
 
     compiler = PlanCompiler(spark, read_table)
@@ -218,11 +229,11 @@ def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs
 
 
 def _has_input(s: Statement, diffs: BaseDiffs) -> bool:
-    """Whether a base i-diff the statement starts from is non-empty."""
-    name = s.origin.split(" AS ")[0]
-    if name.startswith("Δu("):
-        return diffs.updates[name[3:-1]].num_rows > 0
-    return diffs.keys[name[2:-1]].num_rows > 0
+    """Whether the base i-diff the statement starts from is non-empty.  (A statement from
+    ``Δ(T)`` may read ``Δpre(T)``/``Δpost(T)`` instead: they are empty when ``Δ(T)`` is,
+    and one of them may be empty when it is not — inserts only, deletes only.)"""
+    kind, table = parse_source(s.origin.split(" AS ")[0])
+    return (diffs.updates if kind == "Δu" else diffs.keys)[table].num_rows > 0
 
 
 def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
