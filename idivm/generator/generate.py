@@ -30,14 +30,14 @@ from idivm.algebra.expressions import (
     Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction,
 )
 from idivm.errors import InternalError, UnsupportedError
+from idivm.generator.minimize import minimize_script
 from idivm.generator.script import (
-    POST, PRE, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates,
+    POST, PRE, PRE_FIELD, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates,
 )
 from idivm.provenance.ids import BRANCH, HIDDEN, Ids, ProvenanceResult
 from idivm.rules import SIDES, Rule, rules_for
 from idivm import types as T
 
-PRE_FIELD = f"{HIDDEN}pre"
 STRATEGIES = ("id", "tuple")
 
 
@@ -83,7 +83,7 @@ def generate(view_name: str, prov: ProvenanceResult, table_keys: Mapping[str, tu
     Raises :class:`UnsupportedError` naming the first operator no rule covers."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown incremental strategy {strategy!r}")
-    return _Generator(view_name, prov, table_keys, table_types, strategy).run()
+    return minimize_script(_Generator(view_name, prov, table_keys, table_types, strategy).run(), table_types)
 
 
 def check_supported(plan: O.Operator) -> None:
