@@ -338,6 +338,8 @@ class Warehouse:
                 crel = f"{rel}.caches/{i}"
                 cdf = self._evaluate_at(catalog, cache.plan, watermark)
                 cmeta = {**metadata, "idivm.operation": "define cache", "idivm.cache": cache.name}
+                if caches:  # the versions of the caches before it (which it may read)
+                    cmeta["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
                 writes.append((crel, lambda p, d=cdf, m=cmeta: delta.write_spark(d, p, mode="error", commit_metadata=m)))
                 caches[cache.name] = crel
             if caches:
@@ -412,6 +414,8 @@ class Warehouse:
                 for cache in planned.caches:
                     cdf = self._evaluate_at(catalog, cache.plan, new)
                     cmeta = {**metadata, "idivm.cache": cache.name, "idivm.strategy": "recompute"}
+                    if versions:
+                        cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
                     with data_errors(view_name):
                         versions[cache.name] = delta.write_spark(cdf, cache_paths[cache.name], mode="overwrite",
                                                                  commit_metadata=cmeta)
@@ -428,28 +432,27 @@ class Warehouse:
         metadata["idivm.strategy"] = script.strategy
         diff_rows = written = 0
         with data_errors(view_name):
-            # caches first (§2.4 pass 3), each from the versions it reflects (after a crash between
-            # a cache's commit and the view's, the cache is already there and is not redone)
-            cache_old = _commit_json(path, "idivm.caches") or {}
-            cache_new = {}
+            # caches first (§2.4 pass 3), in order: each from the versions of the base tables and
+            # of the earlier caches it reflects (after a crash between a cache's commit and the
+            # next one's, the committed caches are already there and are not redone)
+            cache_new: dict[str, int] = {}
             for cache in script.caches:
                 cpath = cache_paths[cache.name]
                 c_old = view_watermark(cpath)
                 if c_old != new:
                     cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name}
                     cchanges = changes if c_old == old else _read_changes(tables, c_old, new)
-                    stats = self._apply_script(cache.script, cpath, tables, c_old, new, cchanges, cmeta, progress)
+                    if cache_new:
+                        cmeta["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
+                    stats = self._apply_script(cache.script, cpath, tables, c_old, new, cchanges, cmeta, progress,
+                                               cache_paths, cache_new)
                     diff_rows += stats["diff_rows"]
                     written += stats["rows_written"]
                 cache_new[cache.name] = delta.version(cpath)
             if cache_new:
                 metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
-                tables = {**tables, **cache_paths}
-                v_old, v_new = {**old, **cache_old}, {**new, **cache_new}
-                changes = {**changes, **_read_changes(cache_paths, cache_old, cache_new)}
-            else:
-                v_old, v_new = old, new
-            stats = self._apply_script(script, path, tables, v_old, v_new, changes, metadata, progress)
+            stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
+                                       cache_paths, cache_new)
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
                                  time.monotonic() - started, diff_rows=diff_rows + stats["diff_rows"],
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
@@ -474,12 +477,30 @@ class Warehouse:
             return None, f"recompute: {e.message}"
 
     def _apply_script(self, script, path: Path, tables: Mapping[str, Path], old: Mapping[str, int],
-                      new: Mapping[str, int], changes, metadata, progress) -> dict:
+                      new: Mapping[str, int], changes, metadata, progress,
+                      cache_paths: Mapping[str, Path] | None = None,
+                      cache_versions: Mapping[str, int] | None = None) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
-        (the view or a cache), one commit; ``tables``: the tables the script reads."""
+        (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
+        data feeds from ``old`` to ``new``.  The caches the script reads (of ``cache_paths``) are
+        read from the versions the table at ``path`` reflects (its last commit's
+        ``idivm.caches``) to ``cache_versions``."""
         import pyarrow as pa
 
         from idivm.exec.delta_script import ACTION, base_diffs, evaluate
+
+        read = [t.table for t in script.tables if t.table in (cache_paths or {})]
+        if read:
+            reflected = _commit_json(path, "idivm.caches") or {}
+            missing = [c for c in read if c not in reflected or c not in (cache_versions or {})]
+            if missing:
+                raise CatalogError(f"{script.view} records no version of its caches {', '.join(missing)}; "
+                                   "define the view again")
+            paths = {c: cache_paths[c] for c in read}  # type: ignore[index]
+            tables = {**tables, **paths}
+            old = {**old, **{c: reflected[c] for c in read}}
+            new = {**new, **{c: cache_versions[c] for c in read}}  # type: ignore[index]
+            changes = {**changes, **_read_changes(paths, old, {c: new[c] for c in read})}
 
         schemas = {t: delta.schema(tables[t]) for t in new}
         diffs = base_diffs(script, changes, schemas)

@@ -38,6 +38,7 @@ Only ID-based maintenance uses caches; tuple-based IVM cannot benefit from them 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Mapping
 
@@ -46,6 +47,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var
 from idivm.errors import InternalError
 from idivm.generator.generate import _substitute, check_supported, generate
+from idivm.generator.operator_caches import split_at_averages
 from idivm.generator.script import Cache, DeltaScript
 from idivm.provenance.ids import ProvenanceResult, infer_provenance
 
@@ -76,9 +78,10 @@ def cache_name(view: str, n: int) -> str:
 
 
 def split_at_caches(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
-                    table_types: Mapping[str, T.TupleType]) -> CacheSplit | None:
+                    table_types: Mapping[str, T.TupleType], names=None) -> CacheSplit | None:
     """The caches of ``plan`` and the plan reading them; None when no γ is eligible.
-    ``prov`` is the provenance of ``plan`` (its ``ids`` are keyed by ``plan``'s operators)."""
+    ``prov`` is the provenance of ``plan`` (its ``ids`` are keyed by ``plan``'s operators);
+    ``names()`` gives the table name of the next cache (default: ``view``'s caches from 1)."""
     taken = {v for op in O.walk(plan) for v in op.output_variables()}
     caches: list[CachePlan] = []
     replaced: dict[int, O.Operator] = {}
@@ -88,7 +91,7 @@ def split_at_caches(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
         columns = _columns(op, table_types)
         if columns is None or not _spj_without_mvd(op.input, prov):
             continue
-        name = cache_name(view, len(caches) + 1)
+        name = names() if names is not None else cache_name(view, len(caches) + 1)
         var = _fresh("cache", taken)
         taken.add(var)
         cols = tuple((c, t) for c, (t, _) in columns.items())
@@ -199,28 +202,68 @@ def generate_view(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
                   element_keys: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
                   strategy: str = "id", caches: bool = True) -> DeltaScript:
     """The Δ-script of the view of ``plan`` (``prov`` its provenance); ID-based scripts
-    maintain intermediate caches below the aggregates where they are eligible (module doc).
+    maintain intermediate caches below the aggregates where they are eligible (module doc)
+    and operator caches of AVG (:mod:`idivm.generator.operator_caches`).
 
     Raises :class:`UnsupportedError` naming the first operator no rule covers."""
     check_supported(prov.plan)
-    split = split_at_caches(view, plan, prov, table_types) if strategy == "id" and caches else None
+    if strategy == "id" and caches:
+        for averages in (True, False):  # without operator caches if they would change the view's IDs
+            made: list[Cache] = []
+            numbers = itertools.count(1)
+            script = _generate_cached(view, plan, prov, dict(table_keys), dict(table_types), element_keys,
+                                      made, lambda: cache_name(view, next(numbers)), averages)
+            if script is not None:
+                return replace(script, caches=tuple(made))
+    return generate(view, prov, table_keys, table_types, strategy)
+
+
+def _generate_cached(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dict, types: dict,
+                     element_keys, made: list[Cache], names, averages: bool = True) -> DeltaScript | None:
+    """The ID-based Δ-script of ``name`` reading the caches it creates: operator caches of its
+    AVG aggregates, intermediate caches below its other aggregates (each itself maintained by a
+    script that may read caches below it).  The caches are appended to ``made`` in the order
+    they are maintained (a cache after those it reads), with their keys and row types added to
+    ``keys`` and ``types``.  None when ``plan`` gets no cache, or reading them would change the
+    ID columns the table of ``name`` is stored with (then nothing is appended).  ``averages``:
+    whether to make operator caches."""
+    before = len(made)
+    upper: O.ReturnBag = plan
+    split_avg = split_at_averages(plan, types, names) if averages else None
+    if split_avg is not None:
+        for c in split_avg.caches:
+            cprov = infer_provenance(c.plan, keys, types, element_keys)
+            script = _generate_cached(c.name, c.plan, cprov, keys, types, element_keys, made, names) \
+                or generate(c.name, cprov, keys, types, "id")
+            hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
+            id_columns = tuple(col for col, _ in cprov.view_ids)
+            row_type = T.TupleType(c.type.fields + tuple(
+                (col, (c.type.field(hidden[col].name) if isinstance(hidden[col], Var) else None) or T.ANY)
+                for col in id_columns))
+            made.append(Cache(c.name, cprov.plan, c.key, row_type, script))  # type: ignore[arg-type]
+            keys[c.name], types[c.name] = c.key, row_type
+        upper = split_avg.upper
+    uprov = infer_provenance(upper, keys, types, element_keys) if upper is not plan else prov
+    split = split_at_caches(name, upper, uprov, types, names)
     if split is not None:
-        keys, types = dict(table_keys), dict(table_types)
-        made = []
         for c in split.caches:
-            cprov = infer_provenance(c.plan, table_keys, table_types, element_keys)
+            cprov = infer_provenance(c.plan, keys, types, element_keys)
             key = tuple(col for col, _ in cprov.view_ids)
             hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
-            row_type = T.TupleType(c.type.fields + tuple((col, _type_of(hidden[col], c.plan, table_types))
+            row_type = T.TupleType(c.type.fields + tuple((col, _type_of(hidden[col], c.plan, types))
                                                          for col in key))
             made.append(Cache(c.name, cprov.plan, key, row_type,  # type: ignore[arg-type]
-                                generate(c.name, cprov, table_keys, table_types, "id")))
+                              generate(c.name, cprov, keys, types, "id")))
             keys[c.name], types[c.name] = key, row_type
-        upper = infer_provenance(split.upper, keys, types, element_keys)
-        if upper.view_ids == prov.view_ids:  # the view keeps the ID columns it is stored with
-            script = generate(view, upper, keys, types, "id")
-            return replace(script, caches=tuple(made))
-    return generate(view, prov, table_keys, table_types, strategy)
+        upper = split.upper
+        uprov = infer_provenance(upper, keys, types, element_keys)
+    if upper is plan or uprov.view_ids != prov.view_ids:  # the table keeps the ID columns it is stored with
+        for c in made[before:]:
+            keys.pop(c.name, None)
+            types.pop(c.name, None)
+        del made[before:]
+        return None
+    return generate(name, uprov, keys, types, "id")
 
 
 def _type_of(term: Term, plan: O.Operator, table_types: Mapping[str, T.TupleType]) -> T.Type:

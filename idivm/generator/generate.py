@@ -321,7 +321,8 @@ class _Generator:
 
     def do_aggregate_increment(self, op: O.GroupBy, side, diff, rule) -> list[Statement]:
         """SUM/COUNT increments per group (Tables C.8, C.10); groups where a pre or post
-        value of a SUM is NULL are recomputed instead."""
+        value of a SUM is NULL are recomputed instead (not checked for a SUM whose argument
+        is never NULL)."""
         kv = self.fresh_vars(len(diff.ids))
         pre = dict(diff.changed)
         pv = {t: self.fresh("p") for t in pre}
@@ -339,7 +340,8 @@ class _Generator:
             dv = self.fresh("d")
             if a.function == "sum":
                 d = Call("sub", (post_arg, pre_arg))
-                nulls.append(Call("or", (_is_null(post_arg), _is_null(pre_arg))))
+                if not _never_null(a.arg):
+                    nulls.append(Call("or", (_is_null(post_arg), _is_null(pre_arg))))
             else:  # count
                 d = Call("sub", (_indicator(Call("not", (_is_null(post_arg),))),
                                  _indicator(Call("not", (_is_null(pre_arg),)))))
@@ -630,6 +632,17 @@ def _same(a: Term, b: Term) -> Term:
 
 def _is_null(t: Term) -> Term:
     return Call("is_null", (t,))
+
+
+def _never_null(t: Term) -> bool:
+    """Whether ``t`` is NULL for no binding: a non-NULL literal, or a COALESCE ending in one
+    (the SUM of the operator cache of AVG, :mod:`idivm.generator.operator_caches`)."""
+    match t:
+        case Const(value=v):
+            return v is not None
+        case Call(function="coalesce", args=args):
+            return _never_null(args[-1])
+    return False
 
 
 def _indicator(cond: Term) -> Term:

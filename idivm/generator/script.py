@@ -145,9 +145,11 @@ class Statement:
 
 @dataclass(frozen=True)
 class Cache:
-    """An intermediate cache (§2.4 pass 3): table ``name`` holding the rows of ``plan`` (with
-    its hidden ID columns ``key``), maintained by its own ``script`` before the view, whose
-    statements read it like a base table (see :mod:`idivm.generator.caches`)."""
+    """An intermediate cache (§2.4 pass 3) or an operator cache of AVG: table ``name`` holding
+    the rows of ``plan`` (a plan over base tables, with its hidden ID columns), maintained by its
+    own ``script`` (which may read earlier caches) before the view, whose statements read it
+    like a base table keyed by ``key`` (the hidden ID columns; for an operator cache, the group
+    keys they copy) — see :mod:`idivm.generator.caches`, :mod:`idivm.generator.operator_caches`."""
 
     name: str
     plan: O.ReturnBag

@@ -1,9 +1,12 @@
 """γ (thesis Tables C.7–C.10): an update of aggregated attributes becomes increments of
 SUM and COUNT per group, the groups found through Input_post (C.8, C.10); any other change
 recomputes the groups it touches before or after (C.7 "γ general"), which also creates and
-deletes groups (beyond the thesis, which leaves them out).  AVG, MIN, MAX and DISTINCT
+deletes groups (beyond the thesis, which leaves them out).  MIN, MAX and DISTINCT
 aggregates recompute their groups; an increment whose pre or post value is NULL does too
-(SUM of all NULLs is NULL)."""
+(SUM of all NULLs is NULL).  AVG is maintained through its operator cache (Appendix C,
+Cache_sum and Cache_count): ID-based scripts rewrite γ with AVG into a projection over a
+γ of SUM and COUNT (:mod:`idivm.generator.operator_caches`), whose increments these rules
+make; where no operator cache applies, AVG recomputes its groups."""
 
 from idivm.rules import Rule
 
