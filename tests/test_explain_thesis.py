@@ -107,10 +107,12 @@ def test_explain_json_agrees_with_text(warehouses, view):
         (".".join(i["collection"]) or "root") + " " + " / ".join(f"#({', '.join(n)})" for n in i["levels"])
         for i in selected]
     script = data["delta_script"]
-    if "statements" in script:  # the Δ-script section: one "Δi from ..." line per statement
+    if "statements" in script:  # one "Δi from ..." line per statement: each cache's, then the view's
+        statements = [st for c in script.get("caches", []) for st in c["script"]["statements"]]
+        statements += script["statements"]
         heads = [line for line in lines[script_start:] if re.match(r"Δ\d+ from ", line)]
-        assert len(heads) == len(script["statements"])
-        for head, st in zip(heads, script["statements"]):
+        assert len(heads) == len(statements)
+        for head, st in zip(heads, statements):
             assert head.split(" from ")[1].startswith(st["origin"])
     else:
         assert lines[script_start] == f"no Δ-script: {script['none']}"
