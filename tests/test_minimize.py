@@ -370,3 +370,22 @@ def test_insert_into_devices_parts_is_maintained_from_the_inserted_rows(make_war
     assert (result.inserted, result.deleted) == (1, 0)
     assert len(wh.rows("phone_parts")) == before + 1
     assert wh.verify("phone_parts").ok
+
+
+def test_anti_join_matches_void_ids_of_in_memory_frames(spark):
+    """``Δpre``/``Δpost`` are in-memory frames; a view ID that is NULL by construction (the
+    other union branch's) has Spark's void type, on which ``<=>`` joins of two in-memory
+    relations found no match: the executor compares such keys cast."""
+    from pyspark.sql import functions as F
+
+    from idivm.exec.delta_script import _match
+
+    schema = pa.schema([("cid", pa.int64())])
+
+    def ids(rows):
+        df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=schema))
+        return df.select(F.lit(1).alias("b"), F.lit(None).alias("e"), F.col("cid"))
+
+    deleted, inserted = ids([{"cid": 4}]), ids([{"cid": 4}, {"cid": 16}])
+    assert _match(deleted, inserted, ["b", "e", "cid"], "left_anti").collect() == []
+    assert _match(inserted, deleted, ["b", "e", "cid"], "left_semi").columns == ["b", "e", "cid"]

@@ -29,6 +29,7 @@ from typing import Callable, Mapping
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
 from idivm.exec.compiler import TOP, PlanCompiler
@@ -257,11 +258,30 @@ def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
 
 
 def _match(left: DataFrame, right: DataFrame, cols, how: str) -> DataFrame:
-    """``left`` (semi/anti) joined with ``right`` on null-safe equality of ``cols``."""
+    """``left`` (semi/anti) joined with ``right`` on null-safe equality of ``cols``.
+
+    A column that is NULL by construction (an ID of the other union branch) has Spark's
+    void type, and Spark's hash join does not match void keys reliably (two in-memory
+    relations joined on ``<=>`` of void columns find no match): such keys are compared
+    cast to the other side's type (or to string).  ``left`` keeps its columns as they are."""
     cols = list(cols)
-    r = right.select(*[F.col(f"`{c}`").alias(f"__r_{c}") for c in cols])
-    cond = reduce(lambda a, b: a & b, [left[c].eqNullSafe(r[f"__r_{c}"]) for c in cols]) if cols else F.lit(True)
+    types = {c: _comparable(left.schema[c].dataType, right.schema[c].dataType) for c in cols}
+    r = right.select(*[_cast(F.col(f"`{c}`"), types[c]).alias(f"__r_{c}") for c in cols])
+    cond = reduce(lambda a, b: a & b, [_cast(left[c], types[c]).eqNullSafe(r[f"__r_{c}"]) for c in cols]) \
+        if cols else F.lit(True)
     return left.join(r, cond, how)
+
+
+def _comparable(a: ST.DataType, b: ST.DataType) -> ST.DataType | None:
+    """The type to compare a void column in (None: compare as they are)."""
+    if not isinstance(a, ST.NullType) and not isinstance(b, ST.NullType):
+        return None
+    return b if isinstance(a, ST.NullType) and not isinstance(b, ST.NullType) else \
+        a if not isinstance(a, ST.NullType) else ST.StringType()
+
+
+def _cast(c, to: ST.DataType | None):
+    return c if to is None else c.cast(to)
 
 
 def _union(frames: list[DataFrame], empty: DataFrame) -> DataFrame:
