@@ -402,8 +402,8 @@ class ReturnBag(Operator):
 # ----------------------------------------------------------------------------- traversal
 
 
-def walk(plan: Operator) -> Iterator[Operator]:
-    """Every operator of the plan (pre-order), nested plans included."""
+def walk(plan: Operator, *, into_nested: bool = True) -> Iterator[Operator]:
+    """Every operator of the plan (pre-order), nested plans included unless not ``into_nested``."""
     seen: set[int] = set()
     stack = [plan]
     while stack:
@@ -412,7 +412,8 @@ def walk(plan: Operator) -> Iterator[Operator]:
             continue
         seen.add(id(op))
         yield op
-        stack.extend(reversed(op.nested()))
+        if into_nested:
+            stack.extend(reversed(op.nested()))
         stack.extend(reversed(op.inputs()))
 
 

@@ -85,7 +85,7 @@ def split_at_caches(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
     taken = {v for op in O.walk(plan) for v in op.output_variables()}
     caches: list[CachePlan] = []
     replaced: dict[int, O.Operator] = {}
-    for op in O.walk(plan):
+    for op in O.walk(plan, into_nested=False):
         if not isinstance(op, O.GroupBy) or op.group_var or id(op) in replaced:
             continue
         columns = _columns(op, table_types)

@@ -73,7 +73,7 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
     taken = {v for op in O.walk(plan) for v in op.output_variables()}
     caches: list[OperatorCachePlan] = []
     replaced: dict[int, O.Operator] = {}
-    for op in O.walk(plan):
+    for op in O.walk(plan, into_nested=False):
         if id(op) in replaced or not isinstance(op, O.GroupBy):
             continue
         types = _scan_types(op.input, table_types)
