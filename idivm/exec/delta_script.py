@@ -190,6 +190,9 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     inserted = _union(inserts, spark.createDataFrame([], view.schema))
     if ids:
         inserted = inserted.dropDuplicates(ids)
+    if inserts:  # read by the upserts and by the deletes: computed once
+        inserted = inserted.cache()
+        cached.append(inserted)
     if not deletes and len(rewrites) == 1 and rewrites[0].on:
         # one update (or increment) alone: the stored view is not read here; the MERGE
         # names its rows by the (partial) IDs of the i-diff
@@ -218,7 +221,7 @@ def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs
         if not _has_input(s, diffs):
             continue
         for _, plan in s.plans():
-            for op in {id(o): o for o in O.walk(plan) if isinstance(o, O.GroupBy)}.values():
+            for op in {id(o): o for o in O.walk(plan, into_nested=False) if isinstance(o, O.GroupBy)}.values():
                 uses[id(op)] = (op, uses.get(id(op), (op, 0))[1] + 1)
     cached = []
     for op, n in uses.values():

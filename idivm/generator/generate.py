@@ -89,18 +89,8 @@ def generate(view_name: str, prov: ProvenanceResult, table_keys: Mapping[str, tu
 def check_supported(plan: O.Operator) -> None:
     """Raise :class:`UnsupportedError` for the first operator without i-diff rules."""
     for op in O.walk(plan):
-        reason = None
         if op.name not in SIDES and not isinstance(op, O.Ground):
-            reason = f"no i-diff rules for {op.name} yet"
-        elif isinstance(op, O.ScanCollection) and not (isinstance(op.source, TableRef)
-                                                       and isinstance(op.input, O.Ground)):
-            reason = "no i-diff rules for a ScanCollection over a nested collection yet"
-        elif isinstance(op, O.GroupBy) and op.group_var:
-            reason = "no i-diff rules for GROUP AS yet"
-        elif op.nested():
-            reason = f"no i-diff rules for nested plans of {op.name} yet"
-        if reason:
-            raise UnsupportedError(reason, op.span)
+            raise UnsupportedError(f"no i-diff rules for {op.name} yet", op.span)
 
 
 class _Generator:
@@ -113,16 +103,22 @@ class _Generator:
         self.strategy = strategy
         self.counter = 0
         self.parents: dict[int, tuple[O.Operator, str]] = {}
+        #: root of a nested plan -> the operator (ApplyPlan, InnerCorrelate, ...) nesting it
+        self.enclosing: dict[int, O.Operator] = {}
         for op in O.walk(self.plan):
             for side, child in zip(_sides(op), op.inputs()):
                 self.parents[id(child)] = (op, side)
+            for nested in op.nested():
+                self.enclosing[id(nested)] = op
+        self.top_level = {id(op) for op in O.walk(self.plan, into_nested=False)}
         check_supported(self.plan)
         self.element_columns = self._element_columns()
 
     # ------------------------------------------------------------------ driver
 
     def run(self) -> DeltaScript:
-        scans = [op for op in O.walk(self.plan) if isinstance(op, O.ScanCollection)]
+        scans = [op for op in O.walk(self.plan)
+                 if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)]
         tables = {}
         for scan in scans:
             t = scan.source.name
@@ -132,7 +128,7 @@ class _Generator:
         for scan in scans:
             td = tables[scan.source.name]
             for diff in self._base_diffs(scan, td):
-                statements.extend(self.propagate(diff))
+                statements.extend(self.propagate(diff) if self._top_level(scan) else self.to_outer(diff))
         return DeltaScript(self.view_name, self.strategy, tuple(tables.values()), tuple(statements),
                            tuple(c for c, _ in self.element_columns.values()))
 
@@ -158,7 +154,7 @@ class _Generator:
         keys = O.Project(O.ScanCollection(O.Ground(), TableRef(delta_keys(td.table)), dk),
                          tuple((v, Field(Var(dk), k)) for v, k in zip(kv, td.key)))
         origin = f"{delta_keys(td.table)} AS {scan.var}"
-        rule = _rule(rules_for("ScanCollection", "input", "replace")[0])
+        rule = _rule(_base_rule("replace"))
         out = [Diff("replace", scan, ids, origin, keys=keys, key_vars=kv,
                     restriction=Restriction(scan, ids, keys, kv), trail=(rule,))]
         updated = [a for a in td.read if a not in td.conditional]
@@ -170,10 +166,13 @@ class _Generator:
             plan = O.Project(O.ScanCollection(O.Ground(), TableRef(delta_updates(td.table)), du),
                              ((scan.var, post), (pre, Field(Var(du), PRE_FIELD))))
             changed = tuple((Field(x, a), Field(Var(pre), a)) for a in updated)
-            rule = _rule(rules_for("ScanCollection", "input", "update")[0])
+            rule = _rule(_base_rule("update"))
             out.append(Diff("update", scan, ids, f"{delta_updates(td.table)} AS {scan.var}",
                             plan=plan, changed=changed, trail=(rule,)))
         return out
+
+    def _top_level(self, op: O.Operator) -> bool:
+        return id(op) in self.top_level
 
     def propagate(self, diff: Diff) -> list[Statement]:
         """Instantiate rules from ``diff`` up to the view; the statements it ends in."""
@@ -200,6 +199,12 @@ class _Generator:
     def when_touches_terms(self, op, side, diff) -> bool:
         return any(_mentions(t, diff.changed) for t in _condition_terms(op))
 
+    def when_over_path(self, op: O.ScanCollection, side, diff) -> bool:
+        return not isinstance(op.source, TableRef)
+
+    def when_over_path_touched(self, op: O.ScanCollection, side, diff) -> bool:
+        return self.when_over_path(op, side, diff) and self.when_touches_terms(op, side, diff)
+
     def when_computable(self, op, side, diff) -> bool:
         avail = set(diff.plan.output_variables())
         outs = op.outputs if isinstance(op, O.Project) else self._element_fields()
@@ -212,6 +217,8 @@ class _Generator:
         return all(t in changed for _, t in outs if _mentions(t, diff.changed))
 
     def when_increments_apply(self, op: O.GroupBy, side, diff) -> bool:
+        if op.group_var:  # the group holds whole tuples: the groups are recomputed
+            return False
         if any(_mentions(t, diff.changed) for _, t in op.keys):
             return False
         touched = [a for _, a in op.aggregates if a.arg is not None and _mentions(a.arg, diff.changed)]
@@ -296,6 +303,53 @@ class _Generator:
                    restriction=self.restriction(op.left, left_ids, keys, kv),
                    trail=diff.trail + (_rule(rule),))
         return self.propagate(new) if op is not self.plan else []
+
+    def to_outer(self, diff: Diff) -> list[Statement]:
+        """A change inside a nested plan, as the replace i-diff of the top-level outer tuples
+        whose nested results hold a changed tuple before or after (§2.13, recursive
+        instantiation; :mod:`idivm.rules.nested`).
+
+        The nested plan is followed up from the restriction of ``diff`` (the changed scan,
+        semijoined with the changed keys) through the operators that keep tuples apart; at
+        the nested plan's root the enclosing apply evaluates that probe for every outer
+        tuple in its environment, and the outer tuples with a non-empty probe are the
+        changed tuples of the next level, up to the top-level plan."""
+        if diff.kind != "replace":
+            kv = self.fresh_vars(len(diff.ids))
+            keys = O.Project(diff.plan, tuple(zip(kv, diff.ids)))
+            diff = replace(diff, kind="replace", keys=keys, key_vars=kv,
+                           restriction=Restriction(diff.op, diff.ids, keys, kv))
+        r = diff.restriction
+        if r is None:
+            raise InternalError(f"a change inside a nested plan at {diff.op.name} names no tuples")
+        cond = conjunction([_same(t, Var(k)) for t, k in zip(r.terms, r.key_vars)])
+        node, probe = r.at, O.SemiJoin(r.at, r.keys, cond)
+        trail = diff.trail
+        while True:
+            up = self.parents.get(id(node))
+            while up is not None and _keeps_tuples(up[0]):
+                probe = _with_input(up[0], up[1], probe)
+                node = up[0]
+                up = self.parents.get(id(node))
+            while up is not None:  # above a γ, δ or ∪: every tuple of the nested input may change
+                node = up[0]
+                up = self.parents.get(id(node))
+            outer = self.enclosing[id(node)]
+            rule = rules_for(outer.name, "nested", diff.kind)[0]
+            trail += (_rule(rule),)
+            m = self.fresh("m")
+            hit = O.Select(O.ApplyPlan(outer.input, O.ReturnBag(probe, Const(True, T.BOOL)), m),
+                           Call("exists", (Var(m),)))
+            if id(outer) in self.top_level:
+                break
+            node, probe = outer, outer.with_inputs(hit)
+        ids = self.canonical_ids(outer.input)
+        kv = self.fresh_vars(len(ids))
+        matches = O.Project(hit, tuple(zip(kv, ids)))
+        keys = O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
+        new = Diff("replace", outer, ids, diff.origin, keys=keys, key_vars=kv,
+                   restriction=self.restriction(outer.input, ids, keys, kv), trail=trail)
+        return self.propagate(new)
 
     def do_regroup(self, op: O.GroupBy | O.Distinct, side, diff, rule) -> list[Statement]:
         """Recompute the groups (distinct values) the change touches before or after."""
@@ -538,6 +592,10 @@ def _push_down(at: O.Operator, terms: tuple[Term, ...]) -> tuple[O.Operator, tup
         at, terms = nxt
 
 
+def _base_rule(kind: str) -> Rule:
+    return next(r for r in rules_for("ScanCollection", "input", kind) if r.action.startswith("base_"))
+
+
 def _sides(op: O.Operator) -> tuple[str, ...]:
     return ("left", "right") if len(op.inputs()) == 2 else ("input",)
 
@@ -551,12 +609,42 @@ def _branch_of(branch: O.Operator) -> tuple[str, int]:
 
 
 def _condition_terms(op: O.Operator) -> tuple[Term, ...]:
+    """The terms whose value an update of the terms they read changes beyond renaming."""
     match op:
         case O.Select(condition=c) | O._Join(condition=c):
             return (c,)
         case O.Assign(term=t):
             return (t,)
+        case O.ScanCollection(source=src) if not isinstance(src, TableRef):
+            return (src,)
+        case O.NavTuple() | O.FunctionCall() | O.ConstructTuple() | O.ConstructBag() | O.ConstructArray():
+            return op.terms()
+        case O.ApplyPlan() | O.InnerCorrelate() | O.LeftCorrelate():
+            return tuple(t for o in O.walk(op.plan) for t in o.terms())
     return ()
+
+
+#: operators that keep the tuples of their input apart (each output tuple comes from one
+#: tuple of the input it is followed up from): a nested plan's probe climbs through them
+_TUPLE_KEEPING = (O.Select, O.Project, O.Assign, O.NavTuple, O.FunctionCall, O.ConstructTuple,
+                  O.ConstructBag, O.ConstructArray, O.ScanCollection, O._Join, O.ApplyPlan,
+                  O.InnerCorrelate, O.LeftCorrelate)
+
+
+def _keeps_tuples(op: O.Operator) -> bool:
+    return isinstance(op, _TUPLE_KEEPING)
+
+
+def _with_input(op: O.Operator, side: str, child: O.Operator) -> O.Operator:
+    """``op`` reading ``child`` on ``side``; a change on the right of ⟕, ⋉ or ▷ is followed to
+    the left tuples it joins (an inner join)."""
+    if side == "left":
+        return op.with_inputs(child, op.right)
+    if side == "right":
+        if isinstance(op, O.InnerJoin):
+            return op.with_inputs(op.left, child)
+        return O.InnerJoin(op.left, child, op.condition)
+    return op.with_inputs(child)
 
 
 def _mentions(term: Term, changed: Iterable[tuple[Term, Term]]) -> bool:

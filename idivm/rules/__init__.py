@@ -67,11 +67,11 @@ class Rule:
 
 def _collect() -> dict[tuple[str, str, str], tuple[Rule, ...]]:
     from idivm.rules import (
-        distinct, group_by, join, left_join, project, ret, scan, select, semijoin, union,
+        distinct, group_by, join, left_join, nested, project, ret, scan, select, semijoin, union,
     )
 
     table: dict[tuple[str, str, str], list[Rule]] = {}
-    for module in (scan, select, project, join, left_join, semijoin, union, group_by, distinct, ret):
+    for module in (nested, scan, select, project, join, left_join, semijoin, union, group_by, distinct, ret):
         for rule in module.RULES:
             table.setdefault((rule.operator, rule.side, rule.diff), []).append(rule)
     return {k: tuple(v) for k, v in table.items()}
@@ -86,6 +86,10 @@ SIDES = {
     "InnerJoin": ("left", "right"), "LeftJoin": ("left", "right"), "SemiJoin": ("left", "right"),
     "AntiJoin": ("left", "right"), "UnionAll": ("left", "right"), "GroupBy": ("input",),
     "Distinct": ("input",), "ReturnBag": ("input",),
+    "NavTuple": ("input",), "FunctionCall": ("input",), "ConstructTuple": ("input",),
+    "ConstructBag": ("input",), "ConstructArray": ("input",),
+    "ApplyPlan": ("input", "nested"), "InnerCorrelate": ("input", "nested"),
+    "LeftCorrelate": ("input", "nested"),
 }
 
 

@@ -1,0 +1,69 @@
+"""SQL++ operators (thesis Appendix E, Tables E.1–E.11; §2.13 recursive instantiation).
+
+Per-tuple operators that add one variable computed from their input — NavTuple (E.2),
+FunctionCall (E.5, ARRAY_COUNT & co.), ConstructTuple/ConstructBag/ConstructArray (E.10) —
+and ScanCollection over a nested collection of its input (E.1, an unnest) keep their input's
+IDs (Table 2.6): replace i-diffs pass by those IDs (the unnest's IDs extend them, so they
+name the output tuples partially); an update passes unless the operator's term reads an
+updated attribute, when the named tuples are replaced (the unnest of a changed collection,
+a count over a changed bag).
+
+ApplyPlan and InnerCorrelate/LeftCorrelate (E.3, E.4, E.6): a change of the input passes by
+the input's IDs, unless the nested plan reads an updated attribute of the input.  A change of
+a base table the *nested* plan reads is propagated by the recursive instantiation of §2.13:
+the nested plan's i-diff query is triggered by the base-table change and evaluated in the
+environment of every outer tuple; the outer tuples whose nested results contain a changed
+tuple in the pre or the post state are named by their IDs and replaced.  (The nested plan is
+followed from the changed scan up through the operators that keep tuples apart — σ, π, joins,
+unnests, nested applies — so its correlation predicates select the outer tuples; above a γ
+or a δ every outer tuple whose nested input holds a changed tuple is named.)  Deeper nesting
+composes: the inner apply's named outer tuples are the changed tuples of the next level.
+"""
+
+from idivm.rules import Rule
+
+#: operators computing one new variable from their input tuple (like an assignment)
+PER_TUPLE = ("NavTuple", "FunctionCall", "ConstructTuple", "ConstructBag", "ConstructArray")
+NESTED = ("ApplyPlan", "InnerCorrelate", "LeftCorrelate")
+
+RULES = (
+    # ScanCollection over a collection of its input (unnest, Table E.1)
+    Rule("ScanCollection", "input", "replace", "over_path", "pass", "replace",
+         source="Table E.1 (nested collection): IDs extended by the element's"),
+    Rule("ScanCollection", "input", "update", "over_path_touched", "to_replace", "replace",
+         reads=("Input_post",), source="Table E.1: the unnested collection changed"),
+    Rule("ScanCollection", "input", "update", "over_path", "pass", "update", source="Table E.1"),
+    Rule("ScanCollection", "input", "increment", "over_path_touched", "to_replace", "replace",
+         reads=("Input_post",), source="Table E.1"),
+    Rule("ScanCollection", "input", "increment", "over_path", "pass", "increment", source="Table E.1"),
+) + tuple(
+    rule
+    for op in PER_TUPLE
+    for rule in (
+        Rule(op, "input", "replace", "always", "pass", "replace", source="Tables E.2, E.5, E.10"),
+        Rule(op, "input", "update", "touches_terms", "to_replace", "replace", reads=("Input_post",),
+             source="Tables E.2, E.5, E.10: the computed value reads the update"),
+        Rule(op, "input", "update", "always", "pass", "update", source="Tables E.2, E.5, E.10"),
+        Rule(op, "input", "increment", "touches_terms", "to_replace", "replace", reads=("Input_post",),
+             source="Tables E.2, E.5, E.10"),
+        Rule(op, "input", "increment", "always", "pass", "increment", source="Tables E.2, E.5, E.10"),
+    )
+) + tuple(
+    rule
+    for op in NESTED
+    for rule in (
+        Rule(op, "input", "replace", "always", "pass", "replace", reads=("Input_post",),
+             source="Tables E.3, E.4, E.6: the nested plan is evaluated for the inserted tuples"),
+        Rule(op, "input", "update", "touches_terms", "to_replace", "replace", reads=("Input_post",),
+             source="Tables E.3, E.4, E.6: the nested plan reads the update"),
+        Rule(op, "input", "update", "always", "pass", "update", source="Tables E.3, E.4, E.6"),
+        Rule(op, "input", "increment", "touches_terms", "to_replace", "replace", reads=("Input_post",),
+             source="Tables E.3, E.4, E.6"),
+        Rule(op, "input", "increment", "always", "pass", "increment", source="Tables E.3, E.4, E.6"),
+    ) + tuple(
+        Rule(op, "nested", kind, "always", "to_matching_outer", "replace",
+             reads=("Input_pre", "Input_post"),
+             source="§2.13 recursive instantiation: the outer tuples whose nested result holds the change")
+        for kind in ("replace", "update", "increment")
+    )
+)
