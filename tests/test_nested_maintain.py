@@ -1,0 +1,543 @@
+"""Differential tests of ID-based maintenance of nested SQL++ views.
+
+One module-scoped warehouse holds a small Yelp-like database (:mod:`idivm.datasets.yelp`:
+40 businesses, 16 of them in San Francisco, ~200 reviews, 50 users, about half of them with
+``elite`` years and most with ``friends``) and a corpus of nested views (:data:`VIEWS`), each
+defined once with ``strategy=STRATEGY``.  Then seeded batches of Debezium change events from
+:class:`~idivm.datasets.yelp_changes.YelpChanges` (the default mix: review inserts, deletes and
+star changes, user fans/name/friends/elite edits, business moves in and out of San Francisco,
+category edits, business inserts and cascading business deletes) are written, ingested (one
+file per table) and every view is maintained and checked:
+
+* ``verify(view).ok``: the stored view equals its recomputation from scratch at its
+  watermark, nested bags compared as multisets, recursively, hidden provenance included;
+* a view whose base tables moved committed one version, made by ``STRATEGY`` (no silent
+  fallback to recomputation); a view whose base tables did not move committed nothing.
+
+Problems are collected over every view of a batch (a view that fails is left out of the later
+batches, so that its first failure is reported and not the ones it causes) and reported
+together, with the batch, its kinds of change and verify's missing/unexpected examples.
+
+The Yelp-like tables have no collection of tuples (``businesses.hours`` is not generated), so
+bags of tuples are unnested from a bag the view builds itself (``unnest_bag_of_tuples``).
+
+``test_deep_update_of_users_elite_changes_exactly_that_users_review_elements`` checks the
+thesis' view V by hand on a tiny dataset: an update of one user's ``elite`` list must change
+that user's review elements inside every business and nothing else.
+
+The default run: 1 batch of 30 changes covering every kind of change; ``--runslow``
+adds other databases and longer streams.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from idivm.datasets import yelp
+from idivm.datasets.yelp_changes import KINDS, YelpChanges, write_batch
+from idivm.warehouse import Warehouse
+
+#: the strategy every view of the corpus is defined with
+STRATEGY = "id"
+
+#: the default run's database: a few dozen rows per table
+SPEC = yelp.YelpSpec(businesses=40, reviews_per_business=5.0, users_per_business=1.25, sf_fraction=0.4,
+                     unreviewed_fraction=0.1, repeat_fraction=0.1, friends_per_user=2.0, elite_fraction=0.5,
+                     seed=0)
+#: the default run's change stream (YelpChanges seed) and batch sizes; together they hold every kind
+STREAM_SEED = 3
+BATCH_SIZES = (30,)
+
+SF = "San Francisco"
+THREADS = 4  # views maintained and verified at the same time
+B, R, U = "businesses", "reviews", "users"
+ARROW_TYPES = {"int64": pa.int64(), "string": pa.string(),
+               "list<string>": pa.list_(pa.string()), "list<int64>": pa.list_(pa.int64())}
+
+
+# --- the corpus ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NestedView:
+    name: str
+    covers: str  # one line: what the view exercises
+    tables: frozenset[str]
+    text: str
+
+
+def view(name: str, covers: str, tables: set[str], query: str) -> NestedView:
+    return NestedView(name, covers, frozenset(tables), f"CREATE VIEW {name} AS\n{query}")
+
+
+VIEWS = [
+    # --- the thesis' views (§2.9, §2.16.3)
+    view("sf_reviews", "thesis V: correlated subquery, a bag of reviews.*, users.* per SF business",
+         {B, R, U}, """
+        SELECT business_id, (
+          SELECT reviews.*, users.*
+          FROM reviews NATURAL JOIN users
+          WHERE business_id = businesses.business_id
+        ) AS full_reviews
+        FROM businesses
+        WHERE city = "San Francisco"
+    """),
+    view("sf_reviews_grouped", "thesis V1: left join, GROUP BY business_id GROUP AS g: g itself (V1's INTO), "
+         "a subquery over g navigating both variables, COUNT",
+         {B, R, U}, """
+        SELECT business_id, g AS members,
+               (SELECT x.reviews.review_id, x.reviews.stars, x.users.user_name, x.users.elite
+                FROM g AS x WHERE x.reviews IS NOT NULL) AS full_reviews,
+               COUNT(review_id) AS n_reviews
+        FROM businesses NATURAL LEFT OUTER JOIN (
+            reviews NATURAL JOIN
+            users
+        )
+        WHERE city = "San Francisco"
+        GROUP BY business_id GROUP AS g
+    """),
+    view("sf_reviews_flat", "thesis V2: flat NATURAL LEFT OUTER JOIN passing users' nested lists through",
+         {B, R, U}, """
+        SELECT business_id, reviews.*, users.*
+        FROM businesses NATURAL LEFT OUTER JOIN (
+            reviews NATURAL JOIN
+            users
+        )
+        WHERE city = "San Francisco"
+    """),
+
+    # --- subqueries building nested bags
+    view("business_reviewers", "subquery over a join: a bag of tuples with constructed fields holding u.elite",
+         {B, R, U}, """
+        SELECT b.business_id, b.name,
+               (SELECT r.review_id, u.user_name AS author, {"stars": r.stars, "elite": u.elite} AS detail
+                FROM reviews r JOIN users u ON r.user_id = u.user_id
+                WHERE r.business_id = b.business_id AND r.stars >= 3) AS reviews
+        FROM businesses b
+    """),
+    view("user_reviews", "SELECT VALUE / DISTINCT VALUE bags of scalars and a bag of constructed tuples",
+         {R, U}, """
+        SELECT u.user_id, u.user_name AS name,
+               (SELECT VALUE r.business_id FROM reviews r WHERE r.user_id = u.user_id) AS businesses,
+               (SELECT DISTINCT VALUE r.stars FROM reviews r WHERE r.user_id = u.user_id) AS star_values,
+               (SELECT r.review_id, {"business": r.business_id, "stars": r.stars} AS about
+                FROM reviews r WHERE r.user_id = u.user_id) AS reviews
+        FROM users u
+        WHERE u.fans > 0
+    """),
+    view("elsewhere", "a subquery inside a subquery, correlated with both outer levels",
+         {B, R}, """
+        SELECT b.business_id,
+               (SELECT r.review_id,
+                       (SELECT VALUE r2.review_id FROM reviews r2
+                        WHERE r2.user_id = r.user_id AND r2.business_id <> b.business_id) AS other_reviews
+                FROM reviews r
+                WHERE r.business_id = b.business_id) AS reviews
+        FROM businesses b
+        WHERE b.city = "San Francisco"
+    """),
+    view("friend_names", "subquery unnesting users.friends joined with users (a self-join through a list)",
+         {U}, """
+        SELECT u.user_id,
+               (SELECT VALUE v.user_name FROM u.friends AS f, users v WHERE v.user_id = f) AS friends
+        FROM users u
+    """),
+
+    # --- GROUP AS with nested aggregates
+    view("per_business", "GROUP AS: COUNT/SUM/AVG, ARRAY_COUNT(g), SELECT VALUE over g, a filtered bag of g",
+         {R}, """
+        SELECT r.business_id AS business_id,
+               COUNT(*) AS n, SUM(r.stars) AS total, AVG(r.stars) AS mean,
+               ARRAY_COUNT(g) AS n_members,
+               (SELECT VALUE x.r.stars FROM g AS x) AS stars,
+               (SELECT x.r.review_id, x.r.user_id FROM g AS x WHERE x.r.stars >= 4) AS good
+        FROM reviews r
+        GROUP BY r.business_id GROUP AS g
+    """),
+    view("elite_years", "GROUP AS over unnested users.elite (bag of scalars), filtered on fans; g passed through",
+         {U}, """
+        SELECT y AS year, COUNT(*) AS n, g AS members
+        FROM users u, u.elite AS y
+        WHERE u.fans < 5
+        GROUP BY y GROUP AS g
+    """),
+
+    # --- unnesting
+    view("user_elite", "unnest a bag of scalars (users.elite) in FROM, with AT positions",
+         {U}, """
+        SELECT u.user_id, y AS year, i AS pos, u.fans FROM users u, u.elite AS y AT i
+    """),
+    view("sf_categories", "UNNEST keyword over businesses.categories (bag of scalars), filtered on city",
+         {B}, """
+        SELECT b.business_id, c AS category
+        FROM businesses b UNNEST b.categories AS c
+        WHERE b.city = "San Francisco"
+    """),
+    view("unnest_bag_of_tuples", "unnest (AT) a bag of tuples a FROM subquery builds, filter on its fields",
+         {B, R}, """
+        SELECT x.business_id, t.review_id, t.stars, i AS pos
+        FROM (SELECT b.business_id,
+                     (SELECT r.review_id, r.stars FROM reviews r WHERE r.business_id = b.business_id) AS rs
+              FROM businesses b WHERE b.city = "San Francisco") AS x,
+             x.rs AS t AT i
+        WHERE t.stars >= 3
+    """),
+
+    # --- constructors, SELECT VALUE, pass-through, SELECT *
+    view("cards", "SELECT VALUE with tuple, array and bag constructors holding u.elite; u.friends[0]",
+         {U}, """
+        SELECT VALUE {"id": u.user_id,
+                      "pair": [u.user_id, u.user_name],
+                      "tags": {{"user", u.user_name}},
+                      "stats": {"fans": u.fans, "elite": u.elite},
+                      "first_friend": u.friends[0]}
+        FROM users u
+        WHERE u.fans >= 1
+    """),
+    view("good_sf_reviews", "pass-through of b.categories and of whole reviews (SELECT r.*) in a subquery",
+         {B, R}, """
+        SELECT b.business_id, b.categories,
+               (SELECT r.* FROM reviews r WHERE r.business_id = b.business_id AND r.stars >= 4) AS good
+        FROM businesses b
+        WHERE b.city = "San Francisco"
+    """),
+    view("star_join", "SELECT * over a join: one nested tuple per variable (users' lists inside)",
+         {R, U}, """
+        SELECT * FROM reviews r JOIN users u ON r.user_id = u.user_id
+        WHERE r.stars <= 2
+    """),
+
+    # --- collection functions, LET
+    view("elite_stats", "ARRAY_COUNT/MIN/MAX/SUM/AVG over nested lists, an aggregate subquery over u.elite",
+         {U}, """
+        SELECT u.user_id, ARRAY_COUNT(u.elite) AS n, ARRAY_MIN(u.elite) AS first,
+               ARRAY_MAX(u.elite) AS last, ARRAY_SUM(u.elite) AS total, ARRAY_AVG(u.elite) AS mean,
+               ARRAY_COUNT(u.friends) AS n_friends,
+               (SELECT VALUE COUNT(*) FROM u.elite AS y WHERE y >= 2015) AS recent_years
+        FROM users u
+    """),
+    view("star_stats", "LET bound to a subquery; ARRAY_* over subqueries and over businesses.categories",
+         {B, R}, """
+        SELECT b.business_id,
+               ARRAY_COUNT(b.categories) AS n_categories,
+               ARRAY_COUNT(stars) AS n, ARRAY_SUM(stars) AS total, ARRAY_AVG(stars) AS mean,
+               ARRAY_MIN((SELECT r.stars FROM reviews r WHERE r.business_id = b.business_id)) AS low,
+               ARRAY_MAX(stars) AS high, n_stars > 2 AS popular
+        FROM businesses b
+        LET stars = (SELECT VALUE r.stars FROM reviews r WHERE r.business_id = b.business_id),
+            n_stars = ARRAY_COUNT(stars)
+    """),
+
+    # --- joins, EXISTS
+    view("business_reviews", "LEFT OUTER JOIN with nested output (b.categories, a constructed tuple)",
+         {B, R}, """
+        SELECT b.business_id, b.categories, r.review_id, {"stars": r.stars, "by": r.user_id} AS review
+        FROM businesses b LEFT OUTER JOIN reviews r ON b.business_id = r.business_id
+        WHERE b.city = "San Francisco"
+    """),
+    view("lonely", "EXISTS / NOT EXISTS over a nested collection and over a correlated table",
+         {R, U}, """
+        SELECT u.user_id, u.friends,
+               EXISTS (SELECT VALUE y FROM u.elite AS y WHERE y >= 2014) AS recent_elite
+        FROM users u
+        WHERE NOT EXISTS (SELECT VALUE f FROM u.friends AS f)
+           OR NOT EXISTS (SELECT VALUE r FROM reviews r WHERE r.user_id = u.user_id AND r.stars >= 4)
+    """),
+]
+NAMES = [v.name for v in VIEWS]
+assert len(set(NAMES)) == len(NAMES)
+
+
+# --- the run ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Corpus:
+    """A warehouse holding ``spec``'s database, the views of :data:`VIEWS` that could be defined,
+    the define errors, and the change stream that starts from the same database."""
+
+    wh: Warehouse
+    stream: YelpChanges
+    batch_dir: Path
+    views: list[NestedView]
+    define_errors: list[str]
+    empty: list[str]  # views defined empty (their checks would mean little)
+    kinds: Counter = field(default_factory=Counter)  # changes made so far, per kind
+
+
+def _short(text: str, limit: int = 1500) -> str:
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def build(wh: Warehouse, spec: yelp.YelpSpec, stream_seed: int, batch_dir: Path) -> Corpus:
+    """Load ``spec``'s tables into ``wh`` and define every view with :data:`STRATEGY`; a view whose
+    ``define`` fails is left out and its error kept, so that one view does not hide the others."""
+    for name, rows in yelp.tables(spec).items():
+        schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in yelp.schemas(spec)[name].items()])
+        wh.create_table(name, list(yelp.keys(spec)[name]), pa.Table.from_pylist(list(rows), schema=schema))
+    views, errors, empty = [], [], []
+    for v in VIEWS:
+        try:
+            info = wh.define(v.text, strategy=STRATEGY)
+        except Exception as e:  # noqa: BLE001 -- reported with the others
+            errors.append(f"define {v.name} ({v.covers}): {type(e).__name__}: {_short(str(e), 600)}")
+            continue
+        views.append(v)
+        if info.rows == 0:
+            empty.append(v.name)
+    return Corpus(wh, YelpChanges(spec, seed=stream_seed), batch_dir, views, errors, empty)
+
+
+def run_batch(corpus: Corpus, n: int) -> list[str]:
+    """Draw a batch of ``n`` changes, ingest it (one Debezium file per table), maintain every view of
+    the corpus and check it; the problems found.  Views with problems leave the corpus."""
+    wh = corpus.wh
+    batch = corpus.stream.next_batch(n)
+    corpus.kinds.update({k: c for k, c in batch.kinds.items() if c})
+    kinds = ", ".join(f"{k} x{c}" for k, c in batch.kinds.items() if c)
+    context = f"batch {batch.number} ({kinds})"
+
+    moved = set()
+    for table, (path, events) in write_batch(batch, corpus.batch_dir).items():
+        version = wh.table_info(table).version
+        result = wh.ingest(table, path, format="debezium")
+        assert result.version == version + (1 if events else 0), \
+            f"{context}: ingest of {events} events into {table}: version {version} -> {result.version}"
+        if events:
+            moved.add(table)
+
+    def check(v: NestedView) -> list[str]:
+        """Maintain ``v`` and check it: its problems."""
+        before = wh.view_info(v.name).version
+        try:
+            (result,) = wh.maintain(v.name)
+        except Exception as e:  # noqa: BLE001 -- one failing view must not hide the others
+            return [f"maintain raised {type(e).__name__}: {_short(str(e), 800)}"]
+        mine = []
+        if set(result.new_watermark) != v.tables:
+            mine.append(f"maintain read {sorted(result.new_watermark)}, the test expects {sorted(v.tables)}")
+        version = wh.view_info(v.name).version
+        if not v.tables & moved:
+            # nothing committed: the stored view is the one verified after the previous batch
+            if result.version is not None or version != before:
+                mine.append("committed although none of its base tables changed")
+                return mine + verify(v.name)
+            return mine
+        if not (result.version == before + 1 == version):
+            mine.append(f"should have committed one version (was {before}, maintain says {result.version}, "
+                        f"now {version})")
+        if result.strategy != STRATEGY:
+            mine.append(f"was maintained by {result.strategy}, not {STRATEGY}"
+                        + (f" ({result.note})" if result.note else ""))
+        return mine + verify(v.name)
+
+    def verify(name: str) -> list[str]:
+        try:
+            verification = wh.verify(name)
+        except Exception as e:  # noqa: BLE001
+            return [f"verify raised {type(e).__name__}: {_short(str(e), 800)}"]
+        return [] if verification.ok else [_short(verification.summary())]
+
+    # each view is maintained and verified by itself, concurrently: maintain(name) reads the base
+    # tables and writes only that view, and most of the time goes to Spark's per-job latency
+    with ThreadPoolExecutor(THREADS) as pool:
+        problems = dict(zip([v.name for v in corpus.views], pool.map(check, corpus.views)))
+    out = []
+    for v in list(corpus.views):
+        if problems[v.name]:
+            corpus.views.remove(v)  # its later failures would only repeat this one
+            out.append(f"{context}: view {v.name} ({v.covers}):\n    "
+                       + "\n    ".join(p.replace("\n", "\n    ") for p in problems[v.name]))
+    return out
+
+
+def run_batches(corpus: Corpus, sizes: tuple[int, ...]) -> None:
+    assert corpus.views, "no view could be defined:\n" + "\n".join(corpus.define_errors)
+    problems = []
+    for n in sizes:
+        problems += run_batch(corpus, n)
+    if problems:
+        note = (f"\n({len(corpus.define_errors)} view(s) could not be defined: see "
+                "test_every_view_defines_and_is_not_empty)" if corpus.define_errors else "")
+        pytest.fail(f"{len(problems)} view(s) with problems:\n" + "\n".join(problems) + note, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def corpus(spark, tmp_path_factory) -> Corpus:
+    root = tmp_path_factory.mktemp("nested_maintain")
+    return build(Warehouse(root / "wh", spark=spark), SPEC, STREAM_SEED, root / "batches")
+
+
+# --- tests ------------------------------------------------------------------------------------------------
+
+def test_the_database_and_the_stream_exercise_the_views():
+    """Pure Python: the default run's data has San Francisco businesses, reviewed and unreviewed,
+    users with and without elite years and friends, and its batches hold every kind of change."""
+    tables = {name: list(rows) for name, rows in yelp.tables(SPEC).items()}
+    sf = {b["business_id"] for b in tables[B] if b["city"] == SF}
+    reviewed = {r["business_id"] for r in tables[R]}
+    assert 10 <= len(sf) < len(tables[B]) and sf & reviewed and sf - reviewed
+    assert 100 <= len(tables[R]) <= 300 and len(tables[U]) == 50
+    assert 10 <= sum(bool(u["elite"]) for u in tables[U]) <= 40
+    assert 10 <= sum(bool(u["friends"]) for u in tables[U]) <= 45
+    stream = YelpChanges(SPEC, seed=STREAM_SEED)
+    kinds = Counter()
+    for n in BATCH_SIZES:
+        kinds.update({k: c for k, c in stream.next_batch(n).kinds.items() if c})
+    assert set(kinds) == set(KINDS), f"kinds never drawn: {set(KINDS) - set(kinds)}"
+
+
+def test_every_view_defines_and_is_not_empty(corpus):
+    assert len(VIEWS) >= 16
+    problems = corpus.define_errors + [f"view {name} is empty after define" for name in corpus.empty]
+    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems)
+
+
+def test_maintained_nested_views_match_recomputation(corpus):
+    run_batches(corpus, BATCH_SIZES)
+    assert set(corpus.kinds) == set(KINDS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed, stream_seed, sizes", [
+    (1, 5, (10, 25, 30, 15, 20)),
+    (2, 3, (30, 10, 30, 25)),
+    (3, 6, (15, 15, 30, 10, 25, 20)),
+])
+def test_maintained_nested_views_match_recomputation_over_longer_streams(make_warehouse, tmp_path, seed,
+                                                                           stream_seed, sizes):
+    spec = SPEC.with_(seed=seed, sf_fraction=0.3 + 0.1 * seed, elite_fraction=0.3 + 0.1 * seed)
+    corpus = build(make_warehouse(f"nested_{seed}"), spec, stream_seed, tmp_path / "batches")
+    run_batches(corpus, sizes)
+    assert not corpus.define_errors, "\n".join(corpus.define_errors)
+
+
+# --- a deep change, by hand -------------------------------------------------------------------------------
+
+TINY_SCHEMAS = {
+    B: pa.schema([("business_id", pa.string()), ("name", pa.string()), ("city", pa.string()),
+                  ("categories", pa.list_(pa.string()))]),
+    R: pa.schema([("review_id", pa.string()), ("user_id", pa.string()), ("business_id", pa.string()),
+                  ("stars", pa.int64())]),
+    U: pa.schema([("user_id", pa.string()), ("user_name", pa.string()), ("fans", pa.int64()),
+                  ("elite", pa.list_(pa.int64()))]),
+}
+TINY = {
+    B: [
+        {"business_id": "b1", "name": "Garaje", "city": SF, "categories": ["Mexican", "Burgers"]},
+        {"business_id": "b2", "name": "Zuni Cafe", "city": SF, "categories": ["American"]},
+        {"business_id": "b3", "name": "Tartine", "city": SF, "categories": ["Bakeries"]},  # no reviews
+        {"business_id": "b4", "name": "Graze", "city": "Madison", "categories": ["Tapas"]},
+    ],
+    R: [
+        {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4},
+        {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2},
+        {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5},
+        {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3},  # u1 twice in b2
+        {"review_id": "r5", "user_id": "u3", "business_id": "b2", "stars": 1},
+        {"review_id": "r6", "user_id": "u1", "business_id": "b4", "stars": 5},  # not in San Francisco
+    ],
+    U: [
+        {"user_id": "u1", "user_name": "Sebastien", "fans": 10, "elite": [2012, 2013]},
+        {"user_id": "u2", "user_name": "Ana", "fans": 5, "elite": []},
+        {"user_id": "u3", "user_name": "Bo", "fans": 0, "elite": [2013]},
+    ],
+}
+THESIS_V = """
+    CREATE VIEW v AS
+    SELECT business_id, (
+      SELECT reviews.*, users.*
+      FROM reviews NATURAL JOIN users
+      WHERE business_id = businesses.business_id
+    ) AS full_reviews
+    FROM businesses
+    WHERE city = "San Francisco"
+"""
+V_BEFORE = [
+    {"business_id": "b1", "full_reviews": [
+        {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4,
+         "user_name": "Sebastien", "fans": 10, "elite": [2012, 2013]},
+        {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2,
+         "user_name": "Ana", "fans": 5, "elite": []},
+    ]},
+    {"business_id": "b2", "full_reviews": [
+        {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5,
+         "user_name": "Sebastien", "fans": 10, "elite": [2012, 2013]},
+        {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3,
+         "user_name": "Sebastien", "fans": 10, "elite": [2012, 2013]},
+        {"review_id": "r5", "user_id": "u3", "business_id": "b2", "stars": 1,
+         "user_name": "Bo", "fans": 0, "elite": [2013]},
+    ]},
+    {"business_id": "b3", "full_reviews": []},
+]
+V_AFTER = [  # u1 becomes elite in 2014 too: r1, r3 and r4 change, in b1 and b2
+    {"business_id": "b1", "full_reviews": [
+        {"review_id": "r1", "user_id": "u1", "business_id": "b1", "stars": 4,
+         "user_name": "Sebastien", "fans": 10, "elite": [2012, 2013, 2014]},
+        {"review_id": "r2", "user_id": "u2", "business_id": "b1", "stars": 2,
+         "user_name": "Ana", "fans": 5, "elite": []},
+    ]},
+    {"business_id": "b2", "full_reviews": [
+        {"review_id": "r3", "user_id": "u1", "business_id": "b2", "stars": 5,
+         "user_name": "Sebastien", "fans": 10, "elite": [2012, 2013, 2014]},
+        {"review_id": "r4", "user_id": "u1", "business_id": "b2", "stars": 3,
+         "user_name": "Sebastien", "fans": 10, "elite": [2012, 2013, 2014]},
+        {"review_id": "r5", "user_id": "u3", "business_id": "b2", "stars": 1,
+         "user_name": "Bo", "fans": 0, "elite": [2013]},
+    ]},
+    {"business_id": "b3", "full_reviews": []},
+]
+
+
+def canonical(value, field: str | None = None):
+    """``value`` with every list sorted (a bag) except ``elite`` lists (ordered years)."""
+    if isinstance(value, dict):
+        return {k: canonical(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [canonical(v) for v in value]
+        return items if field == "elite" else sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    return value
+
+
+def by_review(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    """(business_id, review_id) -> the review element, for every element of every row."""
+    return {(row["business_id"], e["review_id"]): e for row in rows for e in row["full_reviews"]}
+
+
+def test_deep_update_of_users_elite_changes_exactly_that_users_review_elements(make_warehouse, tmp_path):
+    wh = make_warehouse("deep")
+    for name, rows in TINY.items():
+        wh.create_table(name, list(yelp.KEYS[name]), pa.Table.from_pylist(rows, schema=TINY_SCHEMAS[name]))
+    info = wh.define(THESIS_V, strategy=STRATEGY)
+    before = wh.rows("v")
+    assert canonical(before) == canonical(V_BEFORE)
+
+    u1 = TINY[U][0]
+    event = {"before": u1, "after": {**u1, "elite": [2012, 2013, 2014]}, "op": "u",
+             "source": {"table": "users"}, "ts_ms": 1_700_000_000_000}
+    path = tmp_path / "users.jsonl"
+    path.write_text(json.dumps(event) + "\n")
+    ingested = wh.ingest(U, path, format="debezium")
+    assert (ingested.changes, ingested.updated) == (1, 1)
+
+    (result,) = wh.maintain("v")
+    assert result.strategy == STRATEGY, f"maintained by {result.strategy} ({result.note})"
+    assert result.version == info.version + 1
+    assert (result.inserted, result.deleted) == (0, 0), \
+        f"a deep update is an update of the rows holding it: {result.summary()}"
+    after = wh.rows("v")
+    assert canonical(after) == canonical(V_AFTER)
+    # every element of u1 changed, in every business, and nothing else did
+    old, new = by_review(before), by_review(after)
+    assert set(old) == set(new)
+    changed = {k for k in old if canonical(old[k]) != canonical(new[k])}
+    assert changed == {("b1", "r1"), ("b2", "r3"), ("b2", "r4")}
+    assert all(new[k]["elite"] == [2012, 2013, 2014] and {**new[k], "elite": None} == {**old[k], "elite": None}
+               for k in changed)
+    check = wh.verify("v")
+    assert check.ok, check.summary()
