@@ -126,8 +126,7 @@ def assert_one_line_error(code, out, err, expected: str):
 def test_define_then_show_jsonl_and_table(run, wh, tmp_path):
     code, out, err = run("--warehouse", wh, "define", view_file(tmp_path, SF_REVIEWS))
     assert (code, err) == (0, "")
-    assert out == ("defined view sf_reviews: 3 rows, version 0, strategy auto "
-                   "(recompute: no i-diff rules for ApplyPlan yet)\n")
+    assert out == "defined view sf_reviews: 3 rows, version 0, strategy auto\n"
 
     code, out, err = run("--warehouse", wh, "show", "sf_reviews", "--format", "jsonl")
     assert (code, err) == (0, "")
