@@ -33,6 +33,7 @@ from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
 from idivm.exec.compiler import TOP, PlanCompiler
+from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.generator.script import (
     POST, PRE, PRE_FIELD, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates, parse_source,
 )
@@ -138,6 +139,10 @@ class ViewChanges:
             df.unpersist()
 
 
+#: the column of a nested update's element map (see :func:`_element_map`)
+ELEMENT_MAP = f"{HIDDEN}element_map"
+
+
 def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
              read_state: Callable[[str, str], DataFrame], view: DataFrame,
              progress: Callable[[str], None] | None = None) -> ViewChanges:
@@ -199,13 +204,13 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         return ViewChanges(inserted, deleted, tuple(cached), direct=(rewrites[0], compiler.evaluate(rewrites[0].query)))
     rewritten = None
     if rewrites:
-        queries = [(s, compiler.evaluate(s.query)) for s in rewrites]
+        queries = [(s, _element_map(s, compiler.evaluate(s.query), view) if s.kind == "nested_update"
+                    else compiler.evaluate(s.query)) for s in rewrites]
         kept = _match(view, deleted, ids, "left_anti")
-        named = _union([_match(kept, q, s.on, "left_semi").select(*ids) for s, q in queries],
-                       spark_empty).distinct()
+        named = _union([_named(kept, s, q).select(*ids) for s, q in queries], spark_empty).distinct()
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
-            rows = _rewrite(rows, s, q)
+            rows = _rewrite_elements(rows, s, q) if s.kind == "nested_update" else _rewrite(rows, s, q)
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     gone = _match(deleted, inserted, ids, "left_anti")
@@ -233,11 +238,58 @@ def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs
 
 
 def _has_input(s: Statement, diffs: BaseDiffs) -> bool:
-    """Whether the base i-diff the statement starts from is non-empty.  (A statement from
+    """Whether a base i-diff the statement starts from is non-empty.  (A statement from
     ``Δ(T)`` may read ``Δpre(T)``/``Δpost(T)`` instead: they are empty when ``Δ(T)`` is,
     and one of them may be empty when it is not — inserts only, deletes only.)"""
-    kind, table = parse_source(s.origin.split(" AS ")[0])
-    return (diffs.updates if kind == "Δu" else diffs.keys)[table].num_rows > 0
+    for origin in s.origins():
+        kind, table = parse_source(origin.split(" AS ")[0])
+        if (diffs.updates if kind == "Δu" else diffs.keys)[table].num_rows > 0:
+            return True
+    return False
+
+
+def _named(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
+    """The rows the update ``s`` (query result ``q``; for a nested update, its element map)
+    rewrites: named by ID, or holding an element its provenance names."""
+    if s.kind != "nested_update":
+        return _match(rows, q, s.on, "left_semi")
+    with_map = rows.crossJoin(q)
+    hit = F.exists(F.col(f"`{s.path}`"), lambda e: F.map_contains_key(F.col(ELEMENT_MAP), _element_key(s, e)))
+    return with_map.filter(hit).select(*rows.columns)
+
+
+def _element_map(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
+    """The rows of a nested update as one map (a single-row DataFrame, column
+    :data:`ELEMENT_MAP`): element provenance (the ``match`` fields, in the view's types) ->
+    the new field values (in the view's types)."""
+    element = view.schema[s.path].dataType.elementType
+    prov = element[PROV_FIELD].dataType
+    key = F.struct(*[F.col(f"`{c}`").cast(prov[p].dataType).alias(p) for p, c in s.match])
+    value = F.struct(*[F.col(f"`{c}`").cast(element[f].dataType).alias(f) for f, c in s.set])
+    entries = F.collect_list(F.struct(key.alias("key"), value.alias("value")))
+    return q.agg(F.map_from_entries(entries).alias(ELEMENT_MAP))
+
+
+def _element_key(s: Statement, e):
+    return F.struct(*[e.getField(PROV_FIELD).getField(p).alias(p) for p, _ in s.match])
+
+
+def _rewrite_elements(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
+    """``rows`` with the nested update ``s`` applied by path navigation: in the bag of column
+    ``s.path``, every element whose provenance is a key of the map ``q`` gets its new field
+    values; the other elements, and the other columns, stay as they are."""
+    m = F.col(ELEMENT_MAP)
+
+    def element(e):
+        key = _element_key(s, e)
+        new = F.try_element_at(m, key)
+        updated = e
+        for f, _ in s.set:
+            updated = updated.withField(f, new.getField(f))
+        return F.when(F.map_contains_key(m, key), updated).otherwise(e)
+
+    out = [F.transform(F.col(f"`{c}`"), element).alias(c) if c == s.path else F.col(f"`{c}`") for c in rows.columns]
+    return rows.crossJoin(q).select(*out)
 
 
 def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:

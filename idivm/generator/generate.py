@@ -34,7 +34,7 @@ from idivm.generator.minimize import minimize_script
 from idivm.generator.script import (
     POST, PRE, PRE_FIELD, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates,
 )
-from idivm.provenance.ids import BRANCH, HIDDEN, Ids, ProvenanceResult
+from idivm.provenance.ids import BRANCH, HIDDEN, PROV_FIELD, Ids, ProvenanceResult
 from idivm.rules import SIDES, Rule, rules_for
 from idivm import types as T
 
@@ -51,6 +51,18 @@ class Restriction:
     keys: O.Operator
     key_vars: tuple[str, ...]
     branches: tuple[tuple[O.Operator, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Navigation:
+    """A nested update: the top-level ``apply`` whose bag is view column ``column``; its
+    elements are named by provenance fields ``match`` (field, term over the updated tuple),
+    and fields ``sets`` (field, post-value term) change."""
+
+    apply: O.ApplyPlan
+    column: str
+    match: tuple[tuple[str, Term], ...]
+    sets: tuple[tuple[str, Term], ...]
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,9 @@ class _Generator:
             for nested in op.nested():
                 self.enclosing[id(nested)] = op
         self.top_level = {id(op) for op in O.walk(self.plan, into_nested=False)}
+        #: replace statements that name view rows by a restriction: id(statement) -> its diff
+        self._navigations: dict[int, _Navigation | None] = {}
+        self.restricted_replaces: dict[int, Diff] = {}
         check_supported(self.plan)
         self.element_columns = self._element_columns()
 
@@ -129,6 +144,7 @@ class _Generator:
             td = tables[scan.source.name]
             for diff in self._base_diffs(scan, td):
                 statements.extend(self.propagate(diff) if self._top_level(scan) else self.to_outer(diff))
+        statements = self.merge_replaces(statements)
         return DeltaScript(self.view_name, self.strategy, tuple(tables.values()), tuple(statements),
                            tuple(c for c, _ in self.element_columns.values()))
 
@@ -314,6 +330,13 @@ class _Generator:
         the nested plan's root the enclosing apply evaluates that probe for every outer
         tuple in its environment, and the outer tuples with a non-empty probe are the
         changed tuples of the next level, up to the top-level plan."""
+        if diff.kind == "update":
+            nav = self._navigation(diff)
+            if nav is not None:
+                for rule in rules_for(nav.apply.name, "nested", "update"):
+                    if getattr(self, f"when_{rule.when}")(nav.apply, "nested", diff):
+                        return getattr(self, f"do_{rule.action}")(nav.apply, "nested", diff, rule)
+        kind = diff.kind
         if diff.kind != "replace":
             kv = self.fresh_vars(len(diff.ids))
             keys = O.Project(diff.plan, tuple(zip(kv, diff.ids)))
@@ -335,8 +358,9 @@ class _Generator:
                 node = up[0]
                 up = self.parents.get(id(node))
             outer = self.enclosing[id(node)]
-            rule = rules_for(outer.name, "nested", diff.kind)[0]
+            rule = next(r for r in rules_for(outer.name, "nested", kind) if r.action == "to_matching_outer")
             trail += (_rule(rule),)
+            kind = "replace"
             m = self.fresh("m")
             hit = O.Select(O.ApplyPlan(outer.input, O.ReturnBag(probe, Const(True, T.BOOL)), m),
                            Call("exists", (Var(m),)))
@@ -350,6 +374,105 @@ class _Generator:
         new = Diff("replace", outer, ids, diff.origin, keys=keys, key_vars=kv,
                    restriction=self.restriction(outer.input, ids, keys, kv), trail=trail)
         return self.propagate(new)
+
+    def when_navigable(self, op, side, diff) -> bool:
+        return self.strategy == "id" and self._navigation(diff) is not None
+
+    def do_nested_update(self, op: O.ApplyPlan, side, diff, rule) -> list[Statement]:
+        """The nested update i-diff of :meth:`_navigation`: the view's rows are not named by
+        their IDs but found by the elements of column ``path`` whose provenance fields
+        ``match`` take the i-diff's values; their fields ``set`` get the post values."""
+        nav = self._navigation(diff)
+        if not nav.sets:  # the elements carry none of the updated attributes
+            return []
+        keys = tuple((f"{HIDDEN}key_{p}", t) for p, t in nav.match)
+        news = tuple((f"{HIDDEN}new_{f}", t) for f, t in nav.sets)
+        query = O.ReturnBag(diff.plan, TupleExpr(keys + news))
+        return [Statement("nested_update", diff.origin, query=query, path=nav.column,
+                          match=tuple((p, c) for (p, _), (c, _) in zip(nav.match, keys)),
+                          set=tuple((f, c) for (f, _), (c, _) in zip(nav.sets, news)),
+                          rules=diff.trail + (_rule(rule),))]
+
+    def _navigation(self, diff: Diff) -> "_Navigation | None":
+        """How an update i-diff of a base table a nested plan reads reaches the view's elements
+        without changing anything else (§2.12.3): from the changed scan up to the nested
+        plan's root only σ, joins and π whose predicates do not read the updated attributes;
+        every element field that reads them is computable from the updated tuple, and so are
+        the element's provenance fields that name it (the table's key); the nested plan is
+        the plan of a top-level ApplyPlan whose variable reaches one column of the view
+        unchanged.  None when it does not hold (the outer tuples are replaced instead)."""
+        key = id(diff)
+        if key not in self._navigations:
+            self._navigations[key] = self._find_navigation(diff)
+        return self._navigations[key]
+
+    def _find_navigation(self, diff: Diff) -> "_Navigation | None":
+        env: dict[Term, Term] = {}  # variables of the current level -> terms over the scan's
+        ids = diff.ids  # the changed tuple's IDs at the current level
+        node = diff.op
+        while True:
+            up = self.parents.get(id(node))
+            if up is None:
+                return None
+            op = up[0]
+            if isinstance(op, O.ReturnBag):
+                break
+            if isinstance(op, (O.Select, O.InnerJoin)):
+                if any(_mentions(_substitute(t, env), diff.changed) for t in _condition_terms(op)):
+                    return None
+            elif isinstance(op, O.Project):
+                env = {Var(v): _substitute(t, env) for v, t in op.outputs}
+                ids = self.through_project(op, ids)
+                if ids is None:
+                    return None
+            else:
+                return None
+            node = op
+        apply = self.enclosing.get(id(op))
+        if not isinstance(apply, O.ApplyPlan) or id(apply) not in self.top_level \
+                or not isinstance(op.element, TupleExpr):
+            return None
+        avail = set(diff.plan.output_variables())
+        sets, match = [], []
+        for name, t in op.element.fields:
+            if name == PROV_FIELD:
+                if not isinstance(t, TupleExpr):
+                    return None
+                for i, base in zip(ids, diff.ids):  # the provenance field holding each ID
+                    same = self.equivalents(node, i) + (i,)
+                    match += [(p, base) for p, pt in t.fields if pt in same][:1]
+                continue
+            u = _substitute(t, env)
+            if _mentions(u, diff.changed):
+                if not u.variables() <= avail:
+                    return None
+                sets.append((name, u))
+        if len(match) != len(diff.ids):
+            return None
+        column = self._stored_column(apply)
+        return None if column is None else _Navigation(apply, column, tuple(match), tuple(sets))
+
+    def _stored_column(self, apply: O.ApplyPlan) -> str | None:
+        """The view column holding ``apply``'s bag as it is (through σ and renaming π that do
+        not read it otherwise), or None."""
+        var, node = Var(apply.var), apply
+        while True:
+            op, _ = self.parents[id(node)]
+            if op is self.plan:
+                named = [n for n, t in op.element.fields if t == var]
+                others = [t for _, t in op.element.fields if t != var and var.variables() & t.variables()]
+                return named[0] if len(named) == 1 and not others else None
+            if isinstance(op, O.Select):
+                if var.variables() & op.condition.variables():
+                    return None
+            elif isinstance(op, O.Project):
+                named = [v for v, t in op.outputs if t == var]
+                if len(named) != 1 or any(t != var and var.variables() & t.variables() for _, t in op.outputs):
+                    return None
+                var = Var(named[0])
+            else:
+                return None
+            node = op
 
     def do_regroup(self, op: O.GroupBy | O.Distinct, side, diff, rule) -> list[Statement]:
         """Recompute the groups (distinct values) the change touches before or after."""
@@ -431,7 +554,10 @@ class _Generator:
                 keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(v)) for c, v in cols.items())))
             if self.strategy == "tuple":
                 return [Statement("replace", diff.origin, on=on, rows=rows, pre_rows=pre_rows, rules=trail)]
-            return [Statement("replace", diff.origin, on=on, keys=keys, rows=rows, rules=trail)]
+            out = Statement("replace", diff.origin, on=on, keys=keys, rows=rows, rules=trail)
+            if keys is not None and diff.restriction is not None:
+                self.restricted_replaces[id(out)] = replace(diff, trail=trail)
+            return [out]
         changed = dict(diff.changed)
         fields = list(dict(zip(on, diff.ids)).items())
         on = tuple(dict.fromkeys(on))
@@ -448,6 +574,49 @@ class _Generator:
             return []
         query = O.ReturnBag(diff.plan, TupleExpr(tuple(fields)))
         return [Statement(diff.kind, diff.origin, on=on, query=query, set=tuple(sets), rules=trail)]
+
+    def merge_replaces(self, statements: list[Statement]) -> list[Statement]:
+        """Replace statements that restrict the view plan at the same operator, on the same
+        terms and union branches, and name the view rows by the same columns, become one: its
+        keys are the union of theirs, so the view plan is evaluated once for all of them (a
+        nested view has one such restriction point, its outer tuples, for changes of every
+        table).  Equivalent to the statements apart: each deletes the rows its keys name and
+        inserts their post state."""
+        groups: dict[tuple, list[Statement]] = {}
+        for s in statements:
+            d = self.restricted_replaces.get(id(s))
+            if d is not None:
+                r = d.restriction
+                group = (s.on, id(r.at), r.terms, tuple((id(u), side) for u, side in r.branches))
+                groups.setdefault(group, []).append(s)
+        out = []
+        for s in statements:
+            d = self.restricted_replaces.get(id(s))
+            if d is None:
+                out.append(s)
+                continue
+            r = d.restriction
+            members = groups.pop((s.on, id(r.at), r.terms, tuple((id(u), side) for u, side in r.branches)), None)
+            if members is None:  # merged into an earlier statement
+                continue
+            if len(members) == 1:
+                out.append(s)
+                continue
+            diffs = [self.restricted_replaces[id(m)] for m in members]
+            rv = self.fresh_vars(len(r.terms))
+            restricted = _union_renamed([(d.restriction.keys, d.restriction.key_vars) for d in diffs], rv)
+            if all(d.keys is d.restriction.keys and d.key_vars == d.restriction.key_vars for d in diffs):
+                keys, kv = restricted, rv  # one key set: the executor computes it once
+            else:
+                kv = self.fresh_vars(len(s.on))
+                keys = _union_renamed([(d.keys, d.key_vars) for d in diffs], kv)
+            rows = self.restricted(self.plan, Restriction(r.at, r.terms, restricted, rv, r.branches))
+            origins = tuple(dict.fromkeys(m.origin for m in members))
+            rules = tuple(f"{m.origin}: {rule}" for m in members for rule in m.rules)
+            out.append(Statement("replace", "; ".join(origins), on=s.on,
+                                 keys=O.ReturnBag(keys, TupleExpr(tuple((c, Var(v)) for c, v in zip(s.on, kv)))),
+                                 rows=at_state(rows, POST), rules=rules))
+        return out
 
     # ------------------------------------------------------------------ helpers
 
@@ -590,6 +759,15 @@ def _push_down(at: O.Operator, terms: tuple[Term, ...]) -> tuple[O.Operator, tup
         if nxt is None or not terms:
             return at, terms
         at, terms = nxt
+
+
+def _union_renamed(parts: list[tuple[O.Operator, tuple[str, ...]]], names: tuple[str, ...]) -> O.Operator:
+    """The union of key sets, each binding its own variables, as sets binding ``names``."""
+    out = None
+    for plan, variables in parts:
+        renamed = O.Project(plan, tuple((n, Var(v)) for n, v in zip(names, variables)))
+        out = renamed if out is None else O.UnionAll(out, renamed)
+    return out
 
 
 def _base_rule(kind: str) -> Rule:

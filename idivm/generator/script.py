@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TableRef
 from idivm.algebra.printer import format_plan
-from idivm.provenance.ids import HIDDEN
+from idivm.provenance.ids import HIDDEN, PROV_FIELD as PROV
 from idivm.types import TupleType
 
 PRE = "@pre"
@@ -101,10 +101,13 @@ class Statement:
     kind ``update``: ``query`` has the columns ``on`` and, for each ``(column,
     value)`` of ``set``, the new value of the view column.
     kind ``increment``: like update, the values are added to the view columns.
+    kind ``nested_update``: in every view row, the elements of the bag in column ``path``
+    whose provenance fields ``match`` equal a row of ``query`` get, for each ``(field,
+    value)`` of ``set``, the new value of the field (thesis §2.12.3, §2.14.2).
     """
 
     kind: str
-    origin: str  # the base-table i-diff it starts from, e.g. "Δu(parts) AS parts"
+    origin: str  # the base-table i-diff(s) it starts from, e.g. "Δu(parts) AS parts" ("; " between)
     on: tuple[str, ...] = ()
     keys: O.Operator | None = None
     rows: O.Operator | None = None
@@ -112,6 +115,13 @@ class Statement:
     query: O.Operator | None = None
     set: tuple[tuple[str, str], ...] = ()
     rules: tuple[str, ...] = ()
+    #: nested_update: the view column holding the bag, and (provenance field, query column)
+    path: str = ""
+    match: tuple[tuple[str, str], ...] = ()
+
+    def origins(self) -> tuple[str, ...]:
+        """The base-table i-diffs the statement starts from (several for merged replaces)."""
+        return tuple(self.origin.split("; "))
 
     def plans(self) -> tuple[tuple[str, O.Operator], ...]:
         named = (("keys", self.keys), ("rows", self.rows), ("pre rows", self.pre_rows), ("query", self.query))
@@ -134,13 +144,20 @@ class Statement:
                 return f"replace: delete {how}, insert the post state"
             case "update":
                 return f"update by ID ({on}): set " + ", ".join(f"{c} := {v}" for c, v in self.set)
+            case "nested_update":
+                named = ", ".join(f"{PROV}.{p} = {c}" for p, c in self.match)
+                return (f"update the elements of {self.path} named by partial provenance ({named}), "
+                        f"found by path navigation: set " + ", ".join(f"{c} := {v}" for c, v in self.set))
             case _:
                 return f"increment by ID ({on}): " + ", ".join(f"{c} += {v}" for c, v in self.set)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "origin": self.origin, "on": list(self.on),
-                "set": [list(p) for p in self.set], "rules": list(self.rules), "reads": list(self.reads()),
-                "plans": {n: format_plan(p) for n, p in self.plans()}}
+        out = {"kind": self.kind, "origin": self.origin, "on": list(self.on),
+               "set": [list(p) for p in self.set], "rules": list(self.rules), "reads": list(self.reads()),
+               "plans": {n: format_plan(p) for n, p in self.plans()}}
+        if self.kind == "nested_update":
+            out |= {"path": self.path, "match": [list(p) for p in self.match]}
+        return out
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,14 @@ followed from the changed scan up through the operators that keep tuples apart �
 unnests, nested applies — so its correlation predicates select the outer tuples; above a γ
 or a δ every outer tuple whose nested input holds a changed tuple is named.)  Deeper nesting
 composes: the inner apply's named outer tuples are the changed tuples of the next level.
+
+An update of attributes the nested plan only carries into its elements (no predicate, key or
+aggregate reads them) is a nested update i-diff instead (§2.12.3, §2.14.2): it names the
+elements by the partial provenance the changed tuple gives them — ``#(user_id)`` under
+``#()`` for an update of ``users`` in the thesis' V — and sets their fields to the post
+values, in every top-level row holding such an element, by path navigation (§2.15.3); the
+base tables are not read.  That holds when the apply is a top-level operator whose bag the
+view stores as one of its columns unchanged.
 """
 
 from idivm.rules import Rule
@@ -60,6 +68,10 @@ RULES = (
         Rule(op, "input", "increment", "touches_terms", "to_replace", "replace", reads=("Input_post",),
              source="Tables E.3, E.4, E.6"),
         Rule(op, "input", "increment", "always", "pass", "increment", source="Tables E.3, E.4, E.6"),
+    ) + (
+        Rule(op, "nested", "update", "navigable", "nested_update", "update",
+             source="§2.12.3, §2.14.2, §2.15.3: the elements the update names by partial provenance are "
+                    "updated in place, found by path navigation"),
     ) + tuple(
         Rule(op, "nested", kind, "always", "to_matching_outer", "replace",
              reads=("Input_pre", "Input_post"),
