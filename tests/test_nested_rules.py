@@ -27,6 +27,7 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.builder import build_view
 from idivm.algebra.expressions import TableRef
+from idivm.datasets import view_path
 from idivm.generator import generate
 from idivm.generator.script import DeltaScript, Statement
 from idivm.provenance.ids import PROV_FIELD, infer_provenance
@@ -43,20 +44,11 @@ TYPES = {
 }
 KEYS = {"businesses": ("business_id",), "reviews": ("review_id",), "users": ("user_id",)}
 
-V = """
-CREATE VIEW v AS
-SELECT business_id, (
-  SELECT reviews.*, users.*
-  FROM reviews NATURAL JOIN users
-  WHERE business_id = businesses.business_id
-) AS full_reviews
-FROM businesses
-WHERE city = "San Francisco"
-"""
+V = view_path("sf_reviews").read_text()  # thesis §2.9, Example 2.9.1
 
 
 def script_of(text: str, strategy: str = "id") -> DeltaScript:
-    name = text.split("VIEW", 1)[1].split()[0]
+    name = text.split("CREATE VIEW", 1)[1].split()[0]
     view = build_view(parse_view(text, name), TYPES)
     return generate(view.name, infer_provenance(view.plan, KEYS, TYPES, {}), KEYS, TYPES, strategy)
 
@@ -136,7 +128,7 @@ def test_an_update_no_element_carries_is_discarded():
 
 
 def test_the_elements_keep_their_provenance_for_navigation():
-    view = build_view(parse_view(V, "v"), TYPES)
+    view = build_view(parse_view(V, "sf_reviews"), TYPES)
     prov = infer_provenance(view.plan, KEYS, TYPES, {})
     nested = [o for o in O.walk(prov.plan) if isinstance(o, O.ReturnBag) and o is not prov.plan]
     (el,) = [o.element for o in nested]
