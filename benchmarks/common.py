@@ -1,0 +1,380 @@
+"""What every benchmark of ``benchmarks/`` shares: the setup of a warehouse from a generated
+dataset, timing ``Warehouse.maintain`` and reading the rows it wrote from the view's Delta log,
+verification, the summary (medians over the timed runs), ratios, the markdown table and the
+environment recorded with the results.
+
+Importing this module puts the checkout it belongs to first on ``sys.path``, so that the idivm
+measured is the checkout's, installed or not.  A benchmark script imports it before idivm.
+
+No timing policy lives here beyond the wall clock around one ``maintain`` call: which runs are
+timed, the order of the strategies and what a run ingests are the scripts' choices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+#: the checkout this file belongs to: its idivm is the one measured, installed or not
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from idivm import Warehouse  # noqa: E402
+from idivm.errors import IdivmError  # noqa: E402
+from idivm.storage import delta  # noqa: E402
+
+STRATEGIES = ("id", "tuple", "recompute")
+
+#: the fields of ``MaintenanceResult`` reported when the running idivm has them
+RESULT_COUNTS = ("diff_rows", "inserted", "updated", "deleted", "rows_written")
+
+CREATE_VIEW = re.compile(r"\bCREATE\s+VIEW\s+(\w+)\s+AS\b", re.IGNORECASE)
+
+
+class BenchmarkError(Exception):
+    """A configuration the benchmark cannot run; printed as one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One ``maintain`` call of one view in one run (run 0 is the warm-up)."""
+
+    run: int
+    view: str
+    strategy: str          # as requested at define time
+    maintained_as: str     # as the maintenance result reports it (a fallback shows here)
+    seconds: float         # wall clock around Warehouse.maintain
+    reported_seconds: float
+    changes: int
+    version: int | None
+    view_rows_written: int | None
+    view_files_added: int | None
+    view_files_removed: int | None
+    diff_rows: int | None = None
+    inserted: int | None = None
+    updated: int | None = None
+    deleted: int | None = None
+    rows_written: int | None = None
+    note: str = ""
+    batch_size: int | None = None  # changes per batch, for benchmarks that vary it
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# --- setup -----------------------------------------------------------------------------------------
+
+def define_accepts_strategy() -> bool:
+    """Whether this idivm's ``Warehouse.define`` takes ``strategy=``."""
+    return "strategy" in inspect.signature(Warehouse.define).parameters
+
+
+def check_strategies(strategies: Sequence[str]) -> None:
+    """Fail before any work when a requested strategy cannot be chosen at define time."""
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise BenchmarkError(f"unknown strategy {', '.join(unknown)}; known: {', '.join(STRATEGIES)}")
+    if not define_accepts_strategy() and set(strategies) != {"recompute"}:
+        raise BenchmarkError(
+            "this idivm's Warehouse.define takes no strategy= argument, so views can only be "
+            "maintained by recomputation: run with --strategies recompute")
+
+
+def generate_dataset(dataset: str, options: Sequence[str], spec: Mapping[str, Any], tables: Iterable[str],
+                     data: Path) -> Path:
+    """The tables of a dataset as Parquet files in ``data``, written by ``python -m idivm.datasets
+    <dataset> <options> --out data --format parquet`` unless a previous invocation left the same
+    ``spec`` (a dict, stamped into ``data/spec.json``) there."""
+    stamp = data / "spec.json"
+    wanted = dict(spec)
+    if stamp.is_file() and json.loads(stamp.read_text()) == wanted and all(
+            (data / f"{t}.parquet").is_file() for t in tables):
+        progress(f"data: reusing {data} ({dataset} {wanted})")
+        return data
+    stamp.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "idivm.datasets", dataset, *options, "--out", str(data),
+               "--format", "parquet"]
+    progress("data: " + " ".join(command[1:]))
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    subprocess.run(command, check=True, env=env)
+    stamp.write_text(json.dumps(wanted, sort_keys=True) + "\n")
+    progress(f"data: written in {time.perf_counter() - started:.1f} s")
+    return data
+
+
+def fresh_warehouse(out: Path) -> Warehouse:
+    """An empty warehouse at ``out/warehouse``, replacing the one a previous invocation left."""
+    path = out / "warehouse"
+    if path.exists():
+        if not (path / "catalog.json").is_file() and any(path.iterdir()):
+            raise BenchmarkError(f"{path} exists and is not an idivm warehouse; remove it or choose another --out")
+        shutil.rmtree(path)
+    return Warehouse(path)
+
+
+def load_tables(wh: Warehouse, data: Path, keys: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """Create every base table of ``keys`` (name -> key columns) from ``data/<name>.parquet``;
+    returns rows per table."""
+    rows = {}
+    for table, key in keys.items():
+        started = time.perf_counter()
+        info = wh.create_table(table, key=list(key), source=data / f"{table}.parquet", format="parquet")
+        rows[table] = info.rows
+        progress(f"load: {table}: {info.rows:,} rows in {time.perf_counter() - started:.1f} s")
+    return rows
+
+
+def renamed(text: str, view: str, name: str, origin: str) -> str:
+    """The ``CREATE VIEW view AS ...`` text ``text`` with the view called ``name``."""
+    match = CREATE_VIEW.search(text)
+    if match is None or match.group(1) != view:
+        raise BenchmarkError(f"{origin} does not define view {view}")
+    return text[:match.start(1)] + name + text[match.end(1):]
+
+
+def define_view(wh: Warehouse, name: str, text: str, view: str, strategy: str) -> dict[str, Any]:
+    """Define ``text`` (view ``name``) with ``strategy``: {view, strategy, rows, seconds}.
+    An idivm error (or a strategy it does not know) is raised as :class:`BenchmarkError`."""
+    started = time.perf_counter()
+    try:
+        info = wh.define(text, strategy=strategy) if define_accepts_strategy() else wh.define(text)
+    except (IdivmError, ValueError) as e:
+        raise BenchmarkError(f"cannot define {name} with strategy {strategy!r}: {type(e).__name__}: {e}") from e
+    seconds = time.perf_counter() - started
+    progress(f"define: {name}: {info.rows:,} rows in {seconds:.1f} s")
+    return {"view": view, "strategy": strategy, "rows": info.rows, "seconds": seconds}
+
+
+def start_spark(wh: Warehouse) -> float:
+    """Start the warehouse's Spark session (so that no define or maintain pays for it); seconds."""
+    started = time.perf_counter()
+    wh.spark
+    seconds = time.perf_counter() - started
+    progress(f"spark: session started in {seconds:.1f} s")
+    return seconds
+
+
+# --- runs ------------------------------------------------------------------------------------------
+
+def rotated(strategies: Sequence[str], run: int) -> tuple[str, ...]:
+    """``strategies`` rotated by ``run``, so that none is always first after an ingest."""
+    shift = run % len(strategies)
+    return tuple(strategies[shift:]) + tuple(strategies[:shift])
+
+
+def commit_metrics(wh: Warehouse, name: str, version: int | None) -> tuple[int | None, int | None, int | None]:
+    """(rows, files added, files removed) of the view's commit ``version``, from its Delta log.
+
+    Rows are the rows in the files the commit added: for a MERGE ``num_output_rows`` (rows copied
+    from rewritten files plus rows updated and inserted), for an overwrite ``num_added_rows``."""
+    if version is None:
+        return None, None, None
+    for commit in delta.history(wh.view_info(name).path):
+        if commit.get("version") == version:
+            m = commit.get("operationMetrics") or {}
+            rows = m.get("num_output_rows", m.get("num_added_rows"))
+            files_added = m.get("num_target_files_added", m.get("num_added_files"))
+            files_removed = m.get("num_target_files_removed", m.get("num_removed_files"))
+            return (None if rows is None else int(rows), None if files_added is None else int(files_added),
+                    None if files_removed is None else int(files_removed))
+    return None, None, None
+
+
+def maintain_once(wh: Warehouse, run: int, name: str, view: str, strategy: str,
+                  batch_size: int | None = None) -> Measurement:
+    """Maintain view ``name`` once, timed by a wall clock around ``Warehouse.maintain``."""
+    started = time.perf_counter()
+    results = wh.maintain(name)
+    seconds = time.perf_counter() - started
+    (r,) = results
+    rows, added, removed = commit_metrics(wh, name, r.version)
+    counts = {f: getattr(r, f, None) for f in RESULT_COUNTS}
+    return Measurement(run=run, view=view, strategy=strategy, maintained_as=r.strategy, seconds=seconds,
+                       reported_seconds=r.seconds, changes=r.changes, version=r.version,
+                       view_rows_written=rows, view_files_added=added, view_files_removed=removed,
+                       note=getattr(r, "note", "") or "", batch_size=batch_size, **counts)
+
+
+def describe(label: str, name: str, m: Measurement) -> str:
+    """The progress line of one measurement."""
+    fallback = "" if m.maintained_as == m.strategy else f" (maintained as {m.maintained_as}: {m.note})"
+    written = "" if m.rows_written is None else f", {m.rows_written:,} rows written"
+    return (f"{label}: {name}: {m.seconds:.2f} s, {m.changes} change rows{written}, "
+            f"view commit wrote {fmt_count(m.view_rows_written)} rows{fallback}")
+
+
+def verify_all(wh: Warehouse, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``Warehouse.verify`` of every view of ``names``: name -> {ok, rows, missing, extra, seconds}."""
+    out = {}
+    for name in names:
+        started = time.perf_counter()
+        v = wh.verify(name)
+        out[name] = {"ok": v.ok, "rows": v.rows, "missing": v.missing, "extra": v.extra,
+                     "seconds": time.perf_counter() - started}
+        progress(f"verify: {v.summary().splitlines()[0]}")
+    return out
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+def summary_row(view: str, strategy: str, timed: Sequence[Measurement], verified: bool | None,
+                batch_size: int | None = None) -> dict[str, Any]:
+    """Median/min/max seconds and median rows written of one view and strategy over ``timed``."""
+    seconds = [m.seconds for m in timed]
+    row: dict[str, Any] = {"view": view}
+    if batch_size is not None:
+        row["batch_size"] = batch_size
+    row.update({
+        "strategy": strategy,
+        "maintained_as": sorted({m.maintained_as for m in timed}),
+        "runs": len(timed),
+        "median_s": statistics.median(seconds),
+        "min_s": min(seconds),
+        "max_s": max(seconds),
+        "changes": median_or_none([m.changes for m in timed]),
+        "rows_written": median_or_none([m.rows_written for m in timed]),
+        "view_rows_written": median_or_none([m.view_rows_written for m in timed]),
+        "view_files_added": median_or_none([m.view_files_added for m in timed]),
+        "verified": verified,
+    })
+    return row
+
+
+def summarize(measurements: Sequence[Measurement], views: Sequence[str], strategies: Sequence[str],
+              verified: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per view and strategy over the timed runs (run > 0): see :func:`summary_row`."""
+    rows = []
+    for view in views:
+        for strategy in strategies:
+            timed = [m for m in measurements if m.run > 0 and m.view == view and m.strategy == strategy]
+            rows.append(summary_row(view, strategy, timed, verified[f"{view}_{strategy}"]["ok"]))
+    return rows
+
+
+def group_label(row: Mapping[str, Any]) -> str:
+    """What a row of the summary is about besides its strategy: the view, and the batch size if any."""
+    if row.get("batch_size") is None:
+        return row["view"]
+    return f"{row['view']}, batch {row['batch_size']:,}"
+
+
+def ratios(summary: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Median seconds of recompute and tuple over id, per view (and batch size): speedups of id."""
+    out: dict[str, dict[str, float]] = {}
+    for group in dict.fromkeys(group_label(r) for r in summary):
+        median = {r["strategy"]: r["median_s"] for r in summary
+                  if group_label(r) == group and r.get("median_s") is not None}
+        if "id" in median and median["id"] > 0:
+            out[group] = {f"{s}/id": median[s] / median["id"] for s in ("recompute", "tuple") if s in median}
+    return out
+
+
+def ratio_lines(speedups: Mapping[str, Mapping[str, float]]) -> list[str]:
+    return [f"{group}: " + ", ".join(f"{k} = {v:.2f}x" for k, v in rs.items())
+            for group, rs in speedups.items() if rs]
+
+
+def median_or_none(values: Sequence[int | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def fmt_count(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
+
+
+def markdown_table(summary: Sequence[Mapping[str, Any]]) -> str:
+    """One line per row of the summary.  A row with ``"not_measured"`` (why, in a few words) has no
+    times; a column ``batch`` appears when the rows have a ``batch_size``."""
+    batches = any(r.get("batch_size") is not None for r in summary)
+    header = ("view", *(("batch",) if batches else ()), "strategy", "median s", "min s", "max s",
+              "rows written/run", "view commit rows/run", "verify")
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for r in summary:
+        first = (r["view"], *((fmt_count(r.get("batch_size")),) if batches else ()))
+        strategy = r["strategy"]
+        if r.get("not_measured"):
+            cells = (*first, strategy, *("—" for _ in range(5)), r["not_measured"])
+        else:
+            if r["maintained_as"] != [strategy]:
+                strategy += f" (as {', '.join(r['maintained_as'])})"
+            verify = {True: "ok", False: "DIFFERS", None: "not verified"}[r["verified"]]
+            cells = (*first, strategy, f"{r['median_s']:.2f}", f"{r['min_s']:.2f}", f"{r['max_s']:.2f}",
+                     fmt_count(r["rows_written"]), fmt_count(r["view_rows_written"]), verify)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def environment() -> dict[str, Any]:
+    """Versions, the idivm git commit and modified tracked files, CPUs and load average now."""
+    import deltalake
+    import pyspark
+
+    import idivm
+
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", "-C", str(REPO), *args], check=True, capture_output=True,
+                                  text=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    commit = git("rev-parse", "HEAD")
+    modified = None if status is None else [line[3:] for line in status.splitlines() if line.strip()]
+    return {"python": platform.python_version(), "pyspark": pyspark.__version__,
+            "deltalake": deltalake.__version__, "idivm": idivm.__version__,
+            "git_commit": None if commit is None else commit.strip(), "git_modified_files": modified,
+            "cpus": os.cpu_count(), "load_average": os.getloadavg(), "platform": platform.platform(),
+            "define_accepts_strategy": define_accepts_strategy()}
+
+
+def warn_if_busy(env: Mapping[str, Any]) -> None:
+    if env["load_average"][0] > (env["cpus"] or 1):
+        progress(f"warning: load average {env['load_average'][0]:.1f} on {env['cpus']} CPUs: "
+                 "other processes will distort the times")
+
+
+def write_results(out: Path, results: dict[str, Any], title: str, table: str, lines: Sequence[str]) -> None:
+    """``out/results.json`` (``results`` plus the load average now) and ``out/results.md`` (title,
+    table, ratio lines); the same on standard output."""
+    results["load_average_end"] = os.getloadavg()
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (out / "results.md").write_text(f"{title}\n\n{table}\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    print(f"\n{title}\n\n{table}\n", flush=True)
+    for line in lines:
+        print(line, flush=True)
+    print(f"\nresults: {out / 'results.json'}, {out / 'results.md'}", flush=True)
+
+
+def as_json(measurements: Sequence[Measurement]) -> list[dict[str, Any]]:
+    return [asdict(m) for m in measurements]
+
+
+def parse_list(text: str, known: Sequence[str], what: str) -> tuple[str, ...]:
+    """A comma-separated list of names of ``known``, without repeats; for ``argparse`` ``type=``."""
+    items = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    if not items:
+        raise argparse.ArgumentTypeError(f"no {what} given")
+    unknown = [s for s in items if s not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown)}; known: {', '.join(known)}")
+    return items
