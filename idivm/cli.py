@@ -207,14 +207,17 @@ def explain(ctx: click.Context, target: str, fmt: str) -> None:
 @cli.command()
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--all", "all_views", is_flag=True, help="Maintain every view.")
+@click.option("--no-index", "no_index", is_flag=True,
+              help="Find the rows holding changed nested elements by scanning the view, not through "
+                   "its provenance indexes (which this run leaves alone).")
 @click.pass_context
-def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool) -> None:
+def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_index: bool) -> None:
     """Bring views up to date with their base tables (one commit per view)."""
     if bool(names) == all_views:
         raise click.UsageError("name the views to maintain, or give --all")
     wh = open_warehouse(ctx)
     for name in (names or [None]):
-        for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True)):
+        for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True), use_indexes=not no_index):
             click.echo(result.summary())
 
 

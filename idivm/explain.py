@@ -11,7 +11,8 @@ computed here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from idivm.algebra import operators as O
 from idivm.algebra.builder import ViewPlan
@@ -19,7 +20,7 @@ from idivm.algebra.printer import describe, format_plan
 from idivm.diffs.base_signatures import BaseSignatures
 from idivm.generator.script import DeltaScript
 from idivm.provenance.ids import ProvenanceResult
-from idivm.provenance.indexes import IndexSelection
+from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Explanation:
     script: DeltaScript | None = None
     no_script: str = ""
     indexes: IndexSelection | None = None
+    #: per selected index: how it is stored and which statements use it
+    index_notes: Mapping[GlobalProvenanceIndex, str] = field(default_factory=dict)
 
     def to_text(self) -> str:
         ids = ", ".join(n for _, n in self.provenance.view_ids)
@@ -45,9 +48,17 @@ class Explanation:
             "base-table i-diff signatures (§2.5, §2.14.1):",
             str(self.signatures),
             "",
-            *(["global provenance indexes (§2.15.2):", str(self.indexes), ""] if self.indexes is not None else []),
+            *(["global provenance indexes (§2.15.2):", self._indexes(), ""] if self.indexes is not None else []),
             script,
         ])
+
+    def _indexes(self) -> str:
+        lines = [self.indexes.summary]
+        for index in self.indexes.indexes:
+            lines.append(f"  {index}  <- {', '.join(index.sources)}")
+            if self.index_notes.get(index):
+                lines.append(f"    {self.index_notes[index]}")
+        return "\n".join(lines)
 
     def to_json(self) -> dict:
         def node(op: O.Operator) -> dict:
@@ -66,7 +77,9 @@ class Explanation:
             "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
             "plan": node(self.view.plan),
             "base_signatures": self.signatures.to_json(),
-            **({"indexes": self.indexes.to_json()} if self.indexes is not None else {}),
+            **({"indexes": {**self.indexes.to_json(),
+                            "notes": [self.index_notes.get(i, "") for i in self.indexes.indexes]}}
+               if self.indexes is not None else {}),
             "delta_script": self.script.to_json() if self.script is not None else {"none": self.no_script},
         }
 

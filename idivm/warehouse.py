@@ -351,10 +351,18 @@ class Warehouse:
         writes.insert(0, (rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata)))
         with data_errors(view.name):
             self._install(writes, lambda cat: cat.add_view(entry))
+            if script is not None and script.strategy == "id":
+                # the global provenance indexes (§2.15), from the view just written; a crash
+                # before they land leaves them to the next maintenance run, which builds them
+                from idivm.exec import indexes
+
+                path = self.catalog.path_of(self.catalog.view(view.name))
+                for index in self._indexes(catalog, view, prov, path):
+                    indexes.build(index, path, delta.version(path), metadata)
         return self.view_info(view.name)
 
-    def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None
-                 ) -> list["MaintenanceResult"]:
+    def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None,
+                 use_indexes: bool = True) -> list["MaintenanceResult"]:
         """Bring view ``name`` (default: every view) up to date with its base tables.
 
         The current version of every base table the view reads is pinned (the new
@@ -363,12 +371,19 @@ class Warehouse:
         (``id``, ``tuple``) or a recomputation — and they land in ONE Delta commit
         (a MERGE, or an overwrite) whose metadata carries the new watermark, so readers
         see the old or the new view, never a mix, and a crash leaves the old one.
+
+        ID-based runs find the top-level rows that hold the nested elements an i-diff names
+        through the view's global provenance indexes (§2.15.3), and maintain them in the same
+        run, each in its own commit after the view's.  ``use_indexes=False`` finds them by
+        scanning the view instead and leaves the indexes alone (the next run that uses them
+        rebuilds them first).
         """
         catalog = self.catalog
         names = [name] if name is not None else sorted(catalog.views)
-        return [self._maintain_one(catalog, n, progress) for n in names]
+        return [self._maintain_one(catalog, n, progress, use_indexes) for n in names]
 
-    def _maintain_one(self, catalog: Catalog, view_name: str, progress) -> "MaintenanceResult":
+    def _maintain_one(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True
+                      ) -> "MaintenanceResult":
         import time
 
         from idivm.exec.materialize import data_errors
@@ -451,8 +466,9 @@ class Warehouse:
                 cache_new[cache.name] = delta.version(cpath)
             if cache_new:
                 metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
+            stored = self._indexes(catalog, view, prov, path) if use_indexes and script.strategy == "id" else []
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
-                                       cache_paths, cache_new)
+                                       cache_paths, cache_new, stored)
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
                                  time.monotonic() - started, diff_rows=diff_rows + stats["diff_rows"],
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
@@ -476,17 +492,37 @@ class Warehouse:
                 raise e.with_source(text, filename)
             return None, f"recompute: {e.message}"
 
+    def _indexes(self, catalog: Catalog, view, prov, path: Path) -> list:
+        """The view's global provenance indexes that are stored as tables (§2.15)."""
+        from idivm.exec import indexes
+
+        return indexes.resolve(self._index_selection(catalog, view, prov), delta.schema(path), prov.view_ids)
+
+    @staticmethod
+    def _index_selection(catalog: Catalog, view, prov):
+        from idivm.diffs.base_signatures import generate_base_signatures
+        from idivm.provenance.indexes import select_indexes
+
+        base = catalog.base_tables()
+        signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
+        return select_indexes(view.plan, prov, signatures)
+
     def _apply_script(self, script, path: Path, tables: Mapping[str, Path], old: Mapping[str, int],
                       new: Mapping[str, int], changes, metadata, progress,
                       cache_paths: Mapping[str, Path] | None = None,
-                      cache_versions: Mapping[str, int] | None = None) -> dict:
+                      cache_versions: Mapping[str, int] | None = None,
+                      stored_indexes: Sequence = ()) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
         (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
         data feeds from ``old`` to ``new``.  The caches the script reads (of ``cache_paths``) are
         read from the versions the table at ``path`` reflects (its last commit's
-        ``idivm.caches``) to ``cache_versions``."""
+        ``idivm.caches``) to ``cache_versions``.  ``stored_indexes``: the view's index tables,
+        brought to the view's version first if they lag, read to find the rows of nested
+        updates and maintained after the view's commit."""
         import pyarrow as pa
+        from pyspark.sql import functions as F
 
+        from idivm.exec import indexes
         from idivm.exec.delta_script import ACTION, base_diffs, evaluate
 
         read = [t.table for t in script.tables if t.table in (cache_paths or {})]
@@ -512,8 +548,29 @@ class Warehouse:
             version = old[table] if state == "@pre" else new[table]
             return delta.read_spark(self.spark, tables[table], version)
 
+        index_rows = 0
+        view_version = delta.version(path)
+        for index in stored_indexes:
+            if indexes.reflected_version(index.path(path), index) != view_version:
+                if progress:
+                    progress(f"{script.view}: building index {index.index}")
+                index_rows += indexes.build(index, path, view_version, metadata)
+
+        def locate(statement, keys):
+            """The IDs of the view rows holding the elements a nested update names, by index."""
+            index = next((i for i in stored_indexes if i.serves((statement.path,), dict(statement.match))), None)
+            if index is None:
+                return None
+            named = keys.select(*[F.col(f"`{c}`").alias(p) for p, c in statement.match]).toArrow()
+            found = index.lookup(index.path(path), named)
+            if progress:
+                progress(f"{script.view}: index {index.index}: {named.num_rows} keys -> {found.num_rows} rows")
+            return self.spark.createDataFrame(found) if found.num_rows else \
+                self.spark.createDataFrame([], view.select(*found.column_names).schema)
+
         view = delta.read_spark(self.spark, path)
-        result = evaluate(self.spark, script, diffs, read_state, view, progress)
+        result = evaluate(self.spark, script, diffs, read_state, view, progress,
+                          locate if stored_indexes else None)
         try:
             if result.direct is not None:
                 statement, query = result.direct
@@ -547,11 +604,23 @@ class Warehouse:
                 delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
                 delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
             ], commit_metadata=metadata)
+        written = int(metrics.get("num_output_rows") or 0)
+        for index in stored_indexes:
+            if result.direct is not None:
+                # an update by ID sets top-level attributes: the nested elements and their
+                # provenance stay as they are, unless it sets the indexed bag itself
+                if index.index.collection[0] in {c for c, _ in statement.set}:
+                    index_rows += indexes.build(index, path, metrics["version"], metadata)
+                    continue
+                none = pa.table({c: pa.array([], target.field(c).type) for c in index.id_columns})
+                index_rows += indexes.apply(index, path, target.empty_table(), none, metrics["version"], metadata)
+            else:
+                index_rows += indexes.apply(index, path, upserts, deletes, metrics["version"], metadata)
         return {"version": metrics["version"], "diff_rows": diffs.rows(),
                 "inserted": int(metrics.get("num_target_rows_inserted") or 0),
                 "updated": int(metrics.get("num_target_rows_updated") or 0),
                 "deleted": int(metrics.get("num_target_rows_deleted") or 0),
-                "rows_written": int(metrics.get("num_output_rows") or 0)}
+                "rows_written": written + index_rows}
 
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
@@ -620,13 +689,19 @@ class Warehouse:
         view, prov = self._plan(text, filename, catalog)
         from idivm.diffs.base_signatures import generate_base_signatures
         from idivm.explain import Explanation
-        from idivm.provenance.indexes import select_indexes
 
         base = catalog.base_tables()
         signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
-        indexes = select_indexes(view.plan, prov, signatures)
+        from idivm.exec.indexes import describe, resolve
+
+        indexes = self._index_selection(catalog, view, prov)
         script, note = self._script(catalog, view, prov, text, filename, "id", strict=False)
-        return Explanation(view, prov, signatures, script, note, indexes).render(format)
+        stored = None
+        if isinstance(name_or_text, str) and name_or_text in catalog.views:
+            path = catalog.path_of(catalog.view(name_or_text))
+            stored = resolve(indexes, delta.schema(path), prov.view_ids)
+        notes = describe(indexes, stored, script.statements if script is not None else ())
+        return Explanation(view, prov, signatures, script, note, indexes, notes).render(format)
 
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
         """Parse, plan and infer provenance; errors carry the view text."""

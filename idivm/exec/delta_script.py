@@ -145,9 +145,13 @@ ELEMENT_MAP = f"{HIDDEN}element_map"
 
 def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
              read_state: Callable[[str, str], DataFrame], view: DataFrame,
-             progress: Callable[[str], None] | None = None) -> ViewChanges:
+             progress: Callable[[str], None] | None = None,
+             locate: Callable[[Statement, DataFrame], DataFrame | None] | None = None) -> ViewChanges:
     """The view's changes (see module doc).  ``read_state(table, "@pre"|"@post")`` reads a base
-    table state; ``view`` is the stored view (with its hidden ID columns)."""
+    table state; ``view`` is the stored view (with its hidden ID columns).  ``locate(s, rows)``,
+    if given, finds the view rows a nested update ``s`` with i-diff ``rows`` names through a
+    global provenance index (§2.15.3): their ID columns, or None when no index serves ``s``;
+    without it, or on None, the view's bags are searched."""
     frames: dict[str, DataFrame] = {}
 
     served = {"Δ": diffs.keys, "Δu": diffs.updates, "Δpre": diffs.pre_rows, "Δpost": diffs.post_rows}
@@ -204,10 +208,17 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         return ViewChanges(inserted, deleted, tuple(cached), direct=(rewrites[0], compiler.evaluate(rewrites[0].query)))
     rewritten = None
     if rewrites:
-        queries = [(s, _element_map(s, compiler.evaluate(s.query), view) if s.kind == "nested_update"
-                    else compiler.evaluate(s.query)) for s in rewrites]
+        named_by: list[DataFrame] = []
+        queries = []
+        for s in rewrites:
+            q = compiler.evaluate(s.query)
+            found = locate(s, q) if locate is not None and s.kind == "nested_update" else None
+            if s.kind == "nested_update":
+                q = _element_map(s, q, view)
+            queries.append((s, q))
+            named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
         kept = _match(view, deleted, ids, "left_anti")
-        named = _union([_named(kept, s, q).select(*ids) for s, q in queries], spark_empty).distinct()
+        named = _union(named_by, spark_empty).distinct()
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
             rows = _rewrite_elements(rows, s, q) if s.kind == "nested_update" else _rewrite(rows, s, q)

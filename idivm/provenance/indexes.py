@@ -138,6 +138,14 @@ class GlobalProvenanceIndex:
         if not self.levels[-1]:
             raise ValueError("an index names provenance attributes of its collection's elements")
 
+    def serves(self, collection: tuple[str, ...], attributes) -> bool:
+        """Whether the index finds the top-level rows holding the elements of ``collection``
+        named by ``attributes`` of the elements alone, ``#()`` above them (§2.15.3): the
+        rows a nested update i-diff such as Example 2.13.1's ``#(user_id)`` under ``#()``
+        rewrites."""
+        return (self.collection == collection and not any(self.levels[:-1])
+                and set(self.levels[-1]) == set(attributes))
+
     @property
     def attributes(self) -> tuple[str, ...]:
         """The global provenance attributes of the index, root level first."""
@@ -186,9 +194,13 @@ class IndexSelection:
     def of(self, collection: tuple[str, ...] = ()) -> tuple[GlobalProvenanceIndex, ...]:
         return tuple(i for i in self.indexes if i.collection == collection)
 
-    def __str__(self) -> str:
+    @property
+    def summary(self) -> str:
         n = len(self.indexes)
-        lines = [f"{n} index{'' if n == 1 else 'es'}; upper bound (§2.15.4) {self.bound}"]
+        return f"{n} index{'' if n == 1 else 'es'}; upper bound (§2.15.4) {self.bound}"
+
+    def __str__(self) -> str:
+        lines = [self.summary]
         for index in self.indexes:
             lines.append(f"  {index}  <- {', '.join(index.sources)}")
         return "\n".join(lines)

@@ -1,0 +1,273 @@
+"""Global provenance indexes stored as Delta tables (thesis §2.15.1–§2.15.3).
+
+§2.15.2 selects, at define time, the indexes the view's i-diffs need
+(:func:`idivm.provenance.indexes.select_indexes`).  An index of a nested collection, such as
+``full_reviews #() / #(user_id)`` of view V, maps the provenance an i-diff names of the
+collection's elements (and of the levels above them) to the top-level rows that hold them: an
+i-diff ``#(user_id)`` under ``#()`` (Example 2.13.1) reaches the businesses whose
+``full_reviews`` hold a review of that user through the index, instead of by looking into the
+bag of every view row.  The index of the view's root bag (``root #(business_id)``) is the view
+table itself, keyed by its ID columns, so only nested collections get tables.
+
+**Layout.**  One Delta table per index, ``<view path>.indexes/<n>``, with one row per distinct
+(provenance values it names, ID columns of the top-level row): the columns
+``l<level>_<attribute>`` (level 0 is the view's root bag, whose attributes are its IDs; level
+*k* the *k*-th collection of the path, read from its elements' ``__idivm_prov``), then the
+view's ID columns.  The commit that writes an index records the index (``idivm.index``) and
+the view version it reflects (``idivm.view_version``).
+
+**Maintenance.**  A maintenance run commits the view first, then each index: the entries of the
+top-level rows the run upserted replace the entries of every row it upserted or deleted, as
+one MERGE of the differences.  Before a run reads an index, it checks that the index reflects
+the view's current version; an index that does not (a crash between the two commits, a run
+that recomputed the view, or one run with ``--no-index``) is rebuilt from the view.  So an
+index never gives a wrong answer, only a late one that is repaired before use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from idivm.provenance.ids import PROV_FIELD
+from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
+from idivm.storage import delta
+
+INDEXES_DIR = ".indexes"
+
+
+@dataclass(frozen=True)
+class StoredIndex:
+    """A nested-collection index of ``index`` laid out over a view whose ID columns are
+    ``id_columns``: ``columns`` are (level, attribute, column name) of the provenance it names."""
+
+    index: GlobalProvenanceIndex
+    name: str  # the directory under ``<view path>.indexes``
+    id_columns: tuple[str, ...]
+    columns: tuple[tuple[int, str, str], ...]
+    schema: pa.Schema
+    root_columns: tuple[str, ...]  # the view ID column of each level-0 attribute
+
+    def path(self, view_path: Path) -> Path:
+        return view_path.parent / f"{view_path.name}{INDEXES_DIR}" / self.name
+
+    def serves(self, collection: tuple[str, ...], attributes: Iterable[str]) -> bool:
+        return self.index.serves(collection, attributes)
+
+    # --------------------------------------------------------------------- entries
+
+    def entries(self, rows: pa.Table | pa.RecordBatch) -> pa.Table:
+        """The distinct index rows of view ``rows`` (which have the view's columns)."""
+        batches = rows.to_batches() if isinstance(rows, pa.Table) else [rows]
+        tables = [self._batch_entries(b) for b in batches if b.num_rows]
+        if not tables:
+            return self.schema.empty_table()
+        # the entries of one top-level row are in one batch: distinct per batch is distinct
+        return pa.concat_tables(tables)
+
+    def _batch_entries(self, batch: pa.RecordBatch) -> pa.Table:
+        carried: dict[str, pa.Array] = {c: batch.column(c) for c in self.id_columns}
+        for attr, column in zip(self.index.levels[0], self.root_columns):
+            carried[self._column(0, attr)] = batch.column(column)
+        current: pa.Array | None = None  # the elements of the current level
+        for depth, name in enumerate(self.index.collection, 1):
+            bag = batch.column(name) if depth == 1 else pc.struct_field(current, name)
+            if isinstance(bag, pa.ChunkedArray):
+                bag = bag.combine_chunks()
+            parents = pc.list_parent_indices(bag)
+            elements = pc.list_flatten(bag)
+            present = pc.is_valid(elements)
+            parents, elements = parents.filter(present), elements.filter(present)
+            carried = {c: a.take(parents) for c, a in carried.items()}
+            prov = pc.struct_field(elements, PROV_FIELD)
+            for attr in self.index.levels[depth]:
+                carried[self._column(depth, attr)] = pc.struct_field(prov, attr)
+            current = elements
+        table = pa.table({f.name: carried[f.name].cast(f.type) for f in self.schema}, schema=self.schema)
+        return table.group_by(list(table.column_names), use_threads=False).aggregate([])\
+            .select(self.schema.names).cast(self.schema)
+
+    def _column(self, level: int, attr: str) -> str:
+        return next(c for lv, a, c in self.columns if lv == level and a == attr)
+
+    # --------------------------------------------------------------------- lookups
+
+    def lookup(self, path: Path, keys: pa.Table) -> pa.Table:
+        """The ID columns of the top-level rows holding an element named by a row of ``keys``
+        (its columns: the attributes of the index's last level)."""
+        last = len(self.index.levels) - 1
+        keys = keys.rename_columns([self._column(last, a) for a in keys.column_names])
+        found = _read_matching(path, self.schema, keys.column_names, keys)
+        return _distinct(found.select(list(self.id_columns)))
+
+
+def resolve(selection: IndexSelection, view_schema: pa.Schema,
+            view_ids: Sequence[tuple[str, str]]) -> list[StoredIndex]:
+    """The selected indexes of nested collections, laid out over the stored view's schema.
+
+    An index whose collection or attributes the stored rows do not carry (a bag of scalars
+    has no element provenance) has no table; :func:`describe` says so."""
+    id_columns = tuple(c for c, _ in view_ids)
+    column_of = {n: c for c, n in view_ids}
+    out = []
+    for n, index in enumerate(selection.indexes):
+        if not index.collection:
+            continue
+        stored = _layout(index, f"{n}", view_schema, id_columns, column_of)
+        if stored is not None:
+            out.append(stored)
+    return out
+
+
+def _layout(index: GlobalProvenanceIndex, name: str, view_schema: pa.Schema, id_columns: tuple[str, ...],
+            column_of: Mapping[str, str]) -> StoredIndex | None:
+    if any(a not in column_of for a in index.levels[0]):
+        return None
+    fields = [view_schema.field(c) for c in id_columns]
+    columns = [(0, a, f"l0_{a}") for a in index.levels[0]]
+    types: list[pa.DataType] = [view_schema.field(column_of[a]).type for a in index.levels[0]]
+    struct: pa.DataType | None = None
+    for depth, step in enumerate(index.collection, 1):
+        if depth == 1:
+            if step not in view_schema.names:
+                return None
+            bag = view_schema.field(step).type
+        else:
+            if struct is None or struct.get_field_index(step) < 0:
+                return None
+            bag = struct.field(step).type
+        if not pa.types.is_list(bag) and not pa.types.is_large_list(bag):
+            return None
+        struct = bag.value_type
+        if not pa.types.is_struct(struct) or struct.get_field_index(PROV_FIELD) < 0:
+            return None
+        prov = struct.field(PROV_FIELD).type
+        for a in index.levels[depth]:
+            if prov.get_field_index(a) < 0:
+                return None
+            columns.append((depth, a, f"l{depth}_{a}"))
+            types.append(prov.field(a).type)
+    schema = pa.schema([pa.field(c, t, True) for (_, _, c), t in zip(columns, types)]
+                       + [pa.field(f.name, f.type, True) for f in fields])
+    return StoredIndex(index, name, id_columns, tuple(columns), schema,
+                       tuple(column_of[a] for a in index.levels[0]))
+
+
+def describe(selection: IndexSelection, stored: Sequence[StoredIndex] | None,
+             statements: Sequence) -> dict[GlobalProvenanceIndex, str]:
+    """How each selected index exists (the view table itself, a table, or none; ``stored``
+    None: not known, the view is not defined) and the Δ-script statements (numbered from 1)
+    that find their rows through it."""
+    tables = None if stored is None else {s.index: s for s in stored}
+    out = {}
+    for index in selection.indexes:
+        notes = []
+        if not index.collection:
+            notes.append("the view's ID columns")
+        elif tables is not None:
+            notes.append(f"table {INDEXES_DIR[1:]}/{tables[index].name}" if index in tables
+                         else "no table: the stored elements carry no such provenance")
+        users = [f"Δ{i}" for i, s in enumerate(statements, 1)
+                 if s.kind == "nested_update" and index.serves((s.path,), dict(s.match))]
+        if users:
+            notes.append(f"finds the rows of {', '.join(users)}")
+        out[index] = "; ".join(notes)
+    return out
+
+
+# ------------------------------------------------------------------------- the tables
+
+
+def reflected_version(path: Path, index: StoredIndex) -> int | None:
+    """The view version the index table at ``path`` reflects (None: no table, or a table of
+    another index)."""
+    if not delta.exists(path):
+        return None
+    last = delta.history(path, 1)[0]
+    if last.get("idivm.index") != str(index.index):
+        return None
+    v = last.get("idivm.view_version")
+    return int(v) if v is not None else None
+
+
+def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str]) -> int:
+    """(Re)write the index table from the view at ``view_version``; return the rows written."""
+    dt = delta.open_table(view_path, view_version)
+    needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
+    scanner = dt.to_pyarrow_dataset().scanner(columns=needed)
+    written = 0
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        nonlocal written
+        for batch in scanner.to_batches():
+            for b in index.entries(batch).to_batches():
+                written += b.num_rows
+                yield b
+
+    reader = pa.RecordBatchReader.from_batches(index.schema, batches())
+    delta.write_arrow(index.path(view_path), reader, mode="overwrite",
+                      commit_metadata=_metadata(index, view_version, metadata, "build index"))
+    return written
+
+
+def apply(index: StoredIndex, view_path: Path, upserts: pa.Table, deleted: pa.Table, view_version: int,
+          metadata: Mapping[str, str]) -> int:
+    """Bring the index from the view version before a run to ``view_version``, which upserted
+    the rows ``upserts`` and deleted the rows whose IDs are ``deleted``: one MERGE of the
+    entries that appear and disappear.  Returns the rows written."""
+    ids = list(index.id_columns)
+    changed = _distinct(pa.concat_tables([upserts.select(ids), deleted.select(ids).cast(upserts.select(ids).schema)]))
+    path = index.path(view_path)
+    old = _read_matching(path, index.schema, ids, changed)
+    new = index.entries(upserts)
+    old_rows = {tuple(r.values()) for r in old.to_pylist()}
+    new_rows = {tuple(r.values()) for r in new.to_pylist()}
+    names = index.schema.names
+    gone = [dict(zip(names, r)) for r in old_rows - new_rows]
+    came = [dict(zip(names, r)) for r in new_rows - old_rows]
+    source = pa.Table.from_pylist(gone + came, schema=index.schema).append_column(
+        "__idivm_action", pa.array(["delete"] * len(gone) + ["insert"] * len(came), pa.string()))
+    predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in names)
+    metrics = delta.merge_arrow(path, source, predicate, [
+        delta.MatchedDelete("s.__idivm_action = 'delete'"),
+        delta.NotMatchedInsert({c: f"s.{c}" for c in names}, "s.__idivm_action = 'insert'"),
+    ], commit_metadata=_metadata(index, view_version, metadata, "maintain index"))
+    return int(metrics.get("num_output_rows") or 0)
+
+
+def _metadata(index: StoredIndex, view_version: int, metadata: Mapping[str, str], operation: str) -> dict:
+    out = {k: v for k, v in metadata.items() if k in ("idivm.view", "idivm.watermark")}
+    return {**out, "idivm.operation": operation, "idivm.index": str(index.index),
+            "idivm.view_version": str(view_version)}
+
+
+def _read_matching(path: Path, schema: pa.Schema, columns: Sequence[str], keys: pa.Table) -> pa.Table:
+    """The rows of the table at ``path`` whose ``columns`` equal (NULL-safely) those of a row of
+    ``keys``."""
+    if keys.num_rows == 0:
+        return schema.empty_table()
+    table = delta.read_arrow(path).select(schema.names).cast(schema)
+    mask = None
+    for c in columns:  # a first filter by each column's values, then the exact (NULL-safe) match
+        values = keys.column(c).cast(schema.field(c).type)
+        term = pc.is_in(table.column(c), value_set=values.drop_null() if values.null_count else values)
+        if values.null_count:
+            term = pc.or_(term, pc.is_null(table.column(c)))
+        mask = term if mask is None else pc.and_(mask, term)
+    found = table.filter(mask)
+    wanted = {tuple(r.values()) for r in keys.select(list(columns)).cast(
+        pa.schema([schema.field(c) for c in columns])).to_pylist()}
+    exact = [tuple(r.values()) in wanted for r in found.select(list(columns)).to_pylist()]
+    return found.filter(pa.array(exact, pa.bool_())) if found.num_rows else found
+
+
+def _distinct(table: pa.Table) -> pa.Table:
+    seen = {tuple(r.values()) for r in table.to_pylist()}
+    return pa.Table.from_pylist([dict(zip(table.column_names, r)) for r in seen], schema=table.schema)
+
+
+__all__ = ["StoredIndex", "apply", "build", "describe", "reflected_version", "resolve"]

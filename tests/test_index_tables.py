@@ -1,0 +1,178 @@
+"""Global provenance indexes stored as Delta tables (thesis §2.15, :mod:`idivm.exec.indexes`).
+
+The thesis' view V (§2.9) over a small Yelp-like database.  The oracle for an index table is
+computed here in plain Python from the stored view's rows: for every top-level row and every
+element of its nested bag, the provenance the index names (``__idivm_prov``) with the row's
+ID.  Checked: the tables ``define`` builds; that they follow the view through a seeded change
+stream, with and without ``use_indexes`` (a run without them leaves them behind, the next run
+rebuilds them); that a nested update finds its rows through the index (exactly the businesses
+holding the user's reviews); that a crash between the view's commit and the index's leaves an
+index that is rebuilt before it is used; ``explain`` and ``maintain --no-index``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from idivm.datasets import yelp
+from idivm.datasets.yelp_changes import YelpChanges, write_batch
+from idivm.exec import indexes
+from idivm.storage import delta
+
+V = (Path(__file__).parents[1] / "idivm" / "datasets" / "views" / "sf_reviews.sqlpp").read_text()
+SPEC = yelp.YelpSpec(businesses=30, reviews_per_business=4.0, users_per_business=1.25, sf_fraction=0.5,
+                     unreviewed_fraction=0.1, friends_per_user=2.0, elite_fraction=0.5, seed=5)
+#: the nested indexes §2.15.2 selects for V (Example 2.15.3): (element attributes, root attributes)
+EXPECTED = {("review_id",): (), ("user_id",): (), ("review_id", "user_id"): (),
+            ("review_id", "user_id", "business_id"): ("business_id",)}
+
+
+def oracle(view_path: Path, index: indexes.StoredIndex) -> set[tuple]:
+    """The entries of ``index`` as the stored view implies them (columns in table order)."""
+    out = set()
+    for row in delta.read_arrow(view_path).to_pylist():
+        for e in row[index.index.collection[0]] or []:
+            if e is None:
+                continue
+            values = {}
+            for level, attr, column in index.columns:
+                values[column] = row[f"__idivm_id_{attr}"] if level == 0 else e["__idivm_prov"][attr]
+            values.update({c: row[c] for c in index.id_columns})
+            out.add(tuple(values[c] for c in index.schema.names))
+    return out
+
+
+def stored(wh, name="sf_reviews"):
+    entry = wh.catalog.view(name)
+    path = wh.catalog.path_of(entry)
+    view, prov = wh._plan(entry.text, name, wh.catalog)
+    return path, wh._indexes(wh.catalog, view, prov, path)
+
+
+def table_rows(path: Path, index) -> set[tuple]:
+    return {tuple(r.values()) for r in delta.read_arrow(index.path(path)).select(index.schema.names).to_pylist()}
+
+
+def check_fresh(wh) -> None:
+    path, stored_indexes = stored(wh)
+    for index in stored_indexes:
+        assert indexes.reflected_version(index.path(path), index) == delta.version(path), str(index.index)
+        assert table_rows(path, index) == oracle(path, index), str(index.index)
+
+
+@pytest.fixture
+def warehouse(make_warehouse):
+    wh = make_warehouse("indexes")
+    for table, rows in yelp.tables(SPEC).items():
+        wh.create_table(table, yelp.keys(SPEC)[table], list(rows))
+    wh.define(V, strategy="id")
+    return wh
+
+
+def test_define_builds_the_selected_nested_indexes(warehouse):
+    path, stored_indexes = stored(warehouse)
+    got = {(tuple(sorted(i.index.levels[-1] + i.index.levels[0])), i.index.levels[0]) for i in stored_indexes}
+    assert got == {(tuple(sorted(a)), r) for a, r in EXPECTED.items()}
+    assert all(i.index.collection == ("full_reviews",) for i in stored_indexes)
+    check_fresh(warehouse)
+    assert all(table_rows(path, i) for i in stored_indexes), "the view has reviews: no index is empty"
+    text = warehouse.explain("sf_reviews")
+    section = text.split("global provenance indexes (§2.15.2):")[1].split("Δ-script")[0]
+    assert "the view's ID columns" in section
+    # the users update (Example 2.13.1: #(user_id) under #()) finds its rows through the user_id index
+    users = section.split("full_reviews #() / #(user_id)  <-")[1].splitlines()[1]
+    assert users.strip().startswith("table indexes/") and "finds the rows of Δ" in users
+
+
+def run_batch(wh, stream, tmp_path, n, use_indexes, messages):
+    batch = stream.next_batch(n)
+    for table, (path, events) in write_batch(batch, tmp_path / f"batch-{batch.number}").items():
+        wh.ingest(table, path, format="debezium")
+    (result,) = wh.maintain("sf_reviews", progress=messages.append, use_indexes=use_indexes)
+    assert result.strategy == "id", result.note
+    check = wh.verify("sf_reviews")
+    assert check.ok, check.summary()
+    return result
+
+
+def test_indexes_follow_the_view_through_a_change_stream(warehouse, tmp_path):
+    stream = YelpChanges(SPEC, seed=11)
+    messages: list[str] = []
+    for b, use in enumerate([True, True, False, True]):
+        before = len(messages)
+        run_batch(warehouse, stream, tmp_path, 25, use, messages)
+        this = messages[before:]
+        if use:
+            check_fresh(warehouse)
+        else:
+            assert not any("index" in m for m in this), this
+            path, stored_indexes = stored(warehouse)
+            assert all(indexes.reflected_version(i.path(path), i) == delta.version(path) - 1 for i in stored_indexes)
+        if b == 3:  # after the run without indexes, they are rebuilt before they are read
+            assert sum("building index" in m for m in this) == len(EXPECTED), this
+    assert any("full_reviews #() / #(user_id):" in m for m in messages), "the stream updates users"
+
+
+def test_a_nested_update_finds_exactly_the_rows_holding_the_user(warehouse, tmp_path):
+    path, stored_indexes = stored(warehouse)
+    rows = delta.read_arrow(path).to_pylist()
+    # a user with reviews in several San Francisco businesses
+    holders: dict[str, set] = {}
+    for row in rows:
+        for e in row["full_reviews"]:
+            holders.setdefault(e["user_id"], set()).add(row["business_id"])
+    user_id, businesses = max(holders.items(), key=lambda kv: (len(kv[1]), kv[0]))
+    assert len(businesses) >= 2
+    user = next(u for u in yelp.tables(SPEC)["users"] if u["user_id"] == user_id)
+    event = {"before": user, "after": {**user, "elite": [1999, 2000]}, "op": "u",
+             "source": {"table": "users"}, "ts_ms": 1_700_000_000_000}
+    (tmp_path / "u.jsonl").write_text(json.dumps(event, default=list) + "\n")
+    warehouse.ingest("users", tmp_path / "u.jsonl", format="debezium")
+    messages: list[str] = []
+    (result,) = warehouse.maintain("sf_reviews", progress=messages.append)
+    assert f"sf_reviews: index full_reviews #() / #(user_id): 1 keys -> {len(businesses)} rows" in messages, messages
+    assert (result.inserted, result.updated, result.deleted) == (0, len(businesses), 0)
+    after = {r["business_id"]: r for r in delta.read_arrow(path).to_pylist()}
+    assert all(e["elite"] == [1999, 2000] for b in businesses for e in after[b]["full_reviews"]
+               if e["user_id"] == user_id)
+    assert warehouse.verify("sf_reviews").ok
+    check_fresh(warehouse)
+
+
+def test_an_index_behind_the_view_after_a_crash_is_rebuilt_before_use(warehouse, tmp_path, monkeypatch):
+    stream = YelpChanges(SPEC, seed=12)
+
+    def crash(*args, **kwargs):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(indexes, "apply", crash)
+    with pytest.raises(OSError, match="disk gone"):
+        run_batch(warehouse, stream, tmp_path, 20, True, [])
+    monkeypatch.undo()
+    path, stored_indexes = stored(warehouse)
+    assert warehouse.verify("sf_reviews").ok, "the view's commit landed before the crash"
+    assert all(indexes.reflected_version(i.path(path), i) == delta.version(path) - 1 for i in stored_indexes)
+    messages: list[str] = []
+    run_batch(warehouse, stream, tmp_path, 20, True, messages)
+    assert sum("building index" in m for m in messages) == len(EXPECTED), messages
+    check_fresh(warehouse)
+
+
+def test_cli_maintain_no_index_leaves_the_indexes_behind(warehouse, tmp_path):
+    from click.testing import CliRunner
+
+    from idivm.cli import cli
+
+    stream = YelpChanges(SPEC, seed=13)
+    batch = stream.next_batch(10)
+    for table, (p, events) in write_batch(batch, tmp_path / "b").items():
+        warehouse.ingest(table, p, format="debezium")
+    out = CliRunner().invoke(cli, ["--warehouse", str(warehouse.path), "maintain", "--all", "--no-index"],
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert "index" not in out.output.replace("sf_reviews.indexes", "")
+    path, stored_indexes = stored(warehouse)
+    assert all(indexes.reflected_version(i.path(path), i) == delta.version(path) - 1 for i in stored_indexes)
