@@ -24,6 +24,9 @@ bags of tuples are unnested from a bag the view builds itself (``unnest_bag_of_t
 ``test_deep_update_of_users_elite_changes_exactly_that_users_review_elements`` checks the
 thesis' view V by hand on a tiny dataset: an update of one user's ``elite`` list must change
 that user's review elements inside every business and nothing else.
+``test_deep_updates_in_v1_change_exactly_the_group_members_they_name`` does the same for V1 (V
+written with a join and ``GROUP BY ... INTO``), whose group members hold the user one level
+deeper, and then for a review's stars and a business's name.
 
 The default run: 1 batch of 30 changes covering every kind of change; ``--runslow``
 adds other databases and longer streams.
@@ -101,6 +104,17 @@ VIEWS = [
         )
         WHERE city = "San Francisco"
         GROUP BY business_id GROUP AS g
+    """),
+    view("sf_reviews_into", "thesis V1 as written: GROUP BY business_id INTO full_reviews, the group bag stored as "
+         "it is (updates of its members' users, reviews and businesses are nested updates)",
+         {B, R, U}, """
+        SELECT business_id, full_reviews
+        FROM businesses NATURAL LEFT OUTER JOIN (
+            reviews NATURAL JOIN
+            users
+        )
+        WHERE city = "San Francisco"
+        GROUP BY business_id INTO full_reviews
     """),
     view("sf_reviews_flat", "thesis V2: flat NATURAL LEFT OUTER JOIN passing users' nested lists through",
          {B, R, U}, """
@@ -541,3 +555,82 @@ def test_deep_update_of_users_elite_changes_exactly_that_users_review_elements(m
                for k in changed)
     check = wh.verify("v")
     assert check.ok, check.summary()
+
+
+THESIS_V1 = """
+    CREATE VIEW v1 AS
+    SELECT business_id, full_reviews
+    FROM businesses NATURAL LEFT OUTER JOIN (
+        reviews NATURAL JOIN
+        users
+    )
+    WHERE city = "San Francisco"
+    GROUP BY business_id INTO full_reviews
+"""
+
+
+def by_member(rows: list[dict]) -> dict[tuple[str, str | None], dict]:
+    """(business_id, review_id) -> the group member of V1, for every member of every row (the
+    member of a business without reviews has review_id None)."""
+    return {(row["business_id"], (e["reviews"] or {}).get("review_id")): e
+            for row in rows for e in row["full_reviews"]}
+
+
+def changed_members(before: list[dict], after: list[dict]) -> dict[tuple[str, str | None], tuple[dict, dict]]:
+    old, new = by_member(before), by_member(after)
+    assert set(old) == set(new), "a nested update neither adds nor removes group members"
+    return {k: (old[k], new[k]) for k in old if canonical(old[k]) != canonical(new[k])}
+
+
+def only(member: dict, variable: str, attribute: str) -> dict:
+    """``member`` without ``variable.attribute`` (to compare what else it holds)."""
+    return {**member, variable: {**member[variable], attribute: None}}
+
+
+def test_deep_updates_in_v1_change_exactly_the_group_members_they_name(make_warehouse, tmp_path):
+    wh = make_warehouse("deep_v1")
+    for name, rows in TINY.items():
+        wh.create_table(name, list(yelp.KEYS[name]), pa.Table.from_pylist(rows, schema=TINY_SCHEMAS[name]))
+    info = wh.define(THESIS_V1, strategy=STRATEGY)
+    before = wh.rows("v1")
+    assert set(by_member(before)) == {("b1", "r1"), ("b1", "r2"), ("b2", "r3"), ("b2", "r4"), ("b2", "r5"),
+                                      ("b3", None)}
+
+    def apply(*events: tuple[str, dict, dict]):
+        for table in {t for t, _, _ in events}:
+            path = tmp_path / f"{table}.jsonl"
+            path.write_text("".join(json.dumps({"before": b, "after": a, "op": "u", "source": {"table": table},
+                                                "ts_ms": 1_700_000_000_000}) + "\n"
+                                    for t, b, a in events if t == table))
+            wh.ingest(table, path, format="debezium")
+        (result,) = wh.maintain("v1")
+        assert result.strategy == STRATEGY, f"maintained by {result.strategy} ({result.note})"
+        assert (result.inserted, result.deleted) == (0, 0), \
+            f"a deep update is an update of the rows holding it: {result.summary()}"
+        check = wh.verify("v1")
+        assert check.ok, check.summary()
+        return result
+
+    # Example 2.13.1: u1 becomes elite in 2014 too; its members r1 (b1), r3 and r4 (b2) change
+    u1 = TINY[U][0]
+    result = apply((U, u1, {**u1, "elite": [2012, 2013, 2014]}))
+    assert result.version == info.version + 1
+    assert result.updated == 2, result.summary()  # b1 and b2 hold u1's reviews; b3 is not read
+    after = wh.rows("v1")
+    changed = changed_members(before, after)
+    assert set(changed) == {("b1", "r1"), ("b2", "r3"), ("b2", "r4")}
+    for old, new in changed.values():
+        assert new["users"]["elite"] == [2012, 2013, 2014]
+        assert canonical(only(new, "users", "elite")) == canonical(only(old, "users", "elite"))
+
+    # a review's stars and a business's name in one run: r3's member, and every member of b2
+    r3, b2 = TINY[R][2], TINY[B][1]
+    apply((R, r3, {**r3, "stars": 4}), (B, b2, {**b2, "name": "Zuni"}))
+    final = wh.rows("v1")
+    changed = changed_members(after, final)
+    assert set(changed) == {("b2", "r3"), ("b2", "r4"), ("b2", "r5")}
+    for (_, review), (old, new) in changed.items():
+        assert new["businesses"]["name"] == "Zuni"
+        assert new["reviews"]["stars"] == (4 if review == "r3" else old["reviews"]["stars"])
+        assert canonical(only(only(new, "businesses", "name"), "reviews", "stars")) == \
+            canonical(only(only(old, "businesses", "name"), "reviews", "stars"))

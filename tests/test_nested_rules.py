@@ -10,6 +10,12 @@ The thesis' worked examples are the expectations:
   navigation, nothing is recomputed and no base table is read;
 * the same holds for the attributes of ``reviews`` the elements carry (``stars``, ``date``,
   ``text``), named by ``#(review_id)``;
+* the thesis' V1 (§2.9: V written as ``businesses NATURAL LEFT OUTER JOIN (reviews NATURAL
+  JOIN users) ... GROUP BY business_id INTO full_reviews``) is an equivalent plan, and gets the
+  equivalent i-diff (Example 2.13.1, Table E.11): the update passes the joins and the selection
+  as an update, and γ makes it the same wildcard ``#()`` update of the ``#(user_id)`` members of
+  ``full_reviews``; a member holds one tuple per FROM variable, so the attributes are one level
+  deeper (``full_reviews[*].users.elite``);
 * changes that decide *which* elements exist (inserts, deletes, updates of the join and
   correlation attributes) replace the top-level rows whose nested results hold the change
   before or after (§2.13, recursive instantiation): one statement for all of them, restricted
@@ -45,6 +51,7 @@ TYPES = {
 KEYS = {"businesses": ("business_id",), "reviews": ("review_id",), "users": ("user_id",)}
 
 V = view_path("sf_reviews").read_text()  # thesis §2.9, Example 2.9.1
+V1 = view_path("sf_reviews_grouped").read_text()  # thesis §2.9, Example 2.9.1: V with GROUP BY ... INTO
 
 
 def script_of(text: str, strategy: str = "id") -> DeltaScript:
@@ -68,7 +75,7 @@ def test_example_2_13_1_an_update_of_users_is_one_wildcard_provenance_nested_upd
     assert s.kind == "nested_update"
     assert s.path == "full_reviews"
     assert [p for p, _ in s.match] == ["user_id"]  # #(user_id) under #()
-    assert [f for f, _ in s.set] == ["user_name", "fans", "friends", "elite"]
+    assert [f for f, _ in s.set] == [("user_name",), ("fans",), ("friends",), ("elite",)]
     assert s.on == ()  # no top-level ID: every business may hold that user's reviews
     assert base_reads(s) == {"Δu(users)"}  # path navigation: no base table is read
     assert any("ApplyPlan[nested] update if navigable" in r for r in s.rules)
@@ -77,7 +84,7 @@ def test_example_2_13_1_an_update_of_users_is_one_wildcard_provenance_nested_upd
 def test_an_update_of_the_reviews_attributes_the_elements_carry_names_them_by_review_id():
     (s,) = from_(script_of(V), "Δu(reviews)")
     assert (s.kind, s.path, [p for p, _ in s.match]) == ("nested_update", "full_reviews", ["review_id"])
-    assert [f for f, _ in s.set] == ["stars", "date", "text"]
+    assert [f for f, _ in s.set] == [("stars",), ("date",), ("text",)]
     assert base_reads(s) == {"Δu(reviews)"}
 
 
@@ -138,3 +145,93 @@ def test_the_elements_keep_their_provenance_for_navigation():
 
 def test_tuple_based_maintenance_has_no_nested_updates():
     assert all(s.kind != "nested_update" for s in script_of(V, "tuple").statements)
+
+
+# --- the equivalent plan V1: GROUP BY ... INTO (Example 2.13.1, Table E.11) ----------------------------
+
+#: Example 2.13.1 by hand: in V and in V1 an update of users is the single i-diff
+#: #() {full_reviews: #(user_id) {<the users attributes the elements hold>: {type: update, post}}};
+#: V's elements hold them as their own fields, V1's under the member's ``users`` tuple
+EXAMPLE_2_13_1 = {
+    "V": ("full_reviews", ["user_id"], [("user_name",), ("fans",), ("friends",), ("elite",)]),
+    "V1": ("full_reviews", ["user_id"],
+           [("users", "user_name"), ("users", "fans"), ("users", "friends"), ("users", "elite")]),
+}
+
+
+def nested_update_of(text: str, source: str) -> tuple[str, list[str], list[tuple[str, ...]]]:
+    (s,) = from_(script_of(text), source)
+    assert s.kind == "nested_update", s.rules
+    assert s.on == ()  # the wildcard #(): every business may hold that user's reviews
+    assert base_reads(s) == {source}  # path navigation: no base table is read
+    return s.path, [p for p, _ in s.match], [f for f, _ in s.set]
+
+
+def test_example_2_13_1_v_and_v1_turn_an_update_of_users_into_the_same_nested_update():
+    v, v1 = nested_update_of(V, "Δu(users)"), nested_update_of(V1, "Δu(users)")
+    assert v == EXAMPLE_2_13_1["V"]
+    assert v1 == EXAMPLE_2_13_1["V1"]
+    # the same path, the same provenance, the same attributes: equivalent plans, equivalent i-diffs
+    assert (v1[0], v1[1], [f[-1] for f in v1[2]]) == (v[0], v[1], [f[-1] for f in v[2]])
+    (s,) = from_(script_of(V1), "Δu(users)")
+    rules = [r.split("  (")[0] for r in s.rules]
+    assert rules == ["ScanCollection[input] update -> update", "InnerJoin[right] update -> update",
+                     "LeftJoin[right] update -> update", "Select[input] update -> update",
+                     "GroupBy[input] update if navigable -> update"]
+    assert "Table E.11" in s.rules[-1]
+
+
+def test_v1_updates_of_reviews_and_businesses_are_nested_updates_of_their_member_tuples():
+    assert nested_update_of(V1, "Δu(reviews)") == (
+        "full_reviews", ["review_id"], [("reviews", "stars"), ("reviews", "date"), ("reviews", "text")])
+    # every member of a business's group holds the business: named #(business_id) (one group)
+    assert nested_update_of(V1, "Δu(businesses)") == (
+        "full_reviews", ["business_id"],
+        [("businesses", "name"), ("businesses", "state"), ("businesses", "categories")])
+
+
+def test_v1_changes_of_which_members_exist_recompute_the_groups_in_one_statement():
+    script = script_of(V1)
+    (s,) = [s for s in script.statements if s.kind == "replace"]
+    assert set(s.origins()) == {"Δ(businesses) AS businesses", "Δ(reviews) AS reviews", "Δ(users) AS users"}
+    assert len(script.statements) == 4
+
+
+GROUPED = """CREATE VIEW grouped AS
+    SELECT r.business_id AS business_id, {extra}
+    FROM reviews r JOIN users u ON r.user_id = u.user_id
+    GROUP BY r.business_id GROUP AS g"""
+
+
+def test_a_group_bag_returned_under_another_name_with_aggregates_that_do_not_read_the_update():
+    text = GROUPED.format(extra="g AS members, COUNT(*) AS n, SUM(r.stars) AS total")
+    assert nested_update_of(text, "Δu(users)") == (
+        "members", ["user_id"], [("u", "user_name"), ("u", "fans"), ("u", "friends"), ("u", "elite")])
+
+
+@pytest.mark.parametrize("extra, why", [
+    ("g AS members, SUM(u.fans) AS fans", "an aggregate reads users.fans"),
+    ("ARRAY_COUNT(g) AS n", "the bag is not stored, a count of it is"),
+    ("g AS members, (SELECT VALUE x.u.user_name FROM g AS x) AS names", "a subquery over the group reads it"),
+])
+def test_updates_a_group_bag_does_not_just_carry_recompute_the_groups(extra, why):
+    text = GROUPED.format(extra=extra)
+    statements = from_(script_of(text), "Δu(users)")
+    assert statements and all(s.kind == "replace" for s in statements), why
+    assert any("GroupBy[input]: the update becomes delete+insert" in r for s in statements for r in s.rules)
+
+
+def test_an_attribute_a_join_condition_below_the_group_reads_is_not_navigated():
+    text = """CREATE VIEW grouped AS
+        SELECT r.business_id AS business_id, g AS members
+        FROM reviews r JOIN users u ON r.user_id = u.user_id AND u.fans > r.stars
+        GROUP BY r.business_id GROUP AS g"""
+    script = script_of(text)
+    assert "fans" in script.table("users").conditional  # its updates change which members exist
+    (s,) = from_(script, "Δu(users)")
+    assert s.kind == "nested_update"
+    assert [f for f, _ in s.set] == [("u", "user_name"), ("u", "friends"), ("u", "elite")]
+
+
+def test_tuple_based_maintenance_of_v1_has_no_nested_updates():
+    assert all(s.kind != "nested_update" for s in script_of(V1, "tuple").statements)

@@ -272,31 +272,53 @@ def _named(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
 def _element_map(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
     """The rows of a nested update as one map (a single-row DataFrame, column
     :data:`ELEMENT_MAP`): element provenance (the ``match`` fields, in the view's types) ->
-    the new field values (in the view's types)."""
+    the new values of the fields the ``set`` paths name (in the view's types, fields
+    ``__idivm_set<i>`` in the order of ``set``)."""
     element = view.schema[s.path].dataType.elementType
     prov = element[PROV_FIELD].dataType
     key = F.struct(*[F.col(f"`{c}`").cast(prov[p].dataType).alias(p) for p, c in s.match])
-    value = F.struct(*[F.col(f"`{c}`").cast(element[f].dataType).alias(f) for f, c in s.set])
+    value = F.struct(*[F.col(f"`{c}`").cast(_field_type(element, path)).alias(_set_field(i))
+                       for i, (path, c) in enumerate(s.set)])
     entries = F.collect_list(F.struct(key.alias("key"), value.alias("value")))
     return q.agg(F.map_from_entries(entries).alias(ELEMENT_MAP))
+
+
+def _field_type(element: ST.StructType, path: tuple[str, ...]) -> ST.DataType:
+    """The type of the field at ``path`` inside an element of type ``element``."""
+    t: ST.DataType = element
+    for name in path:
+        t = t[name].dataType
+    return t
+
+
+def _set_field(i: int) -> str:
+    return f"{HIDDEN}set{i}"
 
 
 def _element_key(s: Statement, e):
     return F.struct(*[e.getField(PROV_FIELD).getField(p).alias(p) for p, _ in s.match])
 
 
+def _with_path(e, path: tuple[str, ...], value):
+    """Element ``e`` with the field at ``path`` set to ``value`` (nested ``withField``: the
+    tuples on the way keep their other fields)."""
+    head, rest = path[0], path[1:]
+    return e.withField(head, value if not rest else _with_path(e.getField(head), rest, value))
+
+
 def _rewrite_elements(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
     """``rows`` with the nested update ``s`` applied by path navigation: in the bag of column
-    ``s.path``, every element whose provenance is a key of the map ``q`` gets its new field
-    values; the other elements, and the other columns, stay as they are."""
+    ``s.path``, every element whose provenance is a key of the map ``q`` gets its new values at
+    the field paths of ``s.set`` (inside a member tuple of a group, ``users.elite``); the other
+    elements, the other fields, and the other columns stay as they are."""
     m = F.col(ELEMENT_MAP)
 
     def element(e):
         key = _element_key(s, e)
         new = F.try_element_at(m, key)
         updated = e
-        for f, _ in s.set:
-            updated = updated.withField(f, new.getField(f))
+        for i, (path, _) in enumerate(s.set):
+            updated = _with_path(updated, path, new.getField(_set_field(i)))
         return F.when(F.map_contains_key(m, key), updated).otherwise(e)
 
     out = [F.transform(F.col(f"`{c}`"), element).alias(c) if c == s.path else F.col(f"`{c}`") for c in rows.columns]

@@ -55,14 +55,15 @@ class Restriction:
 
 @dataclass(frozen=True)
 class _Navigation:
-    """A nested update: the top-level ``apply`` whose bag is view column ``column``; its
-    elements are named by provenance fields ``match`` (field, term over the updated tuple),
-    and fields ``sets`` (field, post-value term) change."""
+    """A nested update: the top-level ``container`` (an ApplyPlan, or a GroupBy with a GROUP AS
+    variable) whose bag is view column ``column``; its elements are named by provenance fields
+    ``match`` (field, term over the updated tuple), and the fields at the paths of ``sets``
+    (path of field names inside the element, post-value term) change."""
 
-    apply: O.ApplyPlan
+    container: O.Operator
     column: str
     match: tuple[tuple[str, Term], ...]
-    sets: tuple[tuple[str, Term], ...]
+    sets: tuple[tuple[tuple[str, ...], Term], ...]
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class _Generator:
                 self.enclosing[id(nested)] = op
         self.top_level = {id(op) for op in O.walk(self.plan, into_nested=False)}
         #: replace statements that name view rows by a restriction: id(statement) -> its diff
-        self._navigations: dict[int, _Navigation | None] = {}
+        self._navigations: dict[tuple[int, int], tuple[Diff, _Navigation | None]] = {}
         self.restricted_replaces: dict[int, Diff] = {}
         check_supported(self.plan)
         self.element_columns = self._element_columns()
@@ -331,11 +332,12 @@ class _Generator:
         tuple in its environment, and the outer tuples with a non-empty probe are the
         changed tuples of the next level, up to the top-level plan."""
         if diff.kind == "update":
-            nav = self._navigation(diff)
+            nav = self._navigation(None, diff)
             if nav is not None:
-                for rule in rules_for(nav.apply.name, "nested", "update"):
-                    if getattr(self, f"when_{rule.when}")(nav.apply, "nested", diff):
-                        return getattr(self, f"do_{rule.action}")(nav.apply, "nested", diff, rule)
+                apply = nav.container
+                for rule in rules_for(apply.name, "nested", "update"):
+                    if getattr(self, f"when_{rule.when}")(apply, "nested", diff):
+                        return getattr(self, f"do_{rule.action}")(apply, "nested", diff, rule)
         kind = diff.kind
         if diff.kind != "replace":
             kv = self.fresh_vars(len(diff.ids))
@@ -376,37 +378,48 @@ class _Generator:
         return self.propagate(new)
 
     def when_navigable(self, op, side, diff) -> bool:
-        return self.strategy == "id" and self._navigation(diff) is not None
+        return self.strategy == "id" and self._navigation(op if side == "input" else None, diff) is not None
 
-    def do_nested_update(self, op: O.ApplyPlan, side, diff, rule) -> list[Statement]:
+    def do_nested_update(self, op: O.ApplyPlan | O.GroupBy, side, diff, rule) -> list[Statement]:
         """The nested update i-diff of :meth:`_navigation`: the view's rows are not named by
         their IDs but found by the elements of column ``path`` whose provenance fields
-        ``match`` take the i-diff's values; their fields ``set`` get the post values."""
-        nav = self._navigation(diff)
+        ``match`` take the i-diff's values; the fields at the paths ``set`` get the post values."""
+        nav = self._navigation(op if side == "input" else None, diff)
         if not nav.sets:  # the elements carry none of the updated attributes
             return []
         keys = tuple((f"{HIDDEN}key_{p}", t) for p, t in nav.match)
-        news = tuple((f"{HIDDEN}new_{f}", t) for f, t in nav.sets)
-        query = O.ReturnBag(diff.plan, TupleExpr(keys + news))
+        news, taken = [], {c for c, _ in keys}
+        for path, t in nav.sets:
+            column = f"{HIDDEN}new_{'_'.join(path)}"
+            while column in taken:  # ("a_b",) and ("a", "b")
+                column += "_"
+            taken.add(column)
+            news.append((column, t))
+        query = O.ReturnBag(diff.plan, TupleExpr(keys + tuple(news)))
         return [Statement("nested_update", diff.origin, query=query, path=nav.column,
                           match=tuple((p, c) for (p, _), (c, _) in zip(nav.match, keys)),
-                          set=tuple((f, c) for (f, _), (c, _) in zip(nav.sets, news)),
+                          set=tuple((path, c) for (path, _), (c, _) in zip(nav.sets, news)),
                           rules=diff.trail + (_rule(rule),))]
 
-    def _navigation(self, diff: Diff) -> "_Navigation | None":
-        """How an update i-diff of a base table a nested plan reads reaches the view's elements
-        without changing anything else (§2.12.3): from the changed scan up to the nested
-        plan's root only σ, joins and π whose predicates do not read the updated attributes;
-        every element field that reads them is computable from the updated tuple, and so are
-        the element's provenance fields that name it (the table's key); the nested plan is
-        the plan of a top-level ApplyPlan whose variable reaches one column of the view
-        unchanged.  None when it does not hold (the outer tuples are replaced instead)."""
-        key = id(diff)
-        if key not in self._navigations:
-            self._navigations[key] = self._find_navigation(diff)
-        return self._navigations[key]
+    def _navigation(self, group: O.GroupBy | None, diff: Diff) -> "_Navigation | None":
+        """How an update i-diff reaches the elements of a stored nested bag without changing
+        anything else (§2.12.3, §2.13): for a change inside a nested plan (``group`` None),
+        :meth:`_find_navigation`; for a change reaching a γ with a GROUP AS variable (``group``),
+        :meth:`_group_navigation`.  None when it does not hold (the outer tuples, or the
+        groups, are replaced instead)."""
+        key = (id(group), id(diff))
+        hit = self._navigations.get(key)
+        if hit is None or hit[0] is not diff:  # the ids of dropped diffs are reused
+            nav = self._find_navigation(diff) if group is None else self._group_navigation(group, diff)
+            hit = self._navigations[key] = (diff, nav)
+        return hit[1]
 
     def _find_navigation(self, diff: Diff) -> "_Navigation | None":
+        """From the changed scan inside a nested plan up to the nested plan's root only σ,
+        joins and π whose predicates do not read the updated attributes; every element field
+        that reads them is computable from the updated tuple, and so are the element's
+        provenance fields that name it (the table's key); the nested plan is the plan of a
+        top-level ApplyPlan whose variable reaches one column of the view unchanged."""
         env: dict[Term, Term] = {}  # variables of the current level -> terms over the scan's
         ids = diff.ids  # the changed tuple's IDs at the current level
         node = diff.op
@@ -432,30 +445,53 @@ class _Generator:
         if not isinstance(apply, O.ApplyPlan) or id(apply) not in self.top_level \
                 or not isinstance(op.element, TupleExpr):
             return None
-        avail = set(diff.plan.output_variables())
-        sets, match = [], []
-        for name, t in op.element.fields:
-            if name == PROV_FIELD:
-                if not isinstance(t, TupleExpr):
-                    return None
-                for i, base in zip(ids, diff.ids):  # the provenance field holding each ID
-                    same = self.equivalents(node, i) + (i,)
-                    match += [(p, base) for p, pt in t.fields if pt in same][:1]
-                continue
-            u = _substitute(t, env)
-            if _mentions(u, diff.changed):
-                if not u.variables() <= avail:
-                    return None
-                sets.append((name, u))
-        if len(match) != len(diff.ids):
-            return None
-        column = self._stored_column(apply)
-        return None if column is None else _Navigation(apply, column, tuple(match), tuple(sets))
+        fields = tuple((n, t if n == PROV_FIELD else _substitute(t, env)) for n, t in op.element.fields)
+        return self._element_navigation(apply, Var(apply.var), node, fields, ids, diff.ids, diff)
 
-    def _stored_column(self, apply: O.ApplyPlan) -> str | None:
-        """The view column holding ``apply``'s bag as it is (through σ and renaming π that do
-        not read it otherwise), or None."""
-        var, node = Var(apply.var), apply
+    def _group_navigation(self, op: O.GroupBy, diff: Diff) -> "_Navigation | None":
+        """Table E.11 for an update the group members only carry: the update i-diff of γ's
+        input becomes the nested update of the group bag, named by the members' provenance
+        (partial: ``#(user_id)`` under the wildcard ``#()`` when the update does not hold the
+        grouping attributes, Example 2.13.1).  Holds when γ is a top-level operator with a GROUP
+        AS variable whose bag reaches one column of the view unchanged, and no grouping key and
+        no aggregate reads the updated attributes (the predicates and join conditions below
+        were checked by the rules that passed the update up to γ)."""
+        if not op.group_var or id(op) not in self.top_level:
+            return None
+        if any(_mentions(t, diff.changed) for _, t in op.keys) or \
+                any(a.arg is not None and _mentions(a.arg, diff.changed) for _, a in op.aggregates):
+            return None
+        return self._element_navigation(op, Var(op.group_var), op.input, op.group_fields, diff.ids, diff.ids,
+                                        diff)
+
+    def _element_navigation(self, container: O.Operator, var: Var, node: O.Operator,
+                            fields: tuple[tuple[str, Term], ...], ids: tuple[Term, ...],
+                            values: tuple[Term, ...], diff: Diff) -> "_Navigation | None":
+        """The nested update of the bag ``var`` of ``container`` whose elements are the tuples
+        ``fields`` (terms over the i-diff's variables, but the provenance field's over ``node``'s
+        output): each ID of ``ids`` (over ``node``'s output) is matched by the provenance field
+        holding it, with the value of the term of ``values`` (over the i-diff's plan) it
+        corresponds to; the sets are the element fields reading the updated attributes
+        (:func:`_element_sets`)."""
+        avail = set(diff.plan.output_variables())
+        match = []
+        prov = dict(fields).get(PROV_FIELD)
+        if not isinstance(prov, TupleExpr):
+            return None
+        for i, value in zip(ids, values):  # the provenance field holding each ID
+            same = self.equivalents(node, i) + (i,)
+            match += [(p, value) for p, pt in prov.fields if pt in same][:1]
+        if len(match) != len(diff.ids) or not all(v.variables() <= avail for _, v in match):
+            return None
+        sets = _element_sets(tuple((n, t) for n, t in fields if n != PROV_FIELD), diff.changed, avail)
+        if sets is None:
+            return None
+        column = self._stored_column(var, container)
+        return None if column is None else _Navigation(container, column, tuple(match), sets)
+
+    def _stored_column(self, var: Var, node: O.Operator) -> str | None:
+        """The view column holding the bag of variable ``var`` bound by ``node`` as it is
+        (through σ and renaming π that do not read it otherwise), or None."""
         while True:
             op, _ = self.parents[id(node)]
             if op is self.plan:
@@ -850,6 +886,38 @@ def _relative_to(t: Term, prefix: Term, new: Term) -> Term | None:
         base = _relative_to(t.base, prefix, new)
         return None if base is None else Field(base, t.name)
     return None
+
+
+def _element_sets(fields: tuple[tuple[str, Term], ...], changed: Iterable[tuple[Term, Term]],
+                  avail: set[str]) -> tuple[tuple[tuple[str, ...], Term], ...] | None:
+    """The fields of a nested element an update changes, as (path inside the element, post
+    value over the i-diff's variables ``avail``): a field holding a tuple the update changes
+    (``users`` of a GROUP AS member, ``u`` of a ``SELECT *`` element) is navigated down to the
+    updated attributes (``users.elite``); a field computed from them is set whole.  None if a
+    changed value is not computable from the i-diff."""
+    changed = tuple(changed)
+    sets: list[tuple[tuple[str, ...], Term]] = []
+    for name, t in fields:
+        if not _mentions(t, changed):
+            continue
+        below = [(rest, c) for c, _ in changed if (rest := _path_below(c, t))]
+        for rest, c in below if below else [((), t)]:
+            if not c.variables() <= avail:
+                return None
+            sets.append(((name,) + rest, c))
+    return tuple(sets)
+
+
+def _path_below(t: Term, prefix: Term) -> tuple[str, ...]:
+    """The field names leading from ``prefix`` down to ``t`` (``users.elite`` below ``users``
+    is ``("elite",)``); empty if ``prefix`` is not a proper prefix of ``t``."""
+    names: list[str] = []
+    while isinstance(t, Field):
+        names.append(t.name)
+        t = t.base
+        if t == prefix:
+            return tuple(reversed(names))
+    return ()
 
 
 def _root(t: Term) -> Term:

@@ -102,8 +102,10 @@ class Statement:
     value)`` of ``set``, the new value of the view column.
     kind ``increment``: like update, the values are added to the view columns.
     kind ``nested_update``: in every view row, the elements of the bag in column ``path``
-    whose provenance fields ``match`` equal a row of ``query`` get, for each ``(field,
-    value)`` of ``set``, the new value of the field (thesis §2.12.3, §2.14.2).
+    whose provenance fields ``match`` equal a row of ``query`` get, for each ``(field path,
+    value)`` of ``set``, the new value of the field the path names inside the element: one
+    name for a field of the element (``("elite",)``), more for a field of a tuple the element
+    holds (``("users", "elite")`` in a GROUP AS member) (thesis §2.12.3, §2.13, §2.14.2).
     """
 
     kind: str
@@ -113,7 +115,8 @@ class Statement:
     rows: O.Operator | None = None
     pre_rows: O.Operator | None = None
     query: O.Operator | None = None
-    set: tuple[tuple[str, str], ...] = ()
+    #: (view column, query column); nested_update: (field path inside the element, query column)
+    set: tuple[tuple[str | tuple[str, ...], str], ...] = ()
     rules: tuple[str, ...] = ()
     #: nested_update: the view column holding the bag, and (provenance field, query column)
     path: str = ""
@@ -147,13 +150,14 @@ class Statement:
             case "nested_update":
                 named = ", ".join(f"{PROV}.{p} = {c}" for p, c in self.match)
                 return (f"update the elements of {self.path} named by partial provenance ({named}), "
-                        f"found by path navigation: set " + ", ".join(f"{c} := {v}" for c, v in self.set))
+                        f"found by path navigation: set " + ", ".join(f"{'.'.join(f)} := {v}" for f, v in self.set))
             case _:
                 return f"increment by ID ({on}): " + ", ".join(f"{c} += {v}" for c, v in self.set)
 
     def to_json(self) -> dict:
         out = {"kind": self.kind, "origin": self.origin, "on": list(self.on),
-               "set": [list(p) for p in self.set], "rules": list(self.rules), "reads": list(self.reads()),
+               "set": [[list(f) if isinstance(f, tuple) else f, v] for f, v in self.set],
+               "rules": list(self.rules), "reads": list(self.reads()),
                "plans": {n: format_plan(p) for n, p in self.plans()}}
         if self.kind == "nested_update":
             out |= {"path": self.path, "match": [list(p) for p in self.match]}

@@ -6,7 +6,9 @@ aggregates recompute their groups; an increment whose pre or post value is NULL 
 (SUM of all NULLs is NULL).  AVG is maintained through its operator cache (Appendix C,
 Cache_sum and Cache_count): ID-based scripts rewrite γ with AVG into a projection over a
 γ of SUM and COUNT (:mod:`idivm.generator.operator_caches`), whose increments these rules
-make; where no operator cache applies, AVG recomputes its groups."""
+make; where no operator cache applies, AVG recomputes its groups.  An update the members of a
+stored GROUP AS bag only carry is a nested update of those members (Table E.11; its rule is
+with the other nested updates in :mod:`idivm.rules.nested`, tried before these)."""
 
 from idivm.rules import Rule
 

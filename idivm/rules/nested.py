@@ -26,6 +26,17 @@ elements by the partial provenance the changed tuple gives them — ``#(user_id)
 values, in every top-level row holding such an element, by path navigation (§2.15.3); the
 base tables are not read.  That holds when the apply is a top-level operator whose bag the
 view stores as one of its columns unchanged.
+
+The same update reaches the same elements when the bag is built by grouping instead (Table
+E.11, Example 2.13.1: the thesis' V1, ``businesses NATURAL LEFT OUTER JOIN (reviews NATURAL JOIN
+users) ... GROUP BY business_id INTO full_reviews``, is V written with a join and GROUP AS): the
+update passes σ, π and the joins as an update (their conditions do not read it, Tables C.3–C.5,
+C.9), and γ turns it into an update of the group bag: its i-diff holds no grouping attribute,
+so it is grouped into one wildcard group ``#()`` whose members are named ``#(user_id)`` by the
+provenance γ gives them, and the updated attributes lie one level deeper in a member, under
+its FROM variable (``full_reviews[*].users.elite``).  That holds when γ is a top-level operator
+whose GROUP AS bag the view stores as one of its columns unchanged and neither a grouping key
+nor an aggregate reads the updated attributes; otherwise the groups are recomputed (Table C.7).
 """
 
 from idivm.rules import Rule
@@ -78,4 +89,9 @@ RULES = (
              source="§2.13 recursive instantiation: the outer tuples whose nested result holds the change")
         for kind in ("replace", "update", "increment")
     )
+) + (
+    # γ with GROUP AS (Table E.11); tried before the rules of idivm.rules.group_by
+    Rule("GroupBy", "input", "update", "navigable", "nested_update", "update",
+         source="Table E.11, §2.13 Example 2.13.1: the group members the update names by partial "
+                "provenance are updated in place, found by path navigation"),
 )
