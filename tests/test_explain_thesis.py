@@ -103,9 +103,13 @@ def test_explain_json_agrees_with_text(warehouses, view):
     assert index_lines[0].startswith(f"{len(selected)} index")
     assert f"upper bound (§2.15.4) {data['indexes']['bound']['value']} = " in index_lines[0]
     assert len(selected) <= data["indexes"]["bound"]["value"]
-    assert [line.split("  <- ")[0].strip() for line in index_lines[1:]] == [
+    heads = [line for line in index_lines[1:] if not line.startswith("    ")]
+    assert [line.split("  <- ")[0].strip() for line in heads] == [
         (".".join(i["collection"]) or "root") + " " + " / ".join(f"#({', '.join(n)})" for n in i["levels"])
         for i in selected]
+    # below each index, how it is stored and the statements that read it, as the JSON says
+    notes = [line.strip() for line in index_lines[1:] if line.startswith("    ")]
+    assert notes == [n for n in data["indexes"]["notes"] if n]
     script = data["delta_script"]
     if "statements" in script:  # one "Δi from ..." line per statement: each cache's, then the view's
         statements = [st for c in script.get("caches", []) for st in c["script"]["statements"]]
