@@ -37,7 +37,11 @@ from idivm import Warehouse  # noqa: E402
 from idivm.errors import IdivmError  # noqa: E402
 from idivm.storage import delta  # noqa: E402
 
-STRATEGIES = ("id", "tuple", "recompute")
+#: measured strategies: the define-time strategies, and ``id_noindex``: a view defined with ``id``
+#: maintained with ``use_indexes=False`` (nested elements found by scanning the view, §2.15)
+STRATEGIES = ("id", "id_noindex", "tuple", "recompute")
+#: the strategy each measured one is defined with
+DEFINED_AS = {"id_noindex": "id"}
 
 #: the fields of ``MaintenanceResult`` reported when the running idivm has them
 RESULT_COUNTS = ("diff_rows", "inserted", "updated", "deleted", "rows_written")
@@ -84,11 +88,19 @@ def define_accepts_strategy() -> bool:
     return "strategy" in inspect.signature(Warehouse.define).parameters
 
 
+def maintain_accepts_indexes() -> bool:
+    """Whether this idivm's ``Warehouse.maintain`` takes ``use_indexes=``."""
+    return "use_indexes" in inspect.signature(Warehouse.maintain).parameters
+
+
 def check_strategies(strategies: Sequence[str]) -> None:
     """Fail before any work when a requested strategy cannot be chosen at define time."""
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise BenchmarkError(f"unknown strategy {', '.join(unknown)}; known: {', '.join(STRATEGIES)}")
+    if "id_noindex" in strategies and not maintain_accepts_indexes():
+        raise BenchmarkError("this idivm's Warehouse.maintain takes no use_indexes= argument: "
+                             "leave id_noindex out of --strategies")
     if not define_accepts_strategy() and set(strategies) != {"recompute"}:
         raise BenchmarkError(
             "this idivm's Warehouse.define takes no strategy= argument, so views can only be "
@@ -153,7 +165,8 @@ def define_view(wh: Warehouse, name: str, text: str, view: str, strategy: str) -
     An idivm error (or a strategy it does not know) is raised as :class:`BenchmarkError`."""
     started = time.perf_counter()
     try:
-        info = wh.define(text, strategy=strategy) if define_accepts_strategy() else wh.define(text)
+        info = wh.define(text, strategy=DEFINED_AS.get(strategy, strategy)) if define_accepts_strategy() \
+            else wh.define(text)
     except (IdivmError, ValueError) as e:
         raise BenchmarkError(f"cannot define {name} with strategy {strategy!r}: {type(e).__name__}: {e}") from e
     seconds = time.perf_counter() - started
@@ -200,12 +213,13 @@ def maintain_once(wh: Warehouse, run: int, name: str, view: str, strategy: str,
                   batch_size: int | None = None) -> Measurement:
     """Maintain view ``name`` once, timed by a wall clock around ``Warehouse.maintain``."""
     started = time.perf_counter()
-    results = wh.maintain(name)
+    results = wh.maintain(name, use_indexes=False) if strategy == "id_noindex" else wh.maintain(name)
     seconds = time.perf_counter() - started
     (r,) = results
     rows, added, removed = commit_metrics(wh, name, r.version)
     counts = {f: getattr(r, f, None) for f in RESULT_COUNTS}
-    return Measurement(run=run, view=view, strategy=strategy, maintained_as=r.strategy, seconds=seconds,
+    maintained_as = strategy if r.strategy == DEFINED_AS.get(strategy, strategy) else r.strategy
+    return Measurement(run=run, view=view, strategy=strategy, maintained_as=maintained_as, seconds=seconds,
                        reported_seconds=r.seconds, changes=r.changes, version=r.version,
                        view_rows_written=rows, view_files_added=added, view_files_removed=removed,
                        note=getattr(r, "note", "") or "", batch_size=batch_size, **counts)
@@ -281,7 +295,8 @@ def ratios(summary: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
         median = {r["strategy"]: r["median_s"] for r in summary
                   if group_label(r) == group and r.get("median_s") is not None}
         if "id" in median and median["id"] > 0:
-            out[group] = {f"{s}/id": median[s] / median["id"] for s in ("recompute", "tuple") if s in median}
+            out[group] = {f"{s}/id": median[s] / median["id"] for s in ("recompute", "tuple", "id_noindex")
+                          if s in median}
     return out
 
 
