@@ -60,8 +60,9 @@ class PlanCompiler:
         self._counter = 0
 
     def bind(self, op: O.Operator, df: DataFrame) -> None:
-        """Use ``df`` as the (top-level) result of this very operator object from now on:
-        a subplan several queries share is computed once."""
+        """Use ``df`` as the (top-level) result of ``op`` from now on, and of every equal
+        operator (the generator and the minimizer may have copied a subplan several queries
+        share): it is computed once."""
         self._bound[id(op)] = (op, df)
 
     # ------------------------------------------------------------------ entry points
@@ -83,9 +84,14 @@ class PlanCompiler:
         return out.withColumnRenamed("__element", "value")
 
     def compile(self, op: O.Operator, env: Env) -> DataFrame:
-        bound = self._bound.get(id(op)) if env is TOP else None
-        if bound is not None and bound[0] is op:
-            return bound[1]
+        if env is TOP and self._bound:
+            bound = self._bound.get(id(op))
+            if bound is not None and bound[0] is op:
+                return bound[1]
+            for other, df in self._bound.values():
+                if type(other) is type(op) and other == op:
+                    self._bound[id(op)] = (op, df)
+                    return df
         fn = _COMPILERS.get(type(op))
         if fn is None:
             raise InternalError(f"no Spark compilation for operator {op.name}")
