@@ -357,7 +357,7 @@ class Warehouse:
                 from idivm.exec import indexes
 
                 path = self.catalog.path_of(self.catalog.view(view.name))
-                for index in self._indexes(catalog, view, prov, path):
+                for index in self._indexes(catalog, view, prov, path, script):
                     indexes.build(index, path, delta.version(path), metadata)
         return self.view_info(view.name)
 
@@ -466,7 +466,8 @@ class Warehouse:
                 cache_new[cache.name] = delta.version(cpath)
             if cache_new:
                 metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
-            stored = self._indexes(catalog, view, prov, path) if use_indexes and script.strategy == "id" else []
+            stored = self._indexes(catalog, view, prov, path, script) \
+                if use_indexes and script.strategy == "id" else []
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
                                        cache_paths, cache_new, stored)
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
@@ -492,11 +493,13 @@ class Warehouse:
                 raise e.with_source(text, filename)
             return None, f"recompute: {e.message}"
 
-    def _indexes(self, catalog: Catalog, view, prov, path: Path) -> list:
-        """The view's global provenance indexes that are stored as tables (§2.15)."""
+    def _indexes(self, catalog: Catalog, view, prov, path: Path, script) -> list:
+        """The view's global provenance indexes that are stored as tables (§2.15): those the
+        statements of ``script`` read."""
         from idivm.exec import indexes
 
-        return indexes.resolve(self._index_selection(catalog, view, prov), delta.schema(path), prov.view_ids)
+        return indexes.resolve(self._index_selection(catalog, view, prov), delta.schema(path), prov.view_ids,
+                               script.statements)
 
     @staticmethod
     def _index_selection(catalog: Catalog, view, prov):
@@ -697,9 +700,11 @@ class Warehouse:
         indexes = self._index_selection(catalog, view, prov)
         script, note = self._script(catalog, view, prov, text, filename, "id", strict=False)
         stored = None
-        if isinstance(name_or_text, str) and name_or_text in catalog.views:
+        if isinstance(name_or_text, str) and name_or_text in catalog.views \
+                and catalog.view(name_or_text).extra.get("strategy") in ("id", "auto"):
             path = catalog.path_of(catalog.view(name_or_text))
-            stored = resolve(indexes, delta.schema(path), prov.view_ids)
+            stored = resolve(indexes, delta.schema(path), prov.view_ids,
+                             script.statements if script is not None else ())
         notes = describe(indexes, stored, script.statements if script is not None else ())
         return Explanation(view, prov, signatures, script, note, indexes, notes).render(format)
 

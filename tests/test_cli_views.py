@@ -10,6 +10,7 @@ exactly as it was.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -166,7 +167,10 @@ def test_explain_by_name_and_by_file(run, wh, tmp_path):
     assert run("--warehouse", wh, "define", path)[0] == 0
     code, by_name, err = run("--warehouse", wh, "explain", "sf_reviews")
     assert (code, err) == (0, "")
-    assert by_name == out
+    # the same, but that a defined view's provenance indexes say where they are stored
+    stored = re.compile(r"^    table indexes/\d+; ", re.M)
+    assert stored.search(by_name) and not stored.search(out)
+    assert stored.sub("    ", by_name) == out
 
 
 # --- demo ------------------------------------------------------------------------------------------

@@ -105,17 +105,27 @@ class StoredIndex:
         return _distinct(found.select(list(self.id_columns)))
 
 
-def resolve(selection: IndexSelection, view_schema: pa.Schema,
-            view_ids: Sequence[tuple[str, str]]) -> list[StoredIndex]:
-    """The selected indexes of nested collections, laid out over the stored view's schema.
+def read_by(index: GlobalProvenanceIndex, statements: Sequence) -> list[int]:
+    """The Δ-script statements (numbered from 1) that find their rows through ``index``: the
+    nested updates naming the elements of its collection by its attributes."""
+    return [i for i, s in enumerate(statements, 1)
+            if s.kind == "nested_update" and index.serves((s.path,), dict(s.match))]
 
-    An index whose collection or attributes the stored rows do not carry (a bag of scalars
-    has no element provenance) has no table; :func:`describe` says so."""
+
+def resolve(selection: IndexSelection, view_schema: pa.Schema, view_ids: Sequence[tuple[str, str]],
+            statements: Sequence) -> list[StoredIndex]:
+    """The selected indexes of nested collections that a statement of the Δ-script reads, laid
+    out over the stored view's schema.
+
+    The others get no table: an index no statement reads would only cost its maintenance
+    (replace statements find their rows with their restricted queries), and an index whose
+    collection or attributes the stored rows do not carry (a bag of scalars has no element
+    provenance) cannot be built.  :func:`describe` says which is which."""
     id_columns = tuple(c for c, _ in view_ids)
     column_of = {n: c for c, n in view_ids}
     out = []
     for n, index in enumerate(selection.indexes):
-        if not index.collection:
+        if not index.collection or not read_by(index, statements):
             continue
         stored = _layout(index, f"{n}", view_schema, id_columns, column_of)
         if stored is not None:
@@ -165,14 +175,17 @@ def describe(selection: IndexSelection, stored: Sequence[StoredIndex] | None,
     tables = None if stored is None else {s.index: s for s in stored}
     out = {}
     for index in selection.indexes:
-        notes = []
+        users = [f"Δ{i}" for i in read_by(index, statements)]
         if not index.collection:
-            notes.append("the view's ID columns")
-        elif tables is not None:
-            notes.append(f"table {INDEXES_DIR[1:]}/{tables[index].name}" if index in tables
-                         else "no table: the stored elements carry no such provenance")
-        users = [f"Δ{i}" for i, s in enumerate(statements, 1)
-                 if s.kind == "nested_update" and index.serves((s.path,), dict(s.match))]
+            notes = ["the view's ID columns"]
+        elif not users:
+            notes = ["no table: no statement reads it"]
+        elif tables is None:
+            notes = []
+        elif index in tables:
+            notes = [f"table {INDEXES_DIR[1:]}/{tables[index].name}"]
+        else:
+            notes = ["no table: the stored elements carry no such provenance (nested updates scan the view)"]
         if users:
             notes.append(f"finds the rows of {', '.join(users)}")
         out[index] = "; ".join(notes)
@@ -270,4 +283,4 @@ def _distinct(table: pa.Table) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(table.column_names, r)) for r in seen], schema=table.schema)
 
 
-__all__ = ["StoredIndex", "apply", "build", "describe", "reflected_version", "resolve"]
+__all__ = ["StoredIndex", "apply", "build", "describe", "read_by", "reflected_version", "resolve"]
