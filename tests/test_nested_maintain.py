@@ -557,16 +557,9 @@ def test_deep_update_of_users_elite_changes_exactly_that_users_review_elements(m
     assert check.ok, check.summary()
 
 
-THESIS_V1 = """
-    CREATE VIEW v1 AS
-    SELECT business_id, full_reviews
-    FROM businesses NATURAL LEFT OUTER JOIN (
-        reviews NATURAL JOIN
-        users
-    )
-    WHERE city = "San Francisco"
-    GROUP BY business_id INTO full_reviews
-"""
+#: V1 as the thesis writes it: the corpus' sf_reviews_into, named v1
+THESIS_V1 = next(v for v in VIEWS if v.name == "sf_reviews_into").text.replace(
+    "CREATE VIEW sf_reviews_into AS", "CREATE VIEW v1 AS", 1)
 
 
 def by_member(rows: list[dict]) -> dict[tuple[str, str | None], dict]:
