@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -382,6 +382,16 @@ def write_results(out: Path, results: dict[str, Any], title: str, table: str, li
 
 def as_json(measurements: Sequence[Measurement]) -> list[dict[str, Any]]:
     return [asdict(m) for m in measurements]
+
+
+def run_main(benchmark: Callable[[Any], Any], config: Any) -> int:
+    """Run ``benchmark(config)``: exit status 0, or 1 after printing a :class:`BenchmarkError`."""
+    try:
+        benchmark(config)
+    except BenchmarkError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def parse_list(text: str, known: Sequence[str], what: str) -> tuple[str, ...]:

@@ -46,7 +46,6 @@ from typing import Any
 
 from common import (  # puts this checkout first on sys.path: import it before idivm
     STRATEGIES,
-    BenchmarkError,
     Measurement,
     as_json,
     check_strategies,
@@ -63,6 +62,7 @@ from common import (  # puts this checkout first on sys.path: import it before i
     ratio_lines,
     ratios,
     renamed,
+    run_main,
     rotated,
     start_spark,
     summarize,
@@ -238,13 +238,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse_args(argv)
-    try:
-        benchmark(config)
-    except BenchmarkError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_main(benchmark, parse_args(argv))
 
 
 if __name__ == "__main__":

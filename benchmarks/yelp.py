@@ -67,6 +67,7 @@ from common import (  # puts this checkout first on sys.path: import it before i
     ratio_lines,
     ratios,
     renamed,
+    run_main,
     rotated,
     start_spark,
     summary_row,
@@ -76,22 +77,14 @@ from common import (  # puts this checkout first on sys.path: import it before i
 )
 
 from idivm import Warehouse
-from idivm.datasets import yelp
+from idivm.datasets import view_path, yelp
 from idivm.datasets.yelp_changes import YelpChanges, write_batch
 
 #: benchmark view name -> its text; the views of the thesis as the nested-maintenance tests
 #: define them (tests/test_nested_maintain.py, ``VIEWS``)
 VIEWS: dict[str, str] = {
-    # §2.9, Example 2.9.1, view V (also idivm/datasets/views/sf_reviews.sqlpp)
-    "sf_reviews": """CREATE VIEW sf_reviews AS
-SELECT business_id, (
-  SELECT reviews.*, users.*
-  FROM reviews NATURAL JOIN users
-  WHERE business_id = businesses.business_id
-) AS full_reviews
-FROM businesses
-WHERE city = "San Francisco"
-""",
+    # §2.9, Example 2.9.1, view V: the shipped idivm/datasets/views/sf_reviews.sqlpp
+    "sf_reviews": view_path("sf_reviews").read_text(encoding="utf-8"),
     # §2.9, view V1: GROUP AS g, with g itself as V1's INTO, a subquery over g and a COUNT
     "sf_reviews_grouped": """CREATE VIEW sf_reviews_grouped AS
 SELECT business_id, g AS members,
@@ -377,13 +370,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse_args(argv)
-    try:
-        benchmark(config)
-    except BenchmarkError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_main(benchmark, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -497,18 +497,18 @@ class Warehouse:
         """The view's global provenance indexes that are stored as tables (§2.15): those the
         statements of ``script`` read."""
         from idivm.exec import indexes
-
-        return indexes.resolve(self._index_selection(catalog, view, prov), delta.schema(path), prov.view_ids,
-                               script.statements)
-
-    @staticmethod
-    def _index_selection(catalog: Catalog, view, prov):
-        from idivm.diffs.base_signatures import generate_base_signatures
         from idivm.provenance.indexes import select_indexes
 
+        selection = select_indexes(view.plan, prov, self._signatures(catalog, view))
+        return indexes.resolve(selection, delta.schema(path), prov.view_ids, script.statements)
+
+    @staticmethod
+    def _signatures(catalog: Catalog, view):
+        """The view's base-table i-diff signatures (§2.5, §2.14.1)."""
+        from idivm.diffs.base_signatures import generate_base_signatures
+
         base = catalog.base_tables()
-        signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
-        return select_indexes(view.plan, prov, signatures)
+        return generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
 
     def _apply_script(self, script, path: Path, tables: Mapping[str, Path], old: Mapping[str, int],
                       new: Mapping[str, int], changes, metadata, progress,
@@ -551,25 +551,15 @@ class Warehouse:
             version = old[table] if state == "@pre" else new[table]
             return delta.read_spark(self.spark, tables[table], version)
 
-        index_rows = 0
-        view_version = delta.version(path)
-        for index in stored_indexes:
-            if indexes.reflected_version(index.path(path), index) != view_version:
-                if progress:
-                    progress(f"{script.view}: building index {index.index}")
-                index_rows += indexes.build(index, path, view_version, metadata)
+        index_rows = indexes.refresh(stored_indexes, path, metadata, progress, script.view)
 
         def locate(statement, keys):
             """The IDs of the view rows holding the elements a nested update names, by index."""
-            index = next((i for i in stored_indexes if i.serves((statement.path,), dict(statement.match))), None)
-            if index is None:
-                return None
             named = keys.select(*[F.col(f"`{c}`").alias(p) for p, c in statement.match]).toArrow()
-            found = index.lookup(index.path(path), named)
-            if progress:
-                progress(f"{script.view}: index {index.index}: {named.num_rows} keys -> {found.num_rows} rows")
-            return self.spark.createDataFrame(found) if found.num_rows else \
-                self.spark.createDataFrame([], view.select(*found.column_names).schema)
+            found = indexes.locate(stored_indexes, path, statement, named, progress, script.view)
+            if found is None or found.num_rows:
+                return found if found is None else self.spark.createDataFrame(found)
+            return self.spark.createDataFrame([], view.select(*found.column_names).schema)
 
         view = delta.read_spark(self.spark, path)
         result = evaluate(self.spark, script, diffs, read_state, view, progress,
@@ -609,16 +599,14 @@ class Warehouse:
             ], commit_metadata=metadata)
         written = int(metrics.get("num_output_rows") or 0)
         for index in stored_indexes:
-            if result.direct is not None:
-                # an update by ID sets top-level attributes: the nested elements and their
-                # provenance stay as they are, unless it sets the indexed bag itself
-                if index.index.collection[0] in {c for c, _ in statement.set}:
-                    index_rows += indexes.build(index, path, metrics["version"], metadata)
-                    continue
-                none = pa.table({c: pa.array([], target.field(c).type) for c in index.id_columns})
-                index_rows += indexes.apply(index, path, target.empty_table(), none, metrics["version"], metadata)
+            if result.direct is None:
+                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, deletes)
+            elif index.index.collection[0] in {c for c, _ in statement.set}:
+                # an update by ID of the indexed bag itself (other ones set top-level attributes:
+                # the nested elements and their provenance stay as they are)
+                index_rows += indexes.build(index, path, metrics["version"], metadata)
             else:
-                index_rows += indexes.apply(index, path, upserts, deletes, metrics["version"], metadata)
+                index_rows += indexes.apply(index, path, metrics["version"], metadata)
         return {"version": metrics["version"], "diff_rows": diffs.rows(),
                 "inserted": int(metrics.get("num_target_rows_inserted") or 0),
                 "updated": int(metrics.get("num_target_rows_updated") or 0),
@@ -690,14 +678,12 @@ class Warehouse:
         else:
             text, filename = sqlpp_source(name_or_text)
         view, prov = self._plan(text, filename, catalog)
-        from idivm.diffs.base_signatures import generate_base_signatures
-        from idivm.explain import Explanation
-
-        base = catalog.base_tables()
-        signatures = generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
         from idivm.exec.indexes import describe, resolve
+        from idivm.explain import Explanation
+        from idivm.provenance.indexes import select_indexes
 
-        indexes = self._index_selection(catalog, view, prov)
+        signatures = self._signatures(catalog, view)
+        indexes = select_indexes(view.plan, prov, signatures)
         script, note = self._script(catalog, view, prov, text, filename, "id", strict=False)
         stored = None
         if isinstance(name_or_text, str) and name_or_text in catalog.views \

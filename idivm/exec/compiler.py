@@ -56,14 +56,14 @@ class PlanCompiler:
         self.spark = spark
         self._read_table = read_table
         self._tables: dict[str, DataFrame] = {}
-        self._bound: dict[int, tuple[O.Operator, DataFrame]] = {}
+        self._bound: list[tuple[O.Operator, DataFrame]] = []
         self._counter = 0
 
     def bind(self, op: O.Operator, df: DataFrame) -> None:
         """Use ``df`` as the (top-level) result of ``op`` from now on, and of every equal
         operator (the generator and the minimizer may have copied a subplan several queries
         share): it is computed once."""
-        self._bound[id(op)] = (op, df)
+        self._bound.append((op, df))
 
     # ------------------------------------------------------------------ entry points
 
@@ -84,13 +84,9 @@ class PlanCompiler:
         return out.withColumnRenamed("__element", "value")
 
     def compile(self, op: O.Operator, env: Env) -> DataFrame:
-        if env is TOP and self._bound:
-            bound = self._bound.get(id(op))
-            if bound is not None and bound[0] is op:
-                return bound[1]
-            for other, df in self._bound.values():
-                if type(other) is type(op) and other == op:
-                    self._bound[id(op)] = (op, df)
+        if env is TOP:
+            for other, df in self._bound:
+                if other is op or (type(other) is type(op) and other == op):
                     return df
         fn = _COMPILERS.get(type(op))
         if fn is None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,7 +37,7 @@ from idivm.provenance.ids import PROV_FIELD
 from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 from idivm.storage import delta
 
-INDEXES_DIR = ".indexes"
+INDEXES = "indexes"  # the directory of a view's index tables: <view path>.indexes
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,7 @@ class StoredIndex:
     root_columns: tuple[str, ...]  # the view ID column of each level-0 attribute
 
     def path(self, view_path: Path) -> Path:
-        return view_path.parent / f"{view_path.name}{INDEXES_DIR}" / self.name
-
-    def serves(self, collection: tuple[str, ...], attributes: Iterable[str]) -> bool:
-        return self.index.serves(collection, attributes)
+        return view_path.parent / f"{view_path.name}.{INDEXES}" / self.name
 
     # --------------------------------------------------------------------- entries
 
@@ -183,7 +180,7 @@ def describe(selection: IndexSelection, stored: Sequence[StoredIndex] | None,
         elif tables is None:
             notes = []
         elif index in tables:
-            notes = [f"table {INDEXES_DIR[1:]}/{tables[index].name}"]
+            notes = [f"table {INDEXES}/{tables[index].name}"]
         else:
             notes = ["no table: the stored elements carry no such provenance (nested updates scan the view)"]
         if users:
@@ -227,18 +224,22 @@ def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
     return written
 
 
-def apply(index: StoredIndex, view_path: Path, upserts: pa.Table, deleted: pa.Table, view_version: int,
-          metadata: Mapping[str, str]) -> int:
+def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str],
+          upserts: pa.Table | None = None, deleted: pa.Table | None = None) -> int:
     """Bring the index from the view version before a run to ``view_version``, which upserted
     the rows ``upserts`` and deleted the rows whose IDs are ``deleted``: one MERGE of the
-    entries that appear and disappear.  Returns the rows written."""
-    ids = list(index.id_columns)
-    changed = _distinct(pa.concat_tables([upserts.select(ids), deleted.select(ids).cast(upserts.select(ids).schema)]))
+    entries that appear and disappear (None: the run changed no element of the collection, the
+    commit only records the version).  Returns the rows written."""
     path = index.path(view_path)
-    old = _read_matching(path, index.schema, ids, changed)
-    new = index.entries(upserts)
-    old_rows = {tuple(r.values()) for r in old.to_pylist()}
-    new_rows = {tuple(r.values()) for r in new.to_pylist()}
+    old_rows: set[tuple] = set()
+    new_rows: set[tuple] = set()
+    if upserts is not None:
+        ids = list(index.id_columns)
+        keys = upserts.select(ids)
+        changed = _distinct(pa.concat_tables([keys, deleted.select(ids).cast(keys.schema)]) if deleted is not None
+                            else keys)
+        old_rows = {tuple(r.values()) for r in _read_matching(path, index.schema, ids, changed).to_pylist()}
+        new_rows = {tuple(r.values()) for r in index.entries(upserts).to_pylist()}
     names = index.schema.names
     gone = [dict(zip(names, r)) for r in old_rows - new_rows]
     came = [dict(zip(names, r)) for r in new_rows - old_rows]
@@ -250,6 +251,34 @@ def apply(index: StoredIndex, view_path: Path, upserts: pa.Table, deleted: pa.Ta
         delta.NotMatchedInsert({c: f"s.{c}" for c in names}, "s.__idivm_action = 'insert'"),
     ], commit_metadata=_metadata(index, view_version, metadata, "maintain index"))
     return int(metrics.get("num_output_rows") or 0)
+
+
+def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[str, str],
+            progress: Callable[[str], None] | None = None, label: str = "") -> int:
+    """Rebuild the indexes that do not reflect the view's current version (a crash between the
+    view's commit and theirs, a recompute, a run without indexes); the rows written."""
+    version = delta.version(view_path)
+    written = 0
+    for index in stored:
+        if reflected_version(index.path(view_path), index) != version:
+            if progress:
+                progress(f"{label}: building index {index.index}")
+            written += build(index, view_path, version, metadata)
+    return written
+
+
+def locate(stored: Sequence[StoredIndex], view_path: Path, statement, keys: pa.Table,
+           progress: Callable[[str], None] | None = None, label: str = "") -> pa.Table | None:
+    """The ID columns of the view rows holding the elements the nested update ``statement``
+    names, its i-diff rows being ``keys`` (columns: the attributes of ``statement.match``),
+    by the index that serves it; None when none does."""
+    index = next((i for i in stored if i.index.serves((statement.path,), dict(statement.match))), None)
+    if index is None:
+        return None
+    found = index.lookup(index.path(view_path), keys)
+    if progress:
+        progress(f"{label}: index {index.index}: {keys.num_rows} keys -> {found.num_rows} rows")
+    return found
 
 
 def _metadata(index: StoredIndex, view_version: int, metadata: Mapping[str, str], operation: str) -> dict:
@@ -283,4 +312,5 @@ def _distinct(table: pa.Table) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(table.column_names, r)) for r in seen], schema=table.schema)
 
 
-__all__ = ["StoredIndex", "apply", "build", "describe", "read_by", "reflected_version", "resolve"]
+__all__ = ["StoredIndex", "apply", "build", "describe", "locate", "read_by", "reflected_version", "refresh",
+           "resolve"]
