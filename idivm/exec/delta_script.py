@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import reduce
 from typing import Callable, Mapping
@@ -35,7 +36,8 @@ from idivm.algebra import operators as O
 from idivm.exec.compiler import TOP, PlanCompiler
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.generator.script import (
-    POST, PRE, PRE_FIELD, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates, parse_source,
+    POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys, delta_updates,
+    parse_source,
 )
 
 ACTION = "__idivm_action"
@@ -70,10 +72,20 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
         nonkey = [f for f in schema if f.name not in td.key]
         upd_schema = pa.schema(list(schema) + [pa.field(PRE_FIELD, pa.struct(nonkey))])
         replaced, updated, before, after = [], [], [], []
+        elements: dict[ElementDiffs, list[dict]] = {}
         if cdf is not None and cdf.num_rows:
             read += cdf.num_rows
             for pre, post in _effective(cdf, td.key).values():
                 route = _route(td, pre, post)
+                if route != "replace" and pre is not None and post is not None:
+                    for e in td.elements:
+                        if _same(pre[e.attribute], post[e.attribute]):
+                            continue
+                        route = route or "elements"
+                        key = {k: post[k] for k in td.key}
+                        elements.setdefault(e, []).extend(
+                            {**key, **dict(zip(e.columns(), i))}
+                            for i in changed_elements(e, pre[e.attribute], post[e.attribute]))
                 if route == "replace":
                     row = post if post is not None else pre
                     replaced.append({k: row[k] for k in td.key})
@@ -84,13 +96,62 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
                 elif route == "update":
                     updated.append({**{f.name: post[f.name] for f in schema},
                                     PRE_FIELD: {f.name: pre[f.name] for f in nonkey}})
-                else:
+                elif route is None:
                     dropped += 1
         keys[td.table] = pa.Table.from_pylist(replaced, schema=key_schema)
         updates[td.table] = pa.Table.from_pylist(updated, schema=upd_schema)
         pre_rows[td.table] = pa.Table.from_pylist(before, schema=schema)
         post_rows[td.table] = pa.Table.from_pylist(after, schema=schema)
+        for e in td.elements:
+            element_schema = pa.schema(list(key_schema) + _element_fields(e, schema.field(e.attribute).type))
+            keys[e.source(td.table)] = pa.Table.from_pylist(elements.get(e, []), schema=element_schema)
     return BaseDiffs(keys, updates, read, dropped, pre_rows, post_rows)
+
+
+def _element_fields(e: ElementDiffs, collection: pa.DataType) -> list[pa.Field]:
+    element = collection.value_type
+    if e.identity == "position":
+        types = [pa.int64()]
+    elif e.identity == "value":
+        types = [element]
+    else:
+        types = [element.field(k).type for k in e.element_key]
+    return [pa.field(c, t) for c, t in zip(e.columns(), types)]
+
+
+def changed_elements(e: ElementDiffs, pre: list | None, post: list | None) -> list[tuple]:
+    """The identities (see :meth:`ElementDiffs.columns`) of the elements of a nested collection
+    that an update inserts, deletes or changes (thesis §2.14.2): by value, the values whose
+    number of occurrences differs; by position, the positions (from 1) whose element differs
+    or exists on one side only; by element key, the keys whose elements differ."""
+    pre, post = pre or [], post or []
+    if e.identity == "position":
+        return [(i + 1,) for i in range(max(len(pre), len(post)))
+                if i >= len(pre) or i >= len(post) or not _same(pre[i], post[i])]
+    if e.identity == "value":
+        def identity(v):
+            return (v,)
+    else:
+        def identity(v):
+            return tuple(None if v is None else v.get(k) for k in e.element_key)
+    before: dict[str, list] = {}
+    after: dict[str, list] = {}
+    ids: dict[str, tuple] = {}
+    for side, values in ((before, pre), (after, post)):
+        for v in values:
+            i = identity(v)
+            k = _canonical(i)
+            ids[k] = i
+            side.setdefault(k, []).append(_canonical(v))
+    return [ids[k] for k in ids if sorted(before.get(k, [])) != sorted(after.get(k, []))]
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _same(a, b) -> bool:
+    return _canonical(a) == _canonical(b)
 
 
 def _effective(cdf: pa.Table, key: tuple[str, ...]) -> dict[tuple, tuple[dict | None, dict | None]]:

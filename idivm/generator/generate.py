@@ -32,7 +32,7 @@ from idivm.algebra.expressions import (
 from idivm.errors import InternalError, UnsupportedError
 from idivm.generator.minimize import minimize_script
 from idivm.generator.script import (
-    POST, PRE, PRE_FIELD, DeltaScript, Statement, TableDiffs, delta_keys, delta_updates,
+    POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys, delta_updates,
 )
 from idivm.provenance.ids import BRANCH, HIDDEN, PROV_FIELD, Ids, ProvenanceResult
 from idivm.rules import SIDES, Rule, rules_for
@@ -127,6 +127,8 @@ class _Generator:
         #: replace statements that name view rows by a restriction: id(statement) -> its diff
         self._navigations: dict[tuple[int, int], tuple[Diff, _Navigation | None]] = {}
         self.restricted_replaces: dict[int, Diff] = {}
+        #: table -> the unnests of its collections whose changes are element i-diffs
+        self.unnests: dict[str, list[tuple[O.ScanCollection, str, ElementDiffs]]] = {}
         check_supported(self.plan)
         self.element_columns = self._element_columns()
 
@@ -145,6 +147,9 @@ class _Generator:
             td = tables[scan.source.name]
             for diff in self._base_diffs(scan, td):
                 statements.extend(self.propagate(diff) if self._top_level(scan) else self.to_outer(diff))
+        for td in tables.values():
+            for unnest, var, elements in self.unnests.get(td.table, ()):
+                statements.extend(self.propagate(self._element_diff(unnest, var, td, elements)))
         statements = self.merge_replaces(statements)
         return DeltaScript(self.view_name, self.strategy, tuple(tables.values()), tuple(statements),
                            tuple(c for c, _ in self.element_columns.values()))
@@ -159,9 +164,77 @@ class _Generator:
             read |= r
             conditional |= c
         nonkey = [c for c in columns if c not in key]
-        read_t = tuple(c for c in nonkey if c in read)
+        elements = self._unnested(table, scans) if self.strategy == "id" else {}
+        read_t = tuple(c for c in nonkey if c in read and c not in elements)
         cond_t = tuple(c for c in read_t if c in conditional or self.strategy == "tuple")
-        return TableDiffs(table, key, read_t, cond_t)
+        found = {e: None for found in elements.values() for _, _, e in found}
+        self.unnests[table] = [u for found in elements.values() for u in found]
+        return TableDiffs(table, key, read_t, cond_t, tuple(found))
+
+    def _unnested(self, table: str, scans: list[O.ScanCollection]
+                  ) -> dict[str, list[tuple[O.ScanCollection, str, ElementDiffs]]]:
+        """The nested collection attributes of ``table`` the view reads only by unnesting them
+        in top-level FROM clauses (``FROM users u, u.elite AS y``), with those unnests: attribute
+        -> (unnest, the table's variable, how the unnest names the elements).  A change of such
+        a collection is the replace i-diff of the elements it inserts, deletes or changes
+        (§2.14.2), not of every element of the row."""
+        ttype = self.table_types.get(table)
+        xs = {s.var for s in scans if self._top_level(s)}
+        if ttype is None or len(xs) < len(scans):
+            return {}
+        out: dict[str, list] = {}
+        others: set[str] = set()  # attributes read another way too
+        for op in O.walk(self.plan):
+            for t in op.terms():
+                if isinstance(op, O.ScanCollection) and t is op.source and isinstance(t, Field) \
+                        and isinstance(t.base, Var) and t.base.name in xs:
+                    elements = self._element_identity(op, ttype.field(t.name))
+                    if elements is None or not self._top_level(op):
+                        others.add(t.name)
+                    else:
+                        out.setdefault(t.name, []).append((op, t.base.name, elements))
+                    continue
+                for x in xs:
+                    if Var(x) not in set(t.walk()):
+                        continue
+                    if not _only_under_fields(t, Var(x)):
+                        return {}  # the whole tuple is read
+                    others |= {f.name for f in t.walk() if isinstance(f, Field) and f.base == Var(x)}
+        return {a: found for a, found in out.items() if a not in others}
+
+    def _element_identity(self, unnest: O.ScanCollection, ftype) -> ElementDiffs | None:
+        """How ``unnest``'s IDs name the elements of the collection it scans (None: they do not)."""
+        ids, above = self.ids.get(unnest), self.ids.get(unnest.input)
+        if not isinstance(ftype, T.CollectionType) or ids is None or above is None \
+                or not ids.known or not above.known:
+            return None
+        own = ids.groups[len(above.groups):]
+        name = None if len(own) != 1 else own[0].term
+        attribute = unnest.source.name
+        if unnest.position:
+            return ElementDiffs(attribute, "position") if name == Var(unnest.position) else None
+        if isinstance(ftype.element, T.ScalarType):
+            return ElementDiffs(attribute, "value") if name == Var(unnest.var) else None
+        key = tuple(g.name for g in own)
+        if own and all(g.term == Field(Var(unnest.var), g.name) for g in own):
+            return ElementDiffs(attribute, "key", key)
+        return None
+
+    def _element_diff(self, unnest: O.ScanCollection, var: str, td: TableDiffs, elements: ElementDiffs) -> Diff:
+        """The replace i-diff of the elements of ``var``'s collection that ``Δ(T.attribute)``
+        names (the table's key, the elements' identity) at ``unnest`` (§2.14.2)."""
+        above = self.ids[unnest.input]
+        ids = tuple(Field(Var(var), k) for k in td.key) + tuple(
+            g.term for g in self.ids[unnest].groups[len(above.groups):])
+        columns = td.key + elements.columns()
+        kv = self.fresh_vars(len(ids))
+        dk = self.fresh("dk")
+        source = delta_keys(elements.source(td.table))
+        keys = O.Project(O.ScanCollection(O.Ground(), TableRef(source), dk),
+                         tuple((v, Field(Var(dk), c)) for v, c in zip(kv, columns)))
+        rule = next(r for r in rules_for("ScanCollection", "input", "replace") if r.action == "base_elements")
+        return Diff("replace", unnest, ids, f"{source} AS {unnest.var}", keys=keys, key_vars=kv,
+                    restriction=Restriction(unnest, ids, keys, kv), trail=(_rule(rule),))
 
     def _base_diffs(self, scan: O.ScanCollection, td: TableDiffs) -> list[Diff]:
         x = Var(scan.var)
@@ -246,7 +319,7 @@ class _Generator:
     def do_base_replace(self, op, side, diff, rule):  # pragma: no cover - base i-diffs start at scans
         raise InternalError("base i-diffs are created, not propagated")
 
-    do_base_update = do_base_replace
+    do_base_update = do_base_elements = do_base_replace
 
     def do_absorb(self, op, side, diff, rule) -> list[Statement]:
         return []

@@ -76,6 +76,40 @@ def parse_source(name: str) -> tuple[str, str]:
     raise ValueError(f"not a source of a Δ-script: {name!r}")
 
 
+#: how the elements of a nested collection are named: by their value (a bag of scalars), by
+#: their position (``AT``), or by the declared element key of a collection of tuples
+IDENTITIES = ("value", "position", "key")
+
+
+@dataclass(frozen=True)
+class ElementDiffs:
+    """A nested collection attribute of a base table whose changes become element i-diffs
+    (thesis §2.14.2): an update of the row that inserts, deletes or changes elements of
+    ``attribute`` is the replace i-diff of those elements only, named by the row's key and
+    the elements' ``identity`` (``key``: the fields ``element_key``), in ``Δ(<source>)``."""
+
+    attribute: str
+    identity: str
+    element_key: tuple[str, ...] = ()
+
+    def source(self, table: str) -> str:
+        return f"{table}.{self.attribute}" + (" AT" if self.identity == "position" else "")
+
+    def columns(self) -> tuple[str, ...]:
+        """The columns of ``Δ(<source>)`` naming an element (after the table's key columns)."""
+        if self.identity == "key":
+            return tuple(f"{HIDDEN}element_{k}" for k in self.element_key)
+        return (f"{HIDDEN}{'position' if self.identity == 'position' else 'element'}",)
+
+    def describe(self) -> str:
+        how = {"value": "by value", "position": "by position",
+               "key": f"by key {', '.join(self.element_key)}"}[self.identity]
+        return f"elements of {self.attribute} {how}"
+
+    def to_json(self) -> dict:
+        return {"attribute": self.attribute, "identity": self.identity, "element_key": list(self.element_key)}
+
+
 @dataclass(frozen=True)
 class TableDiffs:
     """How the executor turns a base table's change data feed into i-diffs."""
@@ -84,10 +118,15 @@ class TableDiffs:
     key: tuple[str, ...]
     read: tuple[str, ...]  # non-key attributes the view reads (changes of others are dropped)
     conditional: tuple[str, ...]  # updates of these become replace i-diffs; others update i-diffs
+    #: nested collections the view only unnests: their changes become element i-diffs
+    elements: tuple[ElementDiffs, ...] = ()
 
     def to_json(self) -> dict:
-        return {"table": self.table, "key": list(self.key), "read": list(self.read),
-                "conditional": list(self.conditional)}
+        out = {"table": self.table, "key": list(self.key), "read": list(self.read),
+               "conditional": list(self.conditional)}
+        if self.elements:
+            out["elements"] = [e.to_json() for e in self.elements]
+        return out
 
 
 @dataclass(frozen=True)
@@ -205,7 +244,8 @@ class DeltaScript:
             lines.append("")
         lines.append(f"Δ-script of {self.view} ({self.strategy}-based, thesis §2.4 / Fig. 2.7):")
         for t in self.tables:
-            lines.append(f"  {t.table} (key {', '.join(t.key)}): reads {', '.join(t.read) or 'no attribute'}; "
+            read = list(t.read) + [f"{e.describe()} ({delta_keys(e.source(t.table))})" for e in t.elements]
+            lines.append(f"  {t.table} (key {', '.join(t.key)}): reads {', '.join(read) or 'no attribute'}; "
                          f"conditional: {', '.join(t.conditional) or 'none'}")
         for i, s in enumerate(self.statements, 1):
             lines.append(f"Δ{i} from {s.origin}: {s.describe()}")
