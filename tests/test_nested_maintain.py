@@ -749,3 +749,37 @@ def test_element_edits_of_a_keyed_list_of_tuples_change_only_those_elements_rows
         assert result.strategy == STRATEGY
         check = wh.verify("early")
         assert check.ok, f"batch {batch}: {check.summary()}"
+
+
+def test_a_change_below_a_tuple_attribute_the_view_reads_in_part_is_dropped_only_where_unread(
+        make_warehouse, tmp_path):
+    """The view reads ``address.city`` (a condition) and ``address.geo.lat`` of a tuple attribute:
+    a change of ``address.zip`` or ``address.geo.lon`` is dropped (no i-diff, no view change); a
+    change of ``address.geo.lat`` is an update of the row, one of ``address.city`` a replace."""
+    wh = make_warehouse("paths")
+    geo = pa.struct([("lat", pa.float64()), ("lon", pa.float64())])
+    schema = pa.schema([("id", pa.string()),
+                        ("address", pa.struct([("city", pa.string()), ("zip", pa.string()), ("geo", geo)]))])
+    rows = [{"id": "p1", "address": {"city": SF, "zip": "94110", "geo": {"lat": 37.7, "lon": -122.4}}},
+            {"id": "p2", "address": {"city": "Madison", "zip": "53703", "geo": {"lat": 43.1, "lon": -89.4}}}]
+    wh.create_table("places", ["id"], pa.Table.from_pylist(rows, schema=schema))
+    wh.define("CREATE VIEW sf AS SELECT p.id, p.address.geo.lat AS lat FROM places p "
+              "WHERE p.address.city = 'San Francisco'", strategy=STRATEGY)
+    assert "places (key id): reads address.city, address.geo.lat; conditional: address" in wh.explain("sf")
+
+    def run(old: dict, new: dict):
+        _events(tmp_path, wh, "places", (old, new))
+        (result,) = wh.maintain("sf")
+        check = wh.verify("sf")
+        assert check.ok, check.summary()
+        return result.diff_rows, (result.inserted, result.updated, result.deleted), \
+            sorted(wh.rows("sf"), key=lambda r: r["id"])
+
+    p1 = rows[0]
+    moved = {**p1, "address": {**p1["address"], "zip": "94103", "geo": {"lat": 37.7, "lon": -122.5}}}
+    assert run(p1, moved) == (0, (0, 0, 0), [{"id": "p1", "lat": 37.7}])
+    north = {**moved, "address": {**moved["address"], "geo": {"lat": 37.8, "lon": -122.5}}}
+    assert run(moved, north) == (1, (0, 1, 0), [{"id": "p1", "lat": 37.8}])
+    p2 = rows[1]
+    assert run(p2, {**p2, "address": {**p2["address"], "city": SF}}) == \
+        (1, (1, 0, 0), [{"id": "p1", "lat": 37.8}, {"id": "p2", "lat": 43.1}])

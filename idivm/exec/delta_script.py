@@ -177,12 +177,23 @@ def _route(td: TableDiffs, pre: dict | None, post: dict | None) -> str | None:
         return None
     if pre is None or post is None:
         return "replace"
-    changed = {a for a in td.read if pre.get(a) != post.get(a)}
+    partial = dict(td.partial)
+    changed = {a for a in td.read if pre.get(a) != post.get(a)
+               and (a not in partial or any(_at(pre.get(a), p) != _at(post.get(a), p) for p in partial[a]))}
     if not changed:
         return None
     if changed & set(td.conditional):
         return "replace"
     return "update"
+
+
+def _at(value, path: tuple[str, ...]):
+    """The value at ``path`` inside a tuple value (a dict), None where a tuple on it is."""
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value
 
 
 @dataclass(frozen=True)

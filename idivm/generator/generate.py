@@ -167,9 +167,18 @@ class _Generator:
         elements = self._unnested(table, scans) if self.strategy == "id" else {}
         read_t = tuple(c for c in nonkey if c in read and c not in elements)
         cond_t = tuple(c for c in read_t if c in conditional or self.strategy == "tuple")
-        found = {e: None for found in elements.values() for _, _, e in found}
-        self.unnests[table] = [u for found in elements.values() for u in found]
-        return TableDiffs(table, key, read_t, cond_t, tuple(found))
+        unnests = [u for found in elements.values() for u in found]
+        self.unnests[table] = unnests
+        paths: dict[str, set | None] = {}
+        for scan in scans:
+            below = _paths_read(self.plan, scan.var)
+            if below is None:  # the whole tuple is read
+                paths = {}
+                break
+            for a, sub in below.items():
+                paths[a] = None if a in paths and paths[a] is None or sub is None else paths.get(a, set()) | sub
+        partial = tuple((a, tuple(sorted(paths[a]))) for a in read_t if paths.get(a))
+        return TableDiffs(table, key, read_t, cond_t, tuple(dict.fromkeys(e for _, _, e in unnests)), partial)
 
     def _unnested(self, table: str, scans: list[O.ScanCollection]
                   ) -> dict[str, list[tuple[O.ScanCollection, str, ElementDiffs]]]:
@@ -1058,6 +1067,44 @@ def _indicator(cond: Term) -> Term:
 
 def _rule(rule: Rule) -> str:
     return rule.describe()
+
+
+def _paths_read(plan: O.Operator, var: str) -> dict[str, set[tuple[str, ...]] | None] | None:
+    """Attribute of scan variable ``var`` -> the paths below it the plan reads (``address`` ->
+    ``{("city",)}`` for ``p.address.city``), None where it reads the whole attribute; None
+    if it reads the whole tuple.  A change
+    of a tuple attribute at paths the view neither reads nor projects does not reach it
+    (§2.12.3, §2.14.2)."""
+    x = Var(var)
+    out: dict[str, set[tuple[str, ...]] | None] = {}
+    whole = []
+
+    def chain(t: Term) -> tuple[str, ...] | None:
+        names: list[str] = []
+        while isinstance(t, Field):
+            names.append(t.name)
+            t = t.base
+        return tuple(reversed(names)) if t == x else None
+
+    def visit(t: Term) -> None:
+        path = chain(t)
+        if path is None:
+            for c in t.children():
+                visit(c)
+            return
+        if not path:
+            whole.append(t)
+            return
+        a, sub = path[0], path[1:]
+        if not sub or "@" in sub or out.get(a, set()) is None:
+            out[a] = None
+        else:
+            out.setdefault(a, set()).add(sub)  # type: ignore[union-attr]
+
+    for op in O.walk(plan):
+        for t in op.terms():
+            visit(t)
+    return None if whole else out
 
 
 def _attributes_read(plan: O.Operator, var: str, columns: list[str]) -> tuple[set[str], set[str]]:

@@ -120,12 +120,23 @@ class TableDiffs:
     conditional: tuple[str, ...]  # updates of these become replace i-diffs; others update i-diffs
     #: nested collections the view only unnests: their changes become element i-diffs
     elements: tuple[ElementDiffs, ...] = ()
+    #: tuple attributes the view reads only in part: (attribute, the paths below it it reads);
+    #: a change elsewhere in them is dropped
+    partial: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
+
+    def reads(self) -> list[str]:
+        """What the view reads, for ``explain``: attributes, paths in tuple attributes, elements."""
+        partial = dict(self.partial)
+        return [p for a in self.read for p in ([".".join((a,) + s) for s in partial[a]] if a in partial else [a])] \
+            + [f"{e.describe()} ({delta_keys(e.source(self.table))})" for e in self.elements]
 
     def to_json(self) -> dict:
         out = {"table": self.table, "key": list(self.key), "read": list(self.read),
                "conditional": list(self.conditional)}
         if self.elements:
             out["elements"] = [e.to_json() for e in self.elements]
+        if self.partial:
+            out["paths"] = {a: [".".join(s) for s in subs] for a, subs in self.partial}
         return out
 
 
@@ -244,8 +255,7 @@ class DeltaScript:
             lines.append("")
         lines.append(f"Δ-script of {self.view} ({self.strategy}-based, thesis §2.4 / Fig. 2.7):")
         for t in self.tables:
-            read = list(t.read) + [f"{e.describe()} ({delta_keys(e.source(t.table))})" for e in t.elements]
-            lines.append(f"  {t.table} (key {', '.join(t.key)}): reads {', '.join(read) or 'no attribute'}; "
+            lines.append(f"  {t.table} (key {', '.join(t.key)}): reads {', '.join(t.reads()) or 'no attribute'}; "
                          f"conditional: {', '.join(t.conditional) or 'none'}")
         for i, s in enumerate(self.statements, 1):
             lines.append(f"Δ{i} from {s.origin}: {s.describe()}")
