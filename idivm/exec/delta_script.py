@@ -8,7 +8,10 @@
    of a conditional attribute goes to ``Δ(T)`` (keys), its row before to
    ``Δpre(T)`` (unless inserted) and its row after to ``Δpost(T)`` (unless
    deleted); an update of non-conditional attributes only goes to ``Δu(T)``
-   (post row plus the pre values in ``__idivm_pre``).
+   (post row plus the pre values in ``__idivm_pre``); the elements an update adds to,
+   removes from or changes in a collection the view only unnests go to ``Δ(T.a)``
+   (§2.14.2, :func:`changed_elements`).  Changes of a tuple attribute count only at the
+   paths below it the view reads.
 2. *i-diff queries.*  Every statement's plans are evaluated by the Spark plan
    compiler, reading ``T@pre``/``T@post`` at the pinned versions and the
    base i-diffs from memory; statements whose i-diffs are empty are skipped.

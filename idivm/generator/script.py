@@ -13,6 +13,10 @@ plans over the base-table i-diffs and states:
 ``Δu(T)``
     T's rows whose non-conditional attributes were updated: post values, and
     the pre values in the field ``__idivm_pre``;
+``Δ(T.a)``
+    the elements of nested collection ``a`` of T that updates of T inserted, deleted or
+    changed, for a collection the view only unnests (§2.14.2): T's key and the elements'
+    identity (value, position — ``Δ(T.a AT)`` — or declared element key);
 ``Δpost(T)`` / ``Δpre(T)``
     the rows of ``Δ(T)``'s keys in the post state (those that exist after the
     change) / in the pre state (those that existed before): the insert and the
