@@ -43,7 +43,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from idivm.datasets import yelp
+from idivm.datasets import view_path, yelp
 from idivm.datasets.yelp_changes import KINDS, YelpChanges, write_batch
 from idivm.warehouse import Warehouse
 
@@ -105,17 +105,11 @@ VIEWS = [
         WHERE city = "San Francisco"
         GROUP BY business_id GROUP AS g
     """),
-    view("sf_reviews_into", "thesis V1 as written: GROUP BY business_id INTO full_reviews, the group bag stored as "
-         "it is (updates of its members' users, reviews and businesses are nested updates)",
-         {B, R, U}, """
-        SELECT business_id, full_reviews
-        FROM businesses NATURAL LEFT OUTER JOIN (
-            reviews NATURAL JOIN
-            users
-        )
-        WHERE city = "San Francisco"
-        GROUP BY business_id INTO full_reviews
-    """),
+    NestedView("sf_reviews_into", "thesis V1 as written (the shipped sf_reviews_grouped): GROUP BY business_id "
+               "INTO full_reviews, the group bag stored as it is (updates of its members' users, reviews and "
+               "businesses are nested updates)",
+               frozenset({B, R, U}), view_path("sf_reviews_grouped").read_text().replace(
+                   "CREATE VIEW sf_reviews_grouped AS", "CREATE VIEW sf_reviews_into AS", 1)),
     view("sf_reviews_flat", "thesis V2: flat NATURAL LEFT OUTER JOIN passing users' nested lists through",
          {B, R, U}, """
         SELECT business_id, reviews.*, users.*
@@ -523,20 +517,31 @@ def by_review(rows: list[dict]) -> dict[tuple[str, str], dict]:
     return {(row["business_id"], e["review_id"]): e for row in rows for e in row["full_reviews"]}
 
 
+def tiny_warehouse(make_warehouse, name: str) -> Warehouse:
+    """A warehouse holding the :data:`TINY` tables."""
+    wh = make_warehouse(name)
+    for table, rows in TINY.items():
+        wh.create_table(table, list(yelp.KEYS[table]), pa.Table.from_pylist(rows, schema=TINY_SCHEMAS[table]))
+    return wh
+
+
+def _events(tmp_path: Path, wh: Warehouse, table: str, *changes: tuple[dict | None, dict | None]):
+    """Ingest Debezium events of ``table``, one per (before, after) change (None: inserted or deleted)."""
+    path = tmp_path / f"{table}.jsonl"
+    path.write_text("".join(json.dumps({"before": b, "after": a, "op": "c" if b is None else "d" if a is None else "u",
+                                        "source": {"table": table}, "ts_ms": 1_700_000_000_000}) + "\n"
+                            for b, a in changes))
+    return wh.ingest(table, path, format="debezium")
+
+
 def test_deep_update_of_users_elite_changes_exactly_that_users_review_elements(make_warehouse, tmp_path):
-    wh = make_warehouse("deep")
-    for name, rows in TINY.items():
-        wh.create_table(name, list(yelp.KEYS[name]), pa.Table.from_pylist(rows, schema=TINY_SCHEMAS[name]))
+    wh = tiny_warehouse(make_warehouse, "deep")
     info = wh.define(THESIS_V, strategy=STRATEGY)
     before = wh.rows("v")
     assert canonical(before) == canonical(V_BEFORE)
 
     u1 = TINY[U][0]
-    event = {"before": u1, "after": {**u1, "elite": [2012, 2013, 2014]}, "op": "u",
-             "source": {"table": "users"}, "ts_ms": 1_700_000_000_000}
-    path = tmp_path / "users.jsonl"
-    path.write_text(json.dumps(event) + "\n")
-    ingested = wh.ingest(U, path, format="debezium")
+    ingested = _events(tmp_path, wh, U, (u1, {**u1, "elite": [2012, 2013, 2014]}))
     assert (ingested.changes, ingested.updated) == (1, 1)
 
     (result,) = wh.maintain("v")
@@ -581,9 +586,7 @@ def only(member: dict, variable: str, attribute: str) -> dict:
 
 
 def test_deep_updates_in_v1_change_exactly_the_group_members_they_name(make_warehouse, tmp_path):
-    wh = make_warehouse("deep_v1")
-    for name, rows in TINY.items():
-        wh.create_table(name, list(yelp.KEYS[name]), pa.Table.from_pylist(rows, schema=TINY_SCHEMAS[name]))
+    wh = tiny_warehouse(make_warehouse, "deep_v1")
     info = wh.define(THESIS_V1, strategy=STRATEGY)
     before = wh.rows("v1")
     assert set(by_member(before)) == {("b1", "r1"), ("b1", "r2"), ("b2", "r3"), ("b2", "r4"), ("b2", "r5"),
@@ -591,11 +594,7 @@ def test_deep_updates_in_v1_change_exactly_the_group_members_they_name(make_ware
 
     def apply(*events: tuple[str, dict, dict]):
         for table in {t for t, _, _ in events}:
-            path = tmp_path / f"{table}.jsonl"
-            path.write_text("".join(json.dumps({"before": b, "after": a, "op": "u", "source": {"table": table},
-                                                "ts_ms": 1_700_000_000_000}) + "\n"
-                                    for t, b, a in events if t == table))
-            wh.ingest(table, path, format="debezium")
+            _events(tmp_path, wh, table, *[(b, a) for t, b, a in events if t == table])
         (result,) = wh.maintain("v1")
         assert result.strategy == STRATEGY, f"maintained by {result.strategy} ({result.note})"
         assert (result.inserted, result.deleted) == (0, 0), \
@@ -630,13 +629,6 @@ def test_deep_updates_in_v1_change_exactly_the_group_members_they_name(make_ware
 
 
 # --- element i-diffs of a nested collection the view unnests, by hand (§2.14.2) ------------------------
-
-def _events(tmp_path: Path, wh: Warehouse, table: str, *changes: tuple[dict, dict]) -> None:
-    path = tmp_path / f"{table}.jsonl"
-    path.write_text("".join(json.dumps({"before": b, "after": a, "op": "u", "source": {"table": table},
-                                        "ts_ms": 1_700_000_000_000}) + "\n" for b, a in changes))
-    wh.ingest(table, path, format="debezium")
-
 
 @pytest.mark.parametrize("by", ["value", "position"])
 def test_an_element_edit_of_an_unnested_list_changes_only_those_elements_rows(make_warehouse, tmp_path, by):
@@ -738,12 +730,7 @@ def test_element_edits_of_a_keyed_list_of_tuples_change_only_those_elements_rows
         _events(tmp_path, wh, B, *changes)
         if batch == 1:  # a business inserted and one deleted
             fresh = {"business_id": f"b{batch + 3}", "city": SF, "hours": [{"day": "fri", "open": 6, "close": 9}]}
-            path = tmp_path / "more.jsonl"
-            path.write_text(json.dumps({"before": None, "after": fresh, "op": "c", "source": {"table": B},
-                                        "ts_ms": 1}) + "\n"
-                            + json.dumps({"before": state.pop("b2"), "after": None, "op": "d",
-                                          "source": {"table": B}, "ts_ms": 1}) + "\n")
-            wh.ingest(B, path, format="debezium")
+            _events(tmp_path, wh, B, (None, fresh), (state.pop("b2"), None))
             state[fresh["business_id"]] = fresh
         (result,) = wh.maintain("early")
         assert result.strategy == STRATEGY

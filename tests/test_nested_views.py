@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from idivm.datasets import view_path
+
 GOLDENS = Path(__file__).parent / "goldens" / "explain_nested"
 
 BUSINESSES = [
@@ -154,16 +156,9 @@ CASES = [
         ]},
         {"business_id": "b3", "full_reviews": []},
     ]),
-    case("thesis_view_v1_group_by_into", """
-        CREATE VIEW v1 AS
-        SELECT business_id, full_reviews
-        FROM businesses NATURAL LEFT OUTER JOIN (
-            reviews NATURAL JOIN
-            users
-        )
-        WHERE city = "San Francisco"
-        GROUP BY business_id INTO full_reviews
-    """, [
+    # V1 as the thesis writes it is the shipped sf_reviews_grouped view
+    case("thesis_view_v1_group_by_into", view_path("sf_reviews_grouped").read_text().replace(
+        "CREATE VIEW sf_reviews_grouped AS", "CREATE VIEW v1 AS", 1), [
         {"business_id": "b1", "full_reviews": [
             {"businesses": {"business_id": "b1", "name": "Garaje", "city": "San Francisco",
                             "categories": ["Mexican", "Burgers", "Gastropub"],

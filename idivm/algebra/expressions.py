@@ -314,3 +314,24 @@ def conjunction(parts: list[Term]) -> Term:
     if len(parts) == 1:
         return parts[0]
     return Call("and", tuple(parts))
+
+
+def split_path(t: Term) -> tuple[Term, tuple[str, ...]]:
+    """``t`` as the term it navigates from and the field names read below it
+    (``u.address.city`` -> ``(u, ("address", "city"))``; a term without fields -> ``(t, ())``)."""
+    names: list[str] = []
+    while isinstance(t, Field):
+        names.append(t.name)
+        t = t.base
+    return t, tuple(reversed(names))
+
+
+def field_paths(t: Term, variables: frozenset[str] | set[str]) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(variable, field path) of each maximal field access in ``t`` over one of ``variables``;
+    the path is empty where the variable itself (its whole value) is used."""
+    base, names = split_path(t)
+    if isinstance(base, Var) and base.name in variables:
+        yield base.name, names
+        return
+    for c in base.children():
+        yield from field_paths(c, variables)

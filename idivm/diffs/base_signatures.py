@@ -34,7 +34,7 @@ from typing import Mapping, Union
 
 from idivm import types as T
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var
+from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var, split_path
 from idivm.diffs.instances import DiffType
 from idivm.diffs.signatures import BagSignature, RootSignature, SignatureNode, TupleSignature
 
@@ -296,14 +296,10 @@ class _Analysis:
               projected: bool = False) -> Value | None:
         """The origin of a term's value (Derived for computed values, None for constants);
         marks what it reads (and, if ``projected``, what reaches an output)."""
-        path: list[str] = []
-        base = t
-        while isinstance(base, Field):
-            path.append(base.name)
-            base = base.base
+        base, path = split_path(t)
         if isinstance(base, Var) and base.name in b:
             v: Value | None = b[base.name]
-            for name in reversed(path):
+            for name in path:
                 if isinstance(v, Origin):
                     v = Origin(v.collection, v.prefix + (name,))
                 elif isinstance(v, Record):

@@ -24,7 +24,7 @@ from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
-    ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var, TRUE,
+    ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var, TRUE, field_paths,
 )
 from idivm.errors import InternalError
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
@@ -201,29 +201,13 @@ def _all(parts: list[Column]) -> Column:
 def _used_paths(plan: O.Operator, free: set[str]) -> dict[str, set[tuple[str, ...]] | None]:
     """For each free variable, the field paths the plan reads below it (None: the whole value)."""
     paths: dict[str, set[tuple[str, ...]] | None] = {}
-
-    def visit(t: Term) -> None:
-        if isinstance(t, Field):
-            chain: list[str] = []
-            base: Term = t
-            while isinstance(base, Field):
-                chain.append(base.name)
-                base = base.base
-            if isinstance(base, Var) and base.name in free:
-                if paths.get(base.name, set()) is not None:
-                    paths.setdefault(base.name, set()).add(tuple(reversed(chain)))
-                return
-            visit(base)
-            return
-        if isinstance(t, Var) and t.name in free:
-            paths[t.name] = None
-            return
-        for c in t.children():
-            visit(c)
-
     for op in O.walk(plan):
         for t in op.terms():
-            visit(t)
+            for v, path in field_paths(t, free):
+                if not path:
+                    paths[v] = None
+                elif paths.get(v, set()) is not None:
+                    paths.setdefault(v, set()).add(path)  # type: ignore[union-attr]
     return paths
 
 

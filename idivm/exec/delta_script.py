@@ -80,15 +80,13 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
             read += cdf.num_rows
             for pre, post in _effective(cdf, td.key).values():
                 route = _route(td, pre, post)
-                if route != "replace" and pre is not None and post is not None:
-                    for e in td.elements:
-                        if _same(pre[e.attribute], post[e.attribute]):
-                            continue
-                        route = route or "elements"
-                        key = {k: post[k] for k in td.key}
-                        elements.setdefault(e, []).extend(
-                            {**key, **dict(zip(e.columns(), i))}
-                            for i in changed_elements(e, pre[e.attribute], post[e.attribute]))
+                moved = [e for e in td.elements if pre[e.attribute] != post[e.attribute]] \
+                    if route != "replace" and pre is not None and post is not None else []
+                for e in moved:
+                    key = {k: post[k] for k in td.key}
+                    elements.setdefault(e, []).extend(
+                        {**key, **dict(zip(e.columns(), i))}
+                        for i in changed_elements(e, pre[e.attribute], post[e.attribute]))
                 if route == "replace":
                     row = post if post is not None else pre
                     replaced.append({k: row[k] for k in td.key})
@@ -99,7 +97,7 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
                 elif route == "update":
                     updated.append({**{f.name: post[f.name] for f in schema},
                                     PRE_FIELD: {f.name: pre[f.name] for f in nonkey}})
-                elif route is None:
+                elif not moved:
                     dropped += 1
         keys[td.table] = pa.Table.from_pylist(replaced, schema=key_schema)
         updates[td.table] = pa.Table.from_pylist(updated, schema=upd_schema)
@@ -130,7 +128,7 @@ def changed_elements(e: ElementDiffs, pre: list | None, post: list | None) -> li
     pre, post = pre or [], post or []
     if e.identity == "position":
         return [(i + 1,) for i in range(max(len(pre), len(post)))
-                if i >= len(pre) or i >= len(post) or not _same(pre[i], post[i])]
+                if i >= len(pre) or i >= len(post) or pre[i] != post[i]]
     if e.identity == "value":
         def identity(v):
             return (v,)
@@ -150,11 +148,8 @@ def changed_elements(e: ElementDiffs, pre: list | None, post: list | None) -> li
 
 
 def _canonical(value) -> str:
+    """A hashable form of a (nested) value."""
     return json.dumps(value, sort_keys=True, default=str)
-
-
-def _same(a, b) -> bool:
-    return _canonical(a) == _canonical(b)
 
 
 def _effective(cdf: pa.Table, key: tuple[str, ...]) -> dict[tuple, tuple[dict | None, dict | None]]:

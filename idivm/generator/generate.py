@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
-    Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction,
+    Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction, field_paths,
 )
 from idivm.errors import InternalError, UnsupportedError
 from idivm.generator.minimize import minimize_script
@@ -157,26 +157,13 @@ class _Generator:
     def _table_diffs(self, table: str, scans: list[O.ScanCollection]) -> TableDiffs:
         key = tuple(self.table_keys[table])
         columns = [n for n, _ in self.table_types[table].fields] if table in self.table_types else []
-        read: set[str] = set()
-        conditional: set[str] = set()
-        for scan in scans:
-            r, c = _attributes_read(self.plan, scan.var, columns)
-            read |= r
-            conditional |= c
+        read, conditional, paths = _attributes_read(self.plan, {s.var for s in scans}, columns)
         nonkey = [c for c in columns if c not in key]
         elements = self._unnested(table, scans) if self.strategy == "id" else {}
         read_t = tuple(c for c in nonkey if c in read and c not in elements)
         cond_t = tuple(c for c in read_t if c in conditional or self.strategy == "tuple")
         unnests = [u for found in elements.values() for u in found]
         self.unnests[table] = unnests
-        paths: dict[str, set | None] = {}
-        for scan in scans:
-            below = _paths_read(self.plan, scan.var)
-            if below is None:  # the whole tuple is read
-                paths = {}
-                break
-            for a, sub in below.items():
-                paths[a] = None if a in paths and paths[a] is None or sub is None else paths.get(a, set()) | sub
         partial = tuple((a, tuple(sorted(paths[a]))) for a in read_t if paths.get(a))
         return TableDiffs(table, key, read_t, cond_t, tuple(dict.fromkeys(e for _, _, e in unnests)), partial)
 
@@ -203,21 +190,17 @@ class _Generator:
                     else:
                         out.setdefault(t.name, []).append((op, t.base.name, elements))
                     continue
-                for x in xs:
-                    if Var(x) not in set(t.walk()):
-                        continue
-                    if not _only_under_fields(t, Var(x)):
+                for _, path in field_paths(t, xs):
+                    if not path:
                         return {}  # the whole tuple is read
-                    others |= {f.name for f in t.walk() if isinstance(f, Field) and f.base == Var(x)}
+                    others.add(path[0])
         return {a: found for a, found in out.items() if a not in others}
 
     def _element_identity(self, unnest: O.ScanCollection, ftype) -> ElementDiffs | None:
         """How ``unnest``'s IDs name the elements of the collection it scans (None: they do not)."""
-        ids, above = self.ids.get(unnest), self.ids.get(unnest.input)
-        if not isinstance(ftype, T.CollectionType) or ids is None or above is None \
-                or not ids.known or not above.known:
+        own = self._own_ids(unnest)
+        if not isinstance(ftype, T.CollectionType) or own is None:
             return None
-        own = ids.groups[len(above.groups):]
         name = None if len(own) != 1 else own[0].term
         attribute = unnest.source.name
         if unnest.position:
@@ -229,29 +212,35 @@ class _Generator:
             return ElementDiffs(attribute, "key", key)
         return None
 
+    def _own_ids(self, unnest: O.ScanCollection) -> tuple | None:
+        """The key groups an unnest adds to its input's IDs (its elements' identity)."""
+        ids, above = self.ids.get(unnest), self.ids.get(unnest.input)
+        if ids is None or above is None or not ids.known or not above.known:
+            return None
+        return ids.groups[len(above.groups):]
+
     def _element_diff(self, unnest: O.ScanCollection, var: str, td: TableDiffs, elements: ElementDiffs) -> Diff:
         """The replace i-diff of the elements of ``var``'s collection that ``Δ(T.attribute)``
         names (the table's key, the elements' identity) at ``unnest`` (§2.14.2)."""
-        above = self.ids[unnest.input]
-        ids = tuple(Field(Var(var), k) for k in td.key) + tuple(
-            g.term for g in self.ids[unnest].groups[len(above.groups):])
-        columns = td.key + elements.columns()
-        kv = self.fresh_vars(len(ids))
-        dk = self.fresh("dk")
+        ids = tuple(Field(Var(var), k) for k in td.key) + tuple(g.term for g in self._own_ids(unnest))
         source = delta_keys(elements.source(td.table))
+        keys, kv = self._key_scan(source, td.key + elements.columns())
+        return Diff("replace", unnest, ids, f"{source} AS {unnest.var}", keys=keys, key_vars=kv,
+                    restriction=Restriction(unnest, ids, keys, kv),
+                    trail=(_rule(_base_rule("replace", "base_elements")),))
+
+    def _key_scan(self, source: str, columns: tuple[str, ...]) -> tuple[O.Operator, tuple[str, ...]]:
+        """The keys a base i-diff ``source`` names, bound to fresh variables (columns in order)."""
+        kv = self.fresh_vars(len(columns))
+        dk = self.fresh("dk")
         keys = O.Project(O.ScanCollection(O.Ground(), TableRef(source), dk),
                          tuple((v, Field(Var(dk), c)) for v, c in zip(kv, columns)))
-        rule = next(r for r in rules_for("ScanCollection", "input", "replace") if r.action == "base_elements")
-        return Diff("replace", unnest, ids, f"{source} AS {unnest.var}", keys=keys, key_vars=kv,
-                    restriction=Restriction(unnest, ids, keys, kv), trail=(_rule(rule),))
+        return keys, kv
 
     def _base_diffs(self, scan: O.ScanCollection, td: TableDiffs) -> list[Diff]:
         x = Var(scan.var)
         ids = tuple(Field(x, k) for k in td.key)
-        kv = self.fresh_vars(len(ids))
-        dk = self.fresh("dk")
-        keys = O.Project(O.ScanCollection(O.Ground(), TableRef(delta_keys(td.table)), dk),
-                         tuple((v, Field(Var(dk), k)) for v, k in zip(kv, td.key)))
+        keys, kv = self._key_scan(delta_keys(td.table), td.key)
         origin = f"{delta_keys(td.table)} AS {scan.var}"
         rule = _rule(_base_rule("replace"))
         out = [Diff("replace", scan, ids, origin, keys=keys, key_vars=kv,
@@ -888,8 +877,10 @@ def _union_renamed(parts: list[tuple[O.Operator, tuple[str, ...]]], names: tuple
     return out
 
 
-def _base_rule(kind: str) -> Rule:
-    return next(r for r in rules_for("ScanCollection", "input", kind) if r.action.startswith("base_"))
+def _base_rule(kind: str, action: str | None = None) -> Rule:
+    """The rule where base i-diffs of ``kind`` enter (the first, or the one of ``action``)."""
+    return next(r for r in rules_for("ScanCollection", "input", kind)
+                if r.action == action or action is None and r.action.startswith("base_"))
 
 
 def _sides(op: O.Operator) -> tuple[str, ...]:
@@ -1069,57 +1060,33 @@ def _rule(rule: Rule) -> str:
     return rule.describe()
 
 
-def _paths_read(plan: O.Operator, var: str) -> dict[str, set[tuple[str, ...]] | None] | None:
-    """Attribute of scan variable ``var`` -> the paths below it the plan reads (``address`` ->
-    ``{("city",)}`` for ``p.address.city``), None where it reads the whole attribute; None
-    if it reads the whole tuple.  A change
-    of a tuple attribute at paths the view neither reads nor projects does not reach it
-    (§2.12.3, §2.14.2)."""
-    x = Var(var)
-    out: dict[str, set[tuple[str, ...]] | None] = {}
-    whole = []
-
-    def chain(t: Term) -> tuple[str, ...] | None:
-        names: list[str] = []
-        while isinstance(t, Field):
-            names.append(t.name)
-            t = t.base
-        return tuple(reversed(names)) if t == x else None
-
-    def visit(t: Term) -> None:
-        path = chain(t)
-        if path is None:
-            for c in t.children():
-                visit(c)
-            return
-        if not path:
-            whole.append(t)
-            return
-        a, sub = path[0], path[1:]
-        if not sub or "@" in sub or out.get(a, set()) is None:
-            out[a] = None
-        else:
-            out.setdefault(a, set()).add(sub)  # type: ignore[union-attr]
-
-    for op in O.walk(plan):
-        for t in op.terms():
-            visit(t)
-    return None if whole else out
-
-
-def _attributes_read(plan: O.Operator, var: str, columns: list[str]) -> tuple[set[str], set[str]]:
-    """(attributes of scan variable ``var`` the plan reads, those read by a condition, a
-    grouping key, a DISTINCT or a join — whose updates change which tuples exist)."""
-    x = Var(var)
+def _attributes_read(plan: O.Operator, xs: set[str], columns: list[str]
+                     ) -> tuple[set[str], set[str], dict[str, set[tuple[str, ...]] | None]]:
+    """For the scan variables ``xs`` of one table: the attributes the plan reads, those read by
+    a condition, a grouping key, a DISTINCT or a join (whose updates change which tuples
+    exist), and per attribute the paths below it the plan reads (``address`` -> ``{("city",)}``
+    for ``p.address.city``; None where it reads the whole attribute; no entries if it reads
+    a whole tuple): a change of a tuple attribute at paths the view neither reads nor
+    projects does not reach it (§2.12.3, §2.14.2)."""
     read: set[str] = set()
     conditional: set[str] = set()
+    paths: dict[str, set[tuple[str, ...]] | None] = {}
+    whole = False
 
     def fields_of(t: Term) -> set[str]:
-        if x not in set(t.walk()):
-            return set()
-        if not _only_under_fields(t, x):
-            return set(columns)
-        return {s.name for s in t.walk() if isinstance(s, Field) and s.base == x}
+        nonlocal whole
+        out: set[str] = set()
+        for _, path in field_paths(t, xs):
+            if not path:
+                whole = True
+                return set(columns)
+            a, sub = path[0], path[1:]
+            out.add(a)
+            if not sub or "@" in sub or paths.get(a, set()) is None:
+                paths[a] = None
+            else:
+                paths.setdefault(a, set()).add(sub)  # type: ignore[union-attr]
+        return out
 
     under_distinct = set()
     for op in O.walk(plan):
@@ -1137,4 +1104,4 @@ def _attributes_read(plan: O.Operator, var: str, columns: list[str]) -> tuple[se
             case O.GroupBy(keys=keys):
                 for _, k in keys:
                     conditional |= fields_of(k)
-    return read, conditional
+    return read, conditional, {} if whole else paths
