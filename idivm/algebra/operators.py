@@ -110,16 +110,20 @@ class ScanCollection(Operator):
     """``FROM source AS var [AT position]`` (App. D item 1).
 
     For each input binding tuple, one output tuple per element of ``source``
-    (a base table of Γ or a collection-valued term over the input).
+    (a base table of Γ or a collection-valued term over the input).  ``occurrence``
+    (set by ID inference, never written by users) binds the number of the element
+    among the equal elements before it, from 1: the value of a scalar element and
+    its occurrence name it in a bag that repeats values.
     """
 
     input: Operator
     source: Term
     var: str
     position: str | None = None
+    occurrence: str | None = None
 
     def output_variables(self) -> tuple[str, ...]:
-        return self.input.output_variables() + (self.var,) + ((self.position,) if self.position else ())
+        return self.input.output_variables() + (self.var,) + tuple(v for v in (self.position, self.occurrence) if v)
 
 
 @_ops("input")

@@ -19,9 +19,10 @@ def describe(op: O.Operator) -> str:
     match op:
         case O.Ground():
             return "Ground"
-        case O.ScanCollection(source=src, var=v, position=p):
+        case O.ScanCollection(source=src, var=v, position=p, occurrence=n):
             at = f" AT {p}" if p else ""
-            return f"ScanCollection {ft(src)} AS {v}{at}"
+            occ = f" OCCURRENCE {n}" if n else ""
+            return f"ScanCollection {ft(src)} AS {v}{at}{occ}"
         case O.NavTuple(base=b, field_name=f, var=v):
             return f"NavTuple {v} := {ft(b)}.{f}"
         case O.Select(condition=c):

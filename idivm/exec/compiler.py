@@ -357,10 +357,16 @@ def _scan(pc: PlanCompiler, op: O.ScanCollection, env: Env) -> DataFrame:
         return pc.compile(op.input, env).crossJoin(rows)
     df = pc.compile(op.input, env)
     src = pc.term(op.source)
-    if op.position:
+    if op.position or op.occurrence:
         pos = pc.fresh("pos")
         out = df.select("*", F.posexplode(src).alias(pos, op.var))
-        return out.withColumn(op.position, col(pos) + F.lit(1)).drop(pos)
+        if op.position:
+            out = out.withColumn(op.position, col(pos) + F.lit(1))
+        if op.occurrence:  # 1 + the number of equal elements before this one
+            before = F.slice(src, F.lit(1), col(pos))
+            out = out.withColumn(op.occurrence,
+                                 F.size(F.filter(before, lambda e: e.eqNullSafe(col(op.var)))) + F.lit(1))
+        return out.drop(pos)
     return df.select("*", F.explode(src).alias(op.var))
 
 

@@ -206,7 +206,9 @@ class _Generator:
         if unnest.position:
             return ElementDiffs(attribute, "position") if name == Var(unnest.position) else None
         if isinstance(ftype.element, T.ScalarType):
-            return ElementDiffs(attribute, "value") if name == Var(unnest.var) else None
+            # the value and its occurrence among equal values; Δ(T.a) names all occurrences
+            terms = tuple(g.term for g in own)
+            return ElementDiffs(attribute, "value") if terms == (Var(unnest.var), Var(unnest.occurrence)) else None
         key = tuple(g.name for g in own)
         if own and all(g.term == Field(Var(unnest.var), g.name) for g in own):
             return ElementDiffs(attribute, "key", key)
@@ -222,7 +224,8 @@ class _Generator:
     def _element_diff(self, unnest: O.ScanCollection, var: str, td: TableDiffs, elements: ElementDiffs) -> Diff:
         """The replace i-diff of the elements of ``var``'s collection that ``Δ(T.attribute)``
         names (the table's key, the elements' identity) at ``unnest`` (§2.14.2)."""
-        ids = tuple(Field(Var(var), k) for k in td.key) + tuple(g.term for g in self._own_ids(unnest))
+        own = (Var(unnest.var),) if elements.identity == "value" else tuple(g.term for g in self._own_ids(unnest))
+        ids = tuple(Field(Var(var), k) for k in td.key) + own
         source = delta_keys(elements.source(td.table))
         keys, kv = self._key_scan(source, td.key + elements.columns())
         return Diff("replace", unnest, ids, f"{source} AS {unnest.var}", keys=keys, key_vars=kv,

@@ -16,7 +16,12 @@ Rules, bottom-up (Table 2.1 for the relational operators, Table 2.6 / D.3 for
 SQL++): Ground is a singleton (no IDs); ScanCollection adds the key of the
 scanned table, or the provenance of the scanned collection's elements (the
 value itself for a bag of scalars, the declared element key for a nested
-collection of tuples of a base table, the position for ``AT``); Select, Assign,
+collection of tuples of a base table, the position for ``AT``).  A bag of
+scalars may repeat a value: scanned at the view's top level, its elements are
+named by their value and occurrence (the hidden ``occurrence`` variable of the
+scan: 1 + the equal elements before it), so that every element has a row of
+its own ID; nested queries keep the value alone (their bags are rebuilt
+whole).  Select, Assign,
 FunctionCall, Construct*, NavTuple and ApplyPlan keep their input's IDs;
 joins and correlates concatenate both sides, and an inner equi-join makes
 the two sides' equal key terms one group; Semi/AntiJoin keep the left IDs;
@@ -162,6 +167,7 @@ class _Inference:
         self.ids: dict[O.Operator, Ids] = {}
         self.retouched: dict[O.Operator, Ids] = {}
         self.counter = 0
+        self.depth = 0  # nesting depth of the query being inferred (0: the view's top level)
 
     def record(self, op: O.Operator, ids: Ids) -> None:
         self.ids.setdefault(op, ids)
@@ -205,6 +211,13 @@ class _Inference:
                 own = Ids(unknown=f"ScanCollection over {op.source}: the provenance of its elements is unknown")
             elif not el.known:
                 own = Ids(unknown=f"ScanCollection over {op.source}: {el.unknown}")
+            elif el.groups and len(el.groups) == 1 and el.groups[0].term == ELEMENT and self.depth == 0:
+                # a top-level row per scalar element: its value and occurrence name it, so that
+                # a bag repeating a value gives rows of distinct IDs
+                name = el.groups[0].name
+                occurrence = self.hidden_var(f"{name}_occurrence")
+                op = replace(op, occurrence=occurrence)
+                own = Ids((KeyGroup(name, (x,)), KeyGroup(f"{name}_occurrence", (Var(occurrence),))))
             else:
                 own = _subst_ids(el, ELEMENT, x)
             for path, ids in info.elements.items():
@@ -285,7 +298,11 @@ class _Inference:
     def nested_query(self, plan: O.Operator, env: dict[Term, Ids]) -> tuple[O.Operator, Ids]:
         """A nested query (ReturnBag): retouched plan and the provenance of its elements."""
         assert isinstance(plan, O.ReturnBag)
-        inp, info = self.infer(plan.input, env)
+        self.depth += 1
+        try:
+            inp, info = self.infer(plan.input, env)
+        finally:
+            self.depth -= 1
         self.record(plan, info.ids)
         el = plan.element
         if not info.ids.known or not info.ids.groups:
