@@ -123,9 +123,18 @@ def test_nested_subquery_elements_get_a_provenance_field():
     assert result.ids[view.plan.input.input.plan].names() == ("eid",)
 
 
-def test_unnesting_a_bag_of_scalars_uses_the_value_as_provenance():
+def test_unnesting_a_bag_of_scalars_uses_the_value_and_its_occurrence_as_provenance():
     view, result = infer("CREATE VIEW v AS SELECT u.user_id AS u, y AS year FROM users AS u, u.elite AS y")
-    assert [n for _, n in result.view_ids] == ["user_id", "elite"]
+    assert [n for _, n in result.view_ids] == ["user_id", "elite", "elite_occurrence"]
+    (scan,) = [op for op in O.walk(result.plan) if isinstance(op, O.ScanCollection) and op.var == "y"]
+    assert scan.occurrence is not None  # the retouched scan binds it
+
+
+def test_a_bag_of_scalars_in_a_nested_query_is_named_by_value_alone():
+    view, result = infer("CREATE VIEW v AS SELECT u.user_id AS u, (SELECT VALUE y FROM u.elite AS y) AS years "
+                         "FROM users AS u")
+    assert [n for _, n in result.view_ids] == ["user_id"]
+    assert not [op for op in O.walk(result.plan) if isinstance(op, O.ScanCollection) and op.occurrence]
 
 
 def test_unknown_nested_key_is_refused_naming_the_operator():

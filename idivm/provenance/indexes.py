@@ -62,8 +62,9 @@ follow Appendices C and E as §2.15.4 summarises them:
   i-diff is resolved against the data, as §2.12.1 adds a missing post-state.
 
 **Upper bound (§2.15.4).**  The provenance components of base-table i-diffs (one per scan of a
-base table — a table read twice gives two, differently named — and one per nested
-collection of a base table the view iterates) + selects + joins (inner, left outer, semi, anti;
+base table — a table read twice gives two, differently named — one per nested
+collection of a base table the view iterates, and one more per top-level scan of a bag of
+scalars, whose elements are named by value and occurrence) + selects + joins (inner, left outer, semi, anti;
 a table scanned over a non-Ground input is a cross product) + correlates (inner and left) +
 group-bys (DISTINCT included, being γ over its variables).  Tests check the selection never
 exceeds it.
@@ -228,7 +229,8 @@ def select_indexes(plan: O.Operator, provenance: ProvenanceResult,
     propagation = _Propagation(provenance.ids, signatures, condition_attributes(plan))
     view_diffs = tuple(dict.fromkeys(
         v for d in propagation.run(plan, _Scope()) if (v := _view_diff(d)) is not None))
-    return IndexSelection(view_diffs, _select(view_diffs), index_bound(plan, signatures))
+    occurrences = sum(1 for op in O.walk(provenance.plan) if isinstance(op, O.ScanCollection) and op.occurrence)
+    return IndexSelection(view_diffs, _select(view_diffs), index_bound(plan, signatures, occurrences))
 
 
 def _select(view_diffs: Iterable[ViewDiffSignature]) -> tuple[GlobalProvenanceIndex, ...]:
@@ -245,13 +247,14 @@ def _select(view_diffs: Iterable[ViewDiffSignature]) -> tuple[GlobalProvenanceIn
                                                [len(n) for n in i.levels], i.levels)))
 
 
-def index_bound(plan: O.Operator, signatures: BaseSignatures) -> IndexBound:
-    """The §2.15.4 bound of a view plan (see module doc for what each term counts)."""
+def index_bound(plan: O.Operator, signatures: BaseSignatures, occurrences: int = 0) -> IndexBound:
+    """The §2.15.4 bound of a view plan (see module doc for what each term counts);
+    ``occurrences``: the scans naming scalar elements by value and occurrence."""
     ops = list(O.walk(plan))
     scans = [op for op in ops if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)]
     cross = sum(1 for op in scans if not isinstance(op.input, O.Ground))
     return IndexBound(
-        base_components=len(scans) + sum(1 for c in signatures.collections if c.collection[1]),
+        base_components=len(scans) + sum(1 for c in signatures.collections if c.collection[1]) + occurrences,
         selects=sum(1 for op in ops if isinstance(op, O.Select)),
         joins=cross + sum(1 for op in ops if isinstance(op, (O.InnerJoin, O.LeftJoin, O.SemiJoin, O.AntiJoin))),
         correlates=sum(1 for op in ops if isinstance(op, (O.InnerCorrelate, O.LeftCorrelate))),
