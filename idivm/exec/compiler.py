@@ -173,9 +173,12 @@ class PlanCompiler:
 
     def join(self, op: O.Operator, env: Env, how: str) -> DataFrame:
         left = self.compile(op.inputs()[0], env)
-        right = self.compile(op.inputs()[1], env)
+        # a right side that reads nothing of the environment is evaluated once, not once per
+        # environment: the left side carries the environment's columns
+        independent = env.df is not None and not (O.free_variables(op.inputs()[1]) & set(env.cols))
+        right = self.compile(op.inputs()[1], TOP if independent else env)
         cond = op.condition  # type: ignore[attr-defined]
-        renames = {e: self.fresh("r") for e in env.cols}
+        renames = {} if independent else {e: self.fresh("r") for e in env.cols}
         if renames:
             right = right.select(*[col(c).alias(renames.get(c, c)) for c in right.columns])
         parts: list[Column] = [left[e].eqNullSafe(right[r]) for e, r in renames.items()]
