@@ -523,3 +523,36 @@ def test_explain_golden(yelp, update_goldens, case_id, text, expected, ordered):
         path.write_text(explained)
     assert path.exists(), f"missing golden {path}: run pytest --update-goldens and review it"
     assert explained == path.read_text()
+
+
+# --- bags do not depend on the order Spark collects them in --------------------------------------------
+
+def test_bags_are_the_same_whatever_order_the_rows_come_in(spark):
+    """A nested plan's environments are joined back to the outer tuples by the value of their
+    parameters, and a GROUP AS bag or a subquery's bag may be one (here ``g``, read by the
+    subquery): the outer tuples are evaluated twice, so a bag must not depend on the order in
+    which Spark happens to collect it.  Evaluated over the rows in one order and in the reverse
+    order, every bag is the same list, and the subquery over ``g`` sees all of ``g``."""
+    import pyarrow as pa
+
+    from idivm import types as T
+    from idivm.algebra.builder import build_view
+    from idivm.exec.compiler import PlanCompiler
+    from idivm.sqlpp import parse_view
+
+    schema = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.int64())])
+    rows = [{"id": i, "k": "ab"[i % 2], "v": v} for i, v in enumerate([5, 1, 4, 2, 3, 6, 0])]
+    text = """CREATE VIEW v AS SELECT k, g AS members, (SELECT VALUE x.t.v FROM g AS x WHERE x.t.v > 1) AS big
+              FROM t GROUP BY t.k AS k GROUP AS g"""
+    view = build_view(parse_view(text), {"t": T.TupleType((("id", T.INT), ("k", T.STRING), ("v", T.INT)))})
+
+    def evaluate(order: list[dict]) -> dict:
+        table = spark.createDataFrame(pa.Table.from_pylist(order, schema=schema)).coalesce(1)
+        out = PlanCompiler(spark, lambda name: table).evaluate(view.plan).collect()
+        return {r["k"]: r.asDict(recursive=True) for r in out}
+
+    forward, backward = evaluate(rows), evaluate(rows[::-1])
+    assert forward == backward  # the same lists, not only the same multisets
+    # k = "a": ids 0, 2, 4, 6 (v 5, 4, 3, 0); k = "b": ids 1, 3, 5 (v 1, 2, 6)
+    assert sorted(forward["a"]["big"]) == [3, 4, 5] and sorted(forward["b"]["big"]) == [2, 6]
+    assert sorted(m["t"]["v"] for m in forward["b"]["members"]) == [1, 2, 6]

@@ -11,6 +11,10 @@ reads); that set of environments is what its ``Ground`` produces, and every
 operator of the nested plan carries the environment columns along.  The
 results are joined back to the outer binding tuples by null-safe equality on
 the parameters.  At top level ``Ground`` is a single empty binding tuple.
+The outer tuples are evaluated twice there (for the environments and for the
+join back), so every bag is built sorted (:func:`_bag`): a GROUP AS bag or a
+subquery's bag used as a parameter has the same value both times, however
+Spark partitions the work.
 """
 
 from __future__ import annotations
@@ -432,12 +436,20 @@ def _return_bag(pc: PlanCompiler, op: O.ReturnBag, env: Env) -> DataFrame:
     collected inside a one-field struct (never null) and unwrapped afterwards.
     """
     df = pc.compile(op.input, env)
-    wrapped = F.collect_list(F.struct(pc.term(op.element).alias("e")))
+    wrapped = _bag(F.struct(pc.term(op.element).alias("e")))
     bag = F.transform(wrapped, lambda w: w.getField("e")).alias("__bag")
     if not env.cols:
         return df.agg(bag)
     grouped = df.groupBy(*[col(c) for c in env.cols]).agg(bag)
     return grouped
+
+
+def _bag(element: Column) -> Column:
+    """The bag of ``element`` over a group, sorted: its value does not depend on how Spark
+    partitions the work, so that two evaluations of one plan give equal bags (a nested plan's
+    environments are joined back to the outer tuples by the value of their parameters, which
+    may be a GROUP AS bag or a subquery's)."""
+    return F.sort_array(F.collect_list(element))
 
 
 def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
@@ -446,7 +458,7 @@ def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
     aggs = [_aggregate(pc, a).alias(v) for v, a in op.aggregates]
     if op.group_var:
         members = F.struct(*[pc.term(t).alias(n) for n, t in op.group_fields])
-        aggs.append(F.collect_list(members).alias(op.group_var))
+        aggs.append(_bag(members).alias(op.group_var))
     if not aggs:
         aggs = [F.count(F.lit(1)).alias(pc.fresh("n"))]
     grouped = df.groupBy(*[col(c) for c in env.cols], *keys).agg(*aggs)
