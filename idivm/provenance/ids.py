@@ -211,7 +211,7 @@ class _Inference:
                 own = Ids(unknown=f"ScanCollection over {op.source}: the provenance of its elements is unknown")
             elif not el.known:
                 own = Ids(unknown=f"ScanCollection over {op.source}: {el.unknown}")
-            elif el.groups and len(el.groups) == 1 and el.groups[0].term == ELEMENT and self.depth == 0:
+            elif len(el.groups) == 1 and el.groups[0].term == ELEMENT and self.depth == 0:
                 # a top-level row per scalar element: its value and occurrence name it, so that
                 # a bag repeating a value gives rows of distinct IDs
                 name = el.groups[0].name
