@@ -534,6 +534,16 @@ def _events(tmp_path: Path, wh: Warehouse, table: str, *changes: tuple[dict | No
     return wh.ingest(table, path, format="debezium")
 
 
+def _maintained(wh: Warehouse, view: str, label: str = ""):
+    """Maintain ``view``; check that ``STRATEGY`` did it and that the view equals its
+    recomputation (``label`` prefixes the failure); the maintenance result."""
+    (result,) = wh.maintain(view)
+    assert result.strategy == STRATEGY, f"{label}{view} maintained by {result.strategy} ({result.note})"
+    check = wh.verify(view)
+    assert check.ok, f"{label}{check.summary()}"
+    return result
+
+
 def test_deep_update_of_users_elite_changes_exactly_that_users_review_elements(make_warehouse, tmp_path):
     wh = tiny_warehouse(make_warehouse, "deep")
     info = wh.define(THESIS_V, strategy=STRATEGY)
@@ -595,12 +605,9 @@ def test_deep_updates_in_v1_change_exactly_the_group_members_they_name(make_ware
     def apply(*events: tuple[str, dict, dict]):
         for table in {t for t, _, _ in events}:
             _events(tmp_path, wh, table, *[(b, a) for t, b, a in events if t == table])
-        (result,) = wh.maintain("v1")
-        assert result.strategy == STRATEGY, f"maintained by {result.strategy} ({result.note})"
+        result = _maintained(wh, "v1")
         assert (result.inserted, result.deleted) == (0, 0), \
             f"a deep update is an update of the rows holding it: {result.summary()}"
-        check = wh.verify("v1")
-        assert check.ok, check.summary()
         return result
 
     # Example 2.13.1: u1 becomes elite in 2014 too; its members r1 (b1), r3 and r4 (b2) change
@@ -647,10 +654,7 @@ def test_an_element_edit_of_an_unnested_list_changes_only_those_elements_rows(ma
 
     def run(*changes: tuple[dict, dict]):
         _events(tmp_path, wh, U, *changes)
-        (result,) = wh.maintain("ey")
-        assert result.strategy == STRATEGY, f"maintained by {result.strategy} ({result.note})"
-        check = wh.verify("ey")
-        assert check.ok, check.summary()
+        result = _maintained(wh, "ey")
         rows = Counter(tuple(r.values()) for r in wh.rows("ey"))
         return (result.inserted, result.updated, result.deleted), rows
 
@@ -703,10 +707,7 @@ def test_repeated_values_in_an_unnested_bag_keep_one_row_per_occurrence(make_war
         _events(tmp_path, wh, "items", *changes)
         counts = {}
         for name in TAG_VIEWS:
-            (result,) = wh.maintain(name)
-            assert result.strategy == STRATEGY, f"{name} maintained by {result.strategy} ({result.note})"
-            check = wh.verify(name)
-            assert check.ok, f"batch {batch}: {check.summary()}"
+            result = _maintained(wh, name, f"batch {batch}: ")
             counts[name] = (result.inserted, result.updated, result.deleted)
         return counts
 
@@ -768,10 +769,7 @@ def test_element_edits_of_a_keyed_list_of_tuples_change_only_those_elements_rows
 
     def run(*changes: tuple[dict, dict]):
         _events(tmp_path, wh, B, *changes)
-        (result,) = wh.maintain("early")
-        assert result.strategy == STRATEGY, f"maintained by {result.strategy} ({result.note})"
-        check = wh.verify("early")
-        assert check.ok, check.summary()
+        result = _maintained(wh, "early")
         return (result.inserted, result.updated, result.deleted), {(r["day"], r["length"]) for r in wh.rows("early")
                                                                     if r["business_id"] == "b1"}
 
@@ -802,10 +800,7 @@ def test_element_edits_of_a_keyed_list_of_tuples_change_only_those_elements_rows
             fresh = {"business_id": f"b{batch + 3}", "city": SF, "hours": [{"day": "fri", "open": 6, "close": 9}]}
             _events(tmp_path, wh, B, (None, fresh), (state.pop("b2"), None))
             state[fresh["business_id"]] = fresh
-        (result,) = wh.maintain("early")
-        assert result.strategy == STRATEGY
-        check = wh.verify("early")
-        assert check.ok, f"batch {batch}: {check.summary()}"
+        _maintained(wh, "early", f"batch {batch}: ")
 
 
 def test_a_change_below_a_tuple_attribute_the_view_reads_in_part_is_dropped_only_where_unread(

@@ -127,8 +127,6 @@ class _Generator:
         #: replace statements that name view rows by a restriction: id(statement) -> its diff
         self._navigations: dict[tuple[int, int], tuple[Diff, _Navigation | None]] = {}
         self.restricted_replaces: dict[int, Diff] = {}
-        #: table -> the unnests of its collections whose changes are element i-diffs
-        self.unnests: dict[str, list[tuple[O.ScanCollection, str, ElementDiffs]]] = {}
         check_supported(self.plan)
         self.element_columns = self._element_columns()
 
@@ -138,23 +136,27 @@ class _Generator:
         scans = [op for op in O.walk(self.plan)
                  if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)]
         tables = {}
+        unnests = []  # (unnest, table variable, TableDiffs, ElementDiffs) of element i-diffs
         for scan in scans:
             t = scan.source.name
             if t not in tables:
-                tables[t] = self._table_diffs(t, [s for s in scans if s.source.name == t])
+                tables[t], found = self._table_diffs(t, [s for s in scans if s.source.name == t])
+                unnests += [(u, var, tables[t], e) for u, var, e in found]
         statements: list[Statement] = []
         for scan in scans:
             td = tables[scan.source.name]
             for diff in self._base_diffs(scan, td):
                 statements.extend(self.propagate(diff) if self._top_level(scan) else self.to_outer(diff))
-        for td in tables.values():
-            for unnest, var, elements in self.unnests.get(td.table, ()):
-                statements.extend(self.propagate(self._element_diff(unnest, var, td, elements)))
+        for unnest, var, td, elements in unnests:
+            statements.extend(self.propagate(self._element_diff(unnest, var, td, elements)))
         statements = self.merge_replaces(statements)
         return DeltaScript(self.view_name, self.strategy, tuple(tables.values()), tuple(statements),
                            tuple(c for c, _ in self.element_columns.values()))
 
-    def _table_diffs(self, table: str, scans: list[O.ScanCollection]) -> TableDiffs:
+    def _table_diffs(self, table: str, scans: list[O.ScanCollection]
+                     ) -> tuple[TableDiffs, list[tuple[O.ScanCollection, str, ElementDiffs]]]:
+        """How ``table``'s changes become i-diffs, and the unnests whose element i-diffs its
+        nested collections' changes start (see :meth:`_unnested`)."""
         key = tuple(self.table_keys[table])
         columns = [n for n, _ in self.table_types[table].fields] if table in self.table_types else []
         read, conditional, paths = _attributes_read(self.plan, {s.var for s in scans}, columns)
@@ -163,9 +165,9 @@ class _Generator:
         read_t = tuple(c for c in nonkey if c in read and c not in elements)
         cond_t = tuple(c for c in read_t if c in conditional or self.strategy == "tuple")
         unnests = [u for found in elements.values() for u in found]
-        self.unnests[table] = unnests
         partial = tuple((a, tuple(sorted(paths[a]))) for a in read_t if paths.get(a))
-        return TableDiffs(table, key, read_t, cond_t, tuple(dict.fromkeys(e for _, _, e in unnests)), partial)
+        td = TableDiffs(table, key, read_t, cond_t, tuple(dict.fromkeys(e for _, _, e in unnests)), partial)
+        return td, unnests
 
     def _unnested(self, table: str, scans: list[O.ScanCollection]
                   ) -> dict[str, list[tuple[O.ScanCollection, str, ElementDiffs]]]:
@@ -201,17 +203,15 @@ class _Generator:
         own = self._own_ids(unnest)
         if not isinstance(ftype, T.CollectionType) or own is None:
             return None
-        name = None if len(own) != 1 else own[0].term
+        terms = tuple(g.term for g in own)
         attribute = unnest.source.name
         if unnest.position:
-            return ElementDiffs(attribute, "position") if name == Var(unnest.position) else None
+            return ElementDiffs(attribute, "position") if terms == (Var(unnest.position),) else None
         if isinstance(ftype.element, T.ScalarType):
             # the value and its occurrence among equal values; Δ(T.a) names all occurrences
-            terms = tuple(g.term for g in own)
             return ElementDiffs(attribute, "value") if terms == (Var(unnest.var), Var(unnest.occurrence)) else None
-        key = tuple(g.name for g in own)
         if own and all(g.term == Field(Var(unnest.var), g.name) for g in own):
-            return ElementDiffs(attribute, "key", key)
+            return ElementDiffs(attribute, "key", tuple(g.name for g in own))
         return None
 
     def _own_ids(self, unnest: O.ScanCollection) -> tuple | None:
@@ -223,8 +223,9 @@ class _Generator:
 
     def _element_diff(self, unnest: O.ScanCollection, var: str, td: TableDiffs, elements: ElementDiffs) -> Diff:
         """The replace i-diff of the elements of ``var``'s collection that ``Δ(T.attribute)``
-        names (the table's key, the elements' identity) at ``unnest`` (§2.14.2)."""
-        own = (Var(unnest.var),) if elements.identity == "value" else tuple(g.term for g in self._own_ids(unnest))
+        names (the table's key, the elements' identity: the first of the unnest's own IDs, all
+        occurrences of a value) at ``unnest`` (§2.14.2)."""
+        own = tuple(g.term for g in self._own_ids(unnest))[:len(elements.columns())]
         ids = tuple(Field(Var(var), k) for k in td.key) + own
         source = delta_keys(elements.source(td.table))
         keys, kv = self._key_scan(source, td.key + elements.columns())

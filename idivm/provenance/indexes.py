@@ -229,8 +229,7 @@ def select_indexes(plan: O.Operator, provenance: ProvenanceResult,
     propagation = _Propagation(provenance.ids, signatures, condition_attributes(plan))
     view_diffs = tuple(dict.fromkeys(
         v for d in propagation.run(plan, _Scope()) if (v := _view_diff(d)) is not None))
-    occurrences = sum(1 for op in O.walk(provenance.plan) if isinstance(op, O.ScanCollection) and op.occurrence)
-    return IndexSelection(view_diffs, _select(view_diffs), index_bound(plan, signatures, occurrences))
+    return IndexSelection(view_diffs, _select(view_diffs), index_bound(provenance.plan, signatures))
 
 
 def _select(view_diffs: Iterable[ViewDiffSignature]) -> tuple[GlobalProvenanceIndex, ...]:
@@ -247,14 +246,15 @@ def _select(view_diffs: Iterable[ViewDiffSignature]) -> tuple[GlobalProvenanceIn
                                                [len(n) for n in i.levels], i.levels)))
 
 
-def index_bound(plan: O.Operator, signatures: BaseSignatures, occurrences: int = 0) -> IndexBound:
-    """The §2.15.4 bound of a view plan (see module doc for what each term counts);
-    ``occurrences``: the scans naming scalar elements by value and occurrence."""
+def index_bound(plan: O.Operator, signatures: BaseSignatures) -> IndexBound:
+    """The §2.15.4 bound of a view plan, retouched by ID inference (see module doc for what
+    each term counts)."""
     ops = list(O.walk(plan))
     scans = [op for op in ops if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)]
     cross = sum(1 for op in scans if not isinstance(op.input, O.Ground))
     return IndexBound(
-        base_components=len(scans) + sum(1 for c in signatures.collections if c.collection[1]) + occurrences,
+        base_components=len(scans) + sum(1 for c in signatures.collections if c.collection[1])
+        + sum(1 for op in ops if isinstance(op, O.ScanCollection) and op.occurrence),
         selects=sum(1 for op in ops if isinstance(op, O.Select)),
         joins=cross + sum(1 for op in ops if isinstance(op, (O.InnerJoin, O.LeftJoin, O.SemiJoin, O.AntiJoin))),
         correlates=sum(1 for op in ops if isinstance(op, (O.InnerCorrelate, O.LeftCorrelate))),
