@@ -88,27 +88,44 @@ def test_an_update_of_the_reviews_attributes_the_elements_carry_names_them_by_re
     assert base_reads(s) == {"Δu(reviews)"}
 
 
-def test_changes_of_which_elements_exist_replace_the_outer_rows_in_one_statement():
+def test_changes_of_the_outer_tuples_replace_the_outer_rows():
     script = script_of(V)
-    replaces = [s for s in script.statements if s.kind == "replace"]
-    assert len(replaces) == 1
-    (s,) = replaces
-    assert set(s.origins()) == {"Δ(businesses) AS businesses", "Δ(reviews) AS reviews", "Δ(users) AS users"}
+    (s,) = [s for s in script.statements if s.kind == "replace"]
+    assert s.origins() == ("Δ(businesses) AS businesses",)
     assert s.on == ("__idivm_id_business_id",)
     # the rows are the view plan restricted once, at the outer tuples (businesses)
     semijoins = [o for o in O.walk(s.rows) if isinstance(o, O.SemiJoin)]
-    assert len(semijoins) == 1
-    assert isinstance(semijoins[0].left, O.ScanCollection) and semijoins[0].left.var == "businesses"
-    assert len(script.statements) == 3
+    assert semijoins == [] and "Δpost(businesses)" in base_reads(s)
+    assert len(script.statements) == 5
 
 
-@pytest.mark.parametrize("text, why", [
-    ("""CREATE VIEW mixed AS
+@pytest.mark.parametrize("table, key, joined", [("reviews", "review_id", "users"), ("users", "user_id", "reviews")])
+def test_inserts_and_deletes_of_the_nested_tables_replace_only_the_elements_they_name(table, key, joined):
+    """Tables E.3/E.4 on the nested side: Δ(reviews) and Δ(users) name elements of
+    full_reviews by partial provenance, #(review_id) / #(user_id) under #(); the post-state
+    elements join the changed tuples only (not the whole table) and are placed by business."""
+    (s,) = from_(script_of(V), f"Δ({table})")
+    assert s.kind == "nested_replace"
+    assert (s.path, s.match) == ("full_reviews", ((key, f"__idivm_key_{key}"),))
+    assert s.on == ("__idivm_id_business_id",)
+    assert base_reads(s) == {f"Δ({table})", f"Δpost({table})", f"{joined}@post", "businesses@post"}
+    assert any("ApplyPlan[nested] replace if elements_navigable" in r for r in s.rules)
+
+
+def test_an_update_the_elements_cannot_take_in_place_replaces_the_elements_it_names():
+    text = """CREATE VIEW mixed AS
         SELECT b.business_id,
                (SELECT r.review_id, u.fans + r.stars AS score
                 FROM reviews r JOIN users u ON r.user_id = u.user_id
                 WHERE r.business_id = b.business_id) AS scores
-        FROM businesses b""", "an element field mixes users.fans with reviews.stars"),
+        FROM businesses b"""
+    (s,) = from_(script_of(text), "Δu(users)")  # an element field mixes users.fans with reviews.stars
+    assert (s.kind, s.path, [p for p, _ in s.match]) == ("nested_replace", "scores", ["user_id"])
+    assert "Δu(users)" in base_reads(s) and "users@post" not in base_reads(s)
+    assert "ApplyPlan[nested]: the update becomes delete+insert" in s.rules
+
+
+@pytest.mark.parametrize("text, why", [
     ("""CREATE VIEW counted AS
         SELECT b.business_id,
                ARRAY_COUNT((SELECT r.review_id, u.fans

@@ -39,8 +39,8 @@ from idivm.algebra import operators as O
 from idivm.exec.compiler import TOP, PlanCompiler
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.generator.script import (
-    POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys, delta_updates,
-    parse_source,
+    ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
+    delta_updates, parse_source,
 )
 
 ACTION = "__idivm_action"
@@ -211,6 +211,8 @@ class ViewChanges:
 
 #: the column of a nested update's element map (see :func:`_element_map`)
 ELEMENT_MAP = f"{HIDDEN}element_map"
+#: the column of a nested replace's key set (see :func:`_element_keys`)
+ELEMENT_KEYS = f"{HIDDEN}element_keys"
 
 
 def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
@@ -272,7 +274,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     if inserts:  # read by the upserts and by the deletes: computed once
         inserted = inserted.cache()
         cached.append(inserted)
-    if not deletes and len(rewrites) == 1 and rewrites[0].on:
+    if not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment") and rewrites[0].on:
         # one update (or increment) alone: the stored view is not read here; the MERGE
         # names its rows by the (partial) IDs of the i-diff
         return ViewChanges(inserted, deleted, tuple(cached), direct=(rewrites[0], compiler.evaluate(rewrites[0].query)))
@@ -281,17 +283,21 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         named_by: list[DataFrame] = []
         queries = []
         for s in rewrites:
-            q = compiler.evaluate(s.query)
-            found = locate(s, q) if locate is not None and s.kind == "nested_update" else None
+            q = compiler.evaluate(s.keys if s.kind == "nested_replace" else s.query)
+            found = locate(s, q) if locate is not None and s.kind in NESTED_KINDS else None
             if s.kind == "nested_update":
                 q = _element_map(s, q, view)
+            elif s.kind == "nested_replace":
+                elements = compiler.evaluate(s.rows)
+                q = (_element_keys(s, q, view), elements)
+                named_by.append(_match(view, elements, s.on, "left_semi").select(*ids))
             queries.append((s, q))
             named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
         kept = _match(view, deleted, ids, "left_anti")
         named = _union(named_by, spark_empty).distinct()
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
-            rows = _rewrite_elements(rows, s, q) if s.kind == "nested_update" else _rewrite(rows, s, q)
+            rows = _REWRITES[s.kind](rows, s, q)
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     gone = _match(deleted, inserted, ids, "left_anti")
@@ -329,14 +335,45 @@ def _has_input(s: Statement, diffs: BaseDiffs) -> bool:
     return False
 
 
-def _named(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
-    """The rows the update ``s`` (query result ``q``; for a nested update, its element map)
-    rewrites: named by ID, or holding an element its provenance names."""
-    if s.kind != "nested_update":
-        return _match(rows, q, s.on, "left_semi")
-    with_map = rows.crossJoin(q)
-    hit = F.exists(F.col(f"`{s.path}`"), lambda e: F.map_contains_key(F.col(ELEMENT_MAP), _element_key(s, e)))
-    return with_map.filter(hit).select(*rows.columns)
+def _named(rows: DataFrame, s: Statement, q) -> DataFrame:
+    """The rows the update ``s`` (query result ``q``; for a nested update, its element map; for
+    a nested replace, its key set and elements) rewrites: named by ID, or holding an element
+    its provenance names (a nested replace also names the rows of its elements by ID)."""
+    if s.kind == "nested_update":
+        hit = F.exists(F.col(f"`{s.path}`"), lambda e: F.map_contains_key(F.col(ELEMENT_MAP), _element_key(s, e)))
+        return rows.crossJoin(q).filter(hit).select(*rows.columns)
+    if s.kind == "nested_replace":
+        hit = F.exists(F.col(f"`{s.path}`"), lambda e: F.array_contains(F.col(ELEMENT_KEYS), _element_key(s, e)))
+        return rows.crossJoin(q[0]).filter(hit).select(*rows.columns)
+    return _match(rows, q, s.on, "left_semi")
+
+
+def _element_keys(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
+    """The keys of a nested replace as one array (a single-row DataFrame, column
+    :data:`ELEMENT_KEYS`) of element provenance (the ``match`` fields, in the view's types)."""
+    prov = view.schema[s.path].dataType.elementType[PROV_FIELD].dataType
+    key = F.struct(*[F.col(f"`{c}`").cast(prov[p].dataType).alias(p) for p, c in s.match])
+    return q.agg(F.array_distinct(F.collect_list(key)).alias(ELEMENT_KEYS))
+
+
+def _replace_elements(rows: DataFrame, s: Statement, q: tuple[DataFrame, DataFrame]) -> DataFrame:
+    """``rows`` with the nested replace ``s`` applied: in the bag of column ``s.path``, the
+    elements whose provenance is in the key set are deleted and the post-state elements of the
+    row (by its ID columns ``s.on``) inserted; the bag is kept sorted, as bags are built."""
+    keys, elements = q
+    bag = rows.schema[s.path].dataType
+    new = f"{HIDDEN}new_elements"
+    grouped = elements.groupBy(*[F.col(f"`{c}`") for c in s.on]).agg(
+        F.collect_list(F.col(f"`{ELEMENT}`").cast(bag.elementType)).alias(new))
+    r = grouped.select(*[F.col(f"`{c}`").alias(f"__q_{c}") for c in s.on], new)
+    cond = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(r[f"__q_{c}"]) for c in s.on])
+    joined = rows.join(r, cond, "left").crossJoin(keys)
+    old = F.col(f"`{s.path}`")
+    kept = F.filter(old, lambda e: ~F.array_contains(F.col(ELEMENT_KEYS), _element_key(s, e)))
+    empty = F.array().cast(bag)
+    value = F.when(old.isNull() & F.col(new).isNull(), old) \
+        .otherwise(F.sort_array(F.concat(F.coalesce(kept, empty), F.coalesce(F.col(new), empty))))
+    return joined.select(*[value.alias(c) if c == s.path else F.col(f"`{c}`") for c in rows.columns])
 
 
 def _element_map(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
@@ -413,6 +450,10 @@ def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
         else:
             out.append(F.col(f"`{c}`"))
     return joined.select(*out)
+
+
+_REWRITES = {"nested_update": _rewrite_elements, "nested_replace": _replace_elements,
+             "update": _rewrite, "increment": _rewrite}
 
 
 def _match(left: DataFrame, right: DataFrame, cols, how: str) -> DataFrame:

@@ -33,6 +33,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from idivm.generator.script import NESTED_KINDS
 from idivm.provenance.ids import PROV_FIELD
 from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 from idivm.storage import delta
@@ -104,9 +105,9 @@ class StoredIndex:
 
 def read_by(index: GlobalProvenanceIndex, statements: Sequence) -> list[int]:
     """The Δ-script statements (numbered from 1) that find their rows through ``index``: the
-    nested updates naming the elements of its collection by its attributes."""
+    nested updates and replaces naming the elements of its collection by its attributes."""
     return [i for i, s in enumerate(statements, 1)
-            if s.kind == "nested_update" and index.serves((s.path,), dict(s.match))]
+            if s.kind in NESTED_KINDS and index.serves((s.path,), dict(s.match))]
 
 
 def resolve(selection: IndexSelection, view_schema: pa.Schema, view_ids: Sequence[tuple[str, str]],

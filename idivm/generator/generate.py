@@ -32,7 +32,7 @@ from idivm.algebra.expressions import (
 from idivm.errors import InternalError, UnsupportedError
 from idivm.generator.minimize import minimize_script
 from idivm.generator.script import (
-    POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys, delta_updates,
+    ELEMENT, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys, delta_updates,
 )
 from idivm.provenance.ids import BRANCH, HIDDEN, PROV_FIELD, Ids, ProvenanceResult
 from idivm.rules import SIDES, Rule, rules_for
@@ -64,6 +64,18 @@ class _Navigation:
     column: str
     match: tuple[tuple[str, Term], ...]
     sets: tuple[tuple[tuple[str, ...], Term], ...]
+
+
+@dataclass(frozen=True)
+class _ElementReplace:
+    """A nested replace: the elements of view column ``column`` whose provenance fields
+    ``match`` hold the changed keys are replaced by ``rows`` (the view ID columns ``on`` of the
+    row each post-state element belongs to, and the element in column :data:`ELEMENT`)."""
+
+    match: tuple[str, ...]
+    column: str
+    on: tuple[str, ...]
+    rows: O.Operator
 
 
 @dataclass(frozen=True)
@@ -419,6 +431,12 @@ class _Generator:
             keys = O.Project(diff.plan, tuple(zip(kv, diff.ids)))
             diff = replace(diff, kind="replace", keys=keys, key_vars=kv,
                            restriction=Restriction(diff.op, diff.ids, keys, kv))
+        apply = self._enclosing(diff.op)
+        for rule in rules_for(apply.name, "nested", "replace"):
+            if rule.action != "to_matching_outer" and getattr(self, f"when_{rule.when}")(apply, "nested", diff):
+                if kind != "replace":
+                    diff = replace(diff, trail=diff.trail + (f"{apply.name}[nested]: the {kind} becomes delete+insert",))
+                return getattr(self, f"do_{rule.action}")(apply, "nested", diff, rule)
         r = diff.restriction
         if r is None:
             raise InternalError(f"a change inside a nested plan at {diff.op.name} names no tuples")
@@ -475,6 +493,87 @@ class _Generator:
                           match=tuple((p, c) for (p, _), (c, _) in zip(nav.match, keys)),
                           set=tuple((path, c) for (path, _), (c, _) in zip(nav.sets, news)),
                           rules=diff.trail + (_rule(rule),))]
+
+    def when_elements_navigable(self, op, side, diff) -> bool:
+        return self.strategy == "id" and self._element_replace(diff) is not None
+
+    def do_nested_replace(self, op: O.ApplyPlan, side, diff, rule) -> list[Statement]:
+        """The nested replace i-diff of :meth:`_element_replace`: ``keys`` names the replaced
+        elements by their provenance fields ``match`` (in every view row holding one, found by
+        the global index of the bag or by searching the bags); ``rows`` gives the post-state
+        elements with the view ID columns ``on`` of the row each belongs to."""
+        e = self._element_replace(diff)
+        columns = tuple(f"{HIDDEN}key_{p}" for p in e.match)
+        keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(k)) for c, k in zip(columns, diff.key_vars))))
+        return [Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
+                          match=tuple(zip(e.match, columns)), rules=diff.trail + (_rule(rule),))]
+
+    def _element_replace(self, diff: Diff) -> "_ElementReplace | None":
+        """How a replace i-diff inside a nested plan reaches the elements of a stored bag
+        without recomputing the outer tuples (Tables E.3, E.4 on the nested side, §2.14.2).
+
+        From the changed operator up to the nested plan's root only σ, inner joins and π:
+        each element comes from one changed tuple or none, and the element's provenance holds
+        the changed tuple's IDs (partial provenance: ``#(review_id)`` under ``#()``).  The
+        nested plan is the plan of a top-level ApplyPlan whose bag reaches one column of the
+        view unchanged.  The post-state elements are the nested plan restricted to the changed
+        tuples, evaluated for the outer tuples in the post state and unnested next to the outer
+        IDs."""
+        r = diff.restriction
+        if r is None or diff.keys is None:
+            return None
+        node, ids = diff.op, diff.ids
+        while True:
+            up = self.parents.get(id(node))
+            if up is None:
+                return None
+            root = up[0]
+            if isinstance(root, O.ReturnBag):
+                break
+            if isinstance(root, O.Project):
+                ids = self.through_project(root, ids)
+                if ids is None:
+                    return None
+            elif not isinstance(root, (O.Select, O.InnerJoin)):
+                return None
+            node = root
+        apply = self.enclosing.get(id(root))
+        if not isinstance(apply, O.ApplyPlan) or id(apply) not in self.top_level \
+                or not isinstance(root.element, TupleExpr):
+            return None
+        prov = dict(root.element.fields).get(PROV_FIELD)
+        if not isinstance(prov, TupleExpr):
+            return None
+        match = []
+        for i in ids:  # the provenance field holding each ID
+            same = self.equivalents(node, i) + (i,)
+            match += [p for p, pt in prov.fields if pt in same][:1]
+        column = self._stored_column(Var(apply.var), apply)
+        if len(match) != len(ids) or column is None:
+            return None
+        outer = self.canonical_ids(apply.input)
+        at, terms = apply, outer
+        while (up := self.parents[id(at)])[0] is not self.plan:  # σ and π (_stored_column)
+            if isinstance(up[0], O.Project):
+                terms = self.through_project(up[0], terms)
+                if terms is None:
+                    return None
+            at = up[0]
+        on = tuple(self.view_column(at, t) for t in terms)
+        cond = conjunction([_same(t, Var(k)) for t, k in zip(r.terms, r.key_vars)])
+        probe, at = O.SemiJoin(r.at, r.keys, cond), r.at
+        while (up := self.parents[id(at)])[0] is not root:
+            probe, at = _with_input(up[0], up[1], probe), up[0]
+        m, e = self.fresh("m"), self.fresh("e")
+        elements = O.ScanCollection(O.ApplyPlan(apply.input, O.ReturnBag(probe, root.element), m), Var(m), e)
+        rows = O.ReturnBag(elements, TupleExpr(tuple(zip(on, outer)) + ((ELEMENT, Var(e)),)))
+        return _ElementReplace(tuple(match), column, on, at_state(rows, POST))
+
+    def _enclosing(self, op: O.Operator) -> O.Operator:
+        """The operator (ApplyPlan, InnerCorrelate, ...) whose nested plan holds ``op``."""
+        while id(op) in self.parents:
+            op = self.parents[id(op)][0]
+        return self.enclosing[id(op)]
 
     def _navigation(self, group: O.GroupBy | None, diff: Diff) -> "_Navigation | None":
         """How an update i-diff reaches the elements of a stored nested bag without changing

@@ -47,6 +47,11 @@ PRE = "@pre"
 POST = "@post"
 #: the field of a ``Δu(T)`` row holding the pre values of T's non-key attributes (a tuple)
 PRE_FIELD = f"{HIDDEN}pre"
+#: statement kinds that name the elements of a stored bag by their provenance (found through a
+#: global provenance index, or by searching the bags)
+NESTED_KINDS = ("nested_update", "nested_replace")
+#: the column of a nested replace's ``rows`` holding the post-state element
+ELEMENT = f"{HIDDEN}element"
 
 
 def delta_keys(table: str) -> str:
@@ -160,6 +165,11 @@ class Statement:
     value)`` of ``set``, the new value of the field the path names inside the element: one
     name for a field of the element (``("elite",)``), more for a field of a tuple the element
     holds (``("users", "elite")`` in a GROUP AS member) (thesis §2.12.3, §2.13, §2.14.2).
+    kind ``nested_replace``: in every view row, the elements of the bag in column ``path``
+    whose provenance fields ``match`` equal a row of ``keys`` (its columns: the second of each
+    pair) are deleted, and each row of ``rows`` -- the view ID columns ``on`` and the element in
+    column :data:`ELEMENT` -- is inserted into the bag of the view row it names, if that row
+    exists (thesis Tables E.3, E.4 on the nested side, §2.14.2).
     """
 
     kind: str
@@ -172,7 +182,8 @@ class Statement:
     #: (view column, query column); nested_update: (field path inside the element, query column)
     set: tuple[tuple[str | tuple[str, ...], str], ...] = ()
     rules: tuple[str, ...] = ()
-    #: nested_update: the view column holding the bag, and (provenance field, query column)
+    #: nested_update, nested_replace: the view column holding the bag, and (provenance field,
+    #: query column (nested_replace: column of ``keys``))
     path: str = ""
     match: tuple[tuple[str, str], ...] = ()
 
@@ -205,6 +216,11 @@ class Statement:
                 named = ", ".join(f"{PROV}.{p} = {c}" for p, c in self.match)
                 return (f"update the elements of {self.path} named by partial provenance ({named}), "
                         f"found by path navigation: set " + ", ".join(f"{'.'.join(f)} := {v}" for f, v in self.set))
+            case "nested_replace":
+                named = ", ".join(f"{PROV}.{p} = {c}" for p, c in self.match)
+                return (f"replace the elements of {self.path} named by partial provenance ({named}), found by "
+                        f"path navigation: delete them, insert the post-state elements into the rows "
+                        f"named by ID ({', '.join(self.on)})")
             case _:
                 return f"increment by ID ({on}): " + ", ".join(f"{c} += {v}" for c, v in self.set)
 
@@ -213,7 +229,7 @@ class Statement:
                "set": [[list(f) if isinstance(f, tuple) else f, v] for f, v in self.set],
                "rules": list(self.rules), "reads": list(self.reads()),
                "plans": {n: format_plan(p) for n, p in self.plans()}}
-        if self.kind == "nested_update":
+        if self.kind in NESTED_KINDS:
             out |= {"path": self.path, "match": [list(p) for p in self.match]}
         return out
 

@@ -27,6 +27,15 @@ values, in every top-level row holding such an element, by path navigation (§2.
 base tables are not read.  That holds when the apply is a top-level operator whose bag the
 view stores as one of its columns unchanged.
 
+Under the same conditions, a replace i-diff inside the nested plan (an insert or a delete of a
+tuple it reads, or an update it cannot pass) is a nested replace of the elements it names
+(Tables E.3 and E.4 applied to the nested side, §2.14.2): the elements whose provenance holds
+a changed key -- ``#(review_id)`` under ``#()`` for a review of the thesis' V -- are deleted
+from every top-level row holding them, and the post-state elements of the changed tuples are
+inserted into the rows of the outer tuples they belong to.  Only the changed tuples are joined
+(with the tables the nested plan reads) and correlated with the outer tuples; the other
+elements of the bags stay as they are, and the outer tuples are not recomputed.
+
 The same update reaches the same elements when the bag is built by grouping instead (Table
 E.11, Example 2.13.1: the thesis' V1, ``businesses NATURAL LEFT OUTER JOIN (reviews NATURAL JOIN
 users) ... GROUP BY business_id INTO full_reviews``, is V written with a join and GROUP AS): the
@@ -83,6 +92,10 @@ RULES = (
         Rule(op, "nested", "update", "navigable", "nested_update", "update",
              source="§2.12.3, §2.14.2, §2.15.3: the elements the update names by partial provenance are "
                     "updated in place, found by path navigation"),
+        Rule(op, "nested", "replace", "elements_navigable", "nested_replace", "replace",
+             reads=("Input_post",),
+             source="Tables E.3, E.4 (nested side), §2.14.2: the elements the replace names by partial "
+                    "provenance are deleted and their post state inserted, found by path navigation"),
     ) + tuple(
         Rule(op, "nested", kind, "always", "to_matching_outer", "replace",
              reads=("Input_pre", "Input_post"),
