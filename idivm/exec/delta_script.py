@@ -283,12 +283,15 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         named_by: list[DataFrame] = []
         queries = []
         for s in rewrites:
-            q = compiler.evaluate(s.keys if s.kind == "nested_replace" else s.query)
+            if s.kind == "nested_replace":  # few rows, read twice: computed once
+                q = _computed(spark, compiler.evaluate(s.keys))
+            else:
+                q = compiler.evaluate(s.query)
             found = locate(s, q) if locate is not None and s.kind in NESTED_KINDS else None
             if s.kind == "nested_update":
                 q = _element_map(s, q, view)
             elif s.kind == "nested_replace":
-                elements = compiler.evaluate(s.rows)
+                elements = _computed(spark, compiler.evaluate(s.rows))
                 q = (_element_keys(s, q, view), elements)
                 named_by.append(_match(view, elements, s.on, "left_semi").select(*ids))
             queries.append((s, q))
@@ -302,6 +305,12 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     gone = _match(deleted, inserted, ids, "left_anti")
     return ViewChanges(upserts, gone, tuple(cached))
+
+
+def _computed(spark: SparkSession, df: DataFrame) -> DataFrame:
+    """``df`` evaluated now, as an in-memory DataFrame (for the small results of i-diff
+    queries that later plans read several times)."""
+    return spark.createDataFrame(df.toArrow(), df.schema)
 
 
 def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,

@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
-    Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction, field_paths,
+    TRUE, Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction, field_paths,
 )
 from idivm.errors import InternalError, UnsupportedError
 from idivm.generator.minimize import minimize_script
@@ -564,9 +564,13 @@ class _Generator:
         probe, at = O.SemiJoin(r.at, r.keys, cond), r.at
         while (up := self.parents[id(at)])[0] is not root:
             probe, at = _with_input(up[0], up[1], probe), up[0]
-        m, e = self.fresh("m"), self.fresh("e")
-        elements = O.ScanCollection(O.ApplyPlan(apply.input, O.ReturnBag(probe, root.element), m), Var(m), e)
-        rows = O.ReturnBag(elements, TupleExpr(tuple(zip(on, outer)) + ((ELEMENT, Var(e)),)))
+        flat = _flattened(probe, apply.input)
+        if flat is not None:
+            rows = O.ReturnBag(flat, TupleExpr(tuple(zip(on, outer)) + ((ELEMENT, root.element),)))
+        else:
+            m, e = self.fresh("m"), self.fresh("e")
+            elements = O.ScanCollection(O.ApplyPlan(apply.input, O.ReturnBag(probe, root.element), m), Var(m), e)
+            rows = O.ReturnBag(elements, TupleExpr(tuple(zip(on, outer)) + ((ELEMENT, Var(e)),)))
         return _ElementReplace(tuple(match), column, on, at_state(rows, POST))
 
     def _enclosing(self, op: O.Operator) -> O.Operator:
@@ -969,6 +973,45 @@ def _push_down(at: O.Operator, terms: tuple[Term, ...]) -> tuple[O.Operator, tup
         if nxt is None or not terms:
             return at, terms
         at, terms = nxt
+
+
+class _Correlated(Exception):
+    """Raised by :func:`_flattened` for a nested plan it cannot join with its outer tuples."""
+
+
+def _flattened(body: O.Operator, outer: O.Operator) -> O.Operator | None:
+    """The nested plan ``body`` evaluated for every tuple of ``outer`` and unnested, as one
+    flat plan (the classic unnesting of a correlated subquery): the σ reading ``outer``'s
+    variables becomes a join of its input with ``outer`` on its condition, and the σ, ⋈ and π
+    above it carry ``outer``'s variables up; an uncorrelated body is joined with every outer
+    tuple.  None when ``outer`` is read elsewhere than in σ, or above anything but σ, inner
+    joins and π (the result is then computed with an apply)."""
+    xs = set(outer.output_variables())
+
+    def go(op: O.Operator) -> tuple[O.Operator, bool]:
+        if any(O.free_variables(n) & xs for n in op.nested()):
+            raise _Correlated
+        ins = [go(i) for i in op.inputs()]
+        carried = any(c for _, c in ins)
+        reads = set().union(*(t.variables() for t in op.terms())) & xs
+        if not carried and not reads:
+            return op, False
+        new = op.with_inputs(*(n for n, _ in ins))
+        if isinstance(new, O.Select) and not carried:
+            return O.InnerJoin(new.input, outer, new.condition), True
+        if isinstance(new, O.Project):
+            if {v for v, _ in new.outputs} & xs:
+                raise _Correlated
+            return O.Project(new.input, new.outputs + tuple((v, Var(v)) for v in sorted(xs))), True
+        if carried and isinstance(new, (O.Select, O.InnerJoin)):
+            return new, True
+        raise _Correlated
+
+    try:
+        flat, carried = go(body)
+    except _Correlated:
+        return None
+    return flat if carried else O.InnerJoin(flat, outer, TRUE)
 
 
 def _union_renamed(parts: list[tuple[O.Operator, tuple[str, ...]]], names: tuple[str, ...]) -> O.Operator:
