@@ -572,6 +572,39 @@ def test_deep_update_of_users_elite_changes_exactly_that_users_review_elements(m
     assert check.ok, check.summary()
 
 
+def test_inserts_and_deletes_of_reviews_and_users_replace_only_the_elements_they_name(make_warehouse, tmp_path):
+    """Tables E.3/E.4 on the nested side: review and user inserts, deletes and moves change the
+    elements they name, in the rows of the businesses that hold them before or after; every other
+    element, and every row of a business not involved, stays as it was."""
+    wh = tiny_warehouse(make_warehouse, "elements")
+    wh.define(THESIS_V, strategy=STRATEGY)
+    text = wh.explain("v")
+    for table in ("reviews", "users"):
+        assert f"from Δ({table}) AS {table}: replace the elements of full_reviews" in text
+    before = by_review(wh.rows("v"))
+    r = {row["review_id"]: row for row in TINY[R]}
+    _events(tmp_path, wh, R,
+            (None, {"review_id": "r7", "user_id": "u2", "business_id": "b3", "stars": 4}),  # into an empty bag
+            (None, {"review_id": "r8", "user_id": "u3", "business_id": "b4", "stars": 2}),  # not in San Francisco
+            (r["r2"], None),
+            (r["r5"], {**r["r5"], "business_id": "b1"}))  # moves from b2 to b1
+    result = _maintained(wh, "v")
+    assert (result.inserted, result.updated, result.deleted) == (0, 3, 0), result.summary()
+    after = by_review(wh.rows("v"))
+    ana = {"user_name": "Ana", "fans": 5, "elite": []}
+    assert set(after) == {("b1", "r1"), ("b1", "r5"), ("b2", "r3"), ("b2", "r4"), ("b3", "r7")}
+    assert after[("b3", "r7")] == {"review_id": "r7", "user_id": "u2", "business_id": "b3", "stars": 4, **ana}
+    assert after[("b1", "r5")] == {**before[("b2", "r5")], "business_id": "b1"}
+    assert all(after[k] == before[k] for k in [("b1", "r1"), ("b2", "r3"), ("b2", "r4")])
+
+    u = {row["user_id"]: row for row in TINY[U]}
+    _events(tmp_path, wh, U, (None, {"user_id": "u4", "user_name": "Cy", "fans": 1, "elite": []}),  # no reviews
+            (u["u3"], None))  # r5 loses its author: the join drops it
+    result = _maintained(wh, "v")
+    assert (result.inserted, result.updated, result.deleted) == (0, 1, 0), result.summary()
+    assert set(by_review(wh.rows("v"))) == {("b1", "r1"), ("b2", "r3"), ("b2", "r4"), ("b3", "r7")}
+
+
 #: V1 as the thesis writes it: the corpus' sf_reviews_into, named v1
 THESIS_V1 = next(v for v in VIEWS if v.name == "sf_reviews_into").text.replace(
     "CREATE VIEW sf_reviews_into AS", "CREATE VIEW v1 AS", 1)

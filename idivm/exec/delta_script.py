@@ -19,7 +19,9 @@
    (resolved to full view IDs against the stored view, ``Output``) or, for
    tuple-based maintenance, by the tuples they had in the pre state; their post
    rows are upserted.  Update and increment statements rewrite the named rows
-   that are not replaced.  The result is a set of full rows to upsert and full
+   that are not replaced; nested updates and nested replaces rewrite the elements of a
+   stored bag they name by provenance (a nested replace also inserts its post-state
+   elements into the rows its outer IDs name).  The result is a set of full rows to upsert and full
    IDs to delete, which the caller merges into the view in one commit.
 """
 

@@ -417,7 +417,10 @@ class _Generator:
         semijoined with the changed keys) through the operators that keep tuples apart; at
         the nested plan's root the enclosing apply evaluates that probe for every outer
         tuple in its environment, and the outer tuples with a non-empty probe are the
-        changed tuples of the next level, up to the top-level plan."""
+        changed tuples of the next level, up to the top-level plan.
+
+        Before that, an update is tried as a nested update (:meth:`_navigation`), and the
+        replace as a nested replace of the elements it names (:meth:`_element_replace`)."""
         if diff.kind == "update":
             nav = self._navigation(None, diff)
             if nav is not None:
