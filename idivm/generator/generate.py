@@ -515,44 +515,20 @@ class _Generator:
         """How a replace i-diff inside a nested plan reaches the elements of a stored bag
         without recomputing the outer tuples (Tables E.3, E.4 on the nested side, §2.14.2).
 
-        From the changed operator up to the nested plan's root only σ, inner joins and π:
-        each element comes from one changed tuple or none, and the element's provenance holds
-        the changed tuple's IDs (partial provenance: ``#(review_id)`` under ``#()``).  The
-        nested plan is the plan of a top-level ApplyPlan whose bag reaches one column of the
-        view unchanged.  The post-state elements are the nested plan restricted to the changed
+        From the changed operator up to the nested plan's root only σ, inner joins and π
+        (:meth:`_nested_root`): each element comes from one changed tuple or none, and the
+        element's provenance holds the changed tuple's IDs (partial provenance: ``#(review_id)``
+        under ``#()``); the apply's bag reaches one column of the view unchanged.  The post-state elements are the nested plan restricted to the changed
         tuples, evaluated for the outer tuples in the post state and unnested next to the outer
         IDs."""
         r = diff.restriction
-        if r is None or diff.keys is None:
+        found = None if r is None or diff.keys is None else self._nested_root(diff)
+        if found is None:
             return None
-        node, ids = diff.op, diff.ids
-        while True:
-            up = self.parents.get(id(node))
-            if up is None:
-                return None
-            root = up[0]
-            if isinstance(root, O.ReturnBag):
-                break
-            if isinstance(root, O.Project):
-                ids = self.through_project(root, ids)
-                if ids is None:
-                    return None
-            elif not isinstance(root, (O.Select, O.InnerJoin)):
-                return None
-            node = root
-        apply = self.enclosing.get(id(root))
-        if not isinstance(apply, O.ApplyPlan) or id(apply) not in self.top_level \
-                or not isinstance(root.element, TupleExpr):
-            return None
-        prov = dict(root.element.fields).get(PROV_FIELD)
-        if not isinstance(prov, TupleExpr):
-            return None
-        match = []
-        for i in ids:  # the provenance field holding each ID
-            same = self.equivalents(node, i) + (i,)
-            match += [p for p, pt in prov.fields if pt in same][:1]
+        root, apply, node, ids, _ = found
+        match = self._provenance_fields(root.element.fields, node, ids)
         column = self._stored_column(Var(apply.var), apply)
-        if len(match) != len(ids) or column is None:
+        if match is None or column is None:
             return None
         outer = self.canonical_ids(apply.input)
         at, terms = apply, outer
@@ -574,7 +550,7 @@ class _Generator:
             m, e = self.fresh("m"), self.fresh("e")
             elements = O.ScanCollection(O.ApplyPlan(apply.input, O.ReturnBag(probe, root.element), m), Var(m), e)
             rows = O.ReturnBag(elements, TupleExpr(tuple(zip(on, outer)) + ((ELEMENT, Var(e)),)))
-        return _ElementReplace(tuple(match), column, on, at_state(rows, POST))
+        return _ElementReplace(match, column, on, at_state(rows, POST))
 
     def _enclosing(self, op: O.Operator) -> O.Operator:
         """The operator (ApplyPlan, InnerCorrelate, ...) whose nested plan holds ``op``."""
@@ -601,9 +577,24 @@ class _Generator:
         that reads them is computable from the updated tuple, and so are the element's
         provenance fields that name it (the table's key); the nested plan is the plan of a
         top-level ApplyPlan whose variable reaches one column of the view unchanged."""
-        env: dict[Term, Term] = {}  # variables of the current level -> terms over the scan's
-        ids = diff.ids  # the changed tuple's IDs at the current level
-        node = diff.op
+        def passes(op: O.Operator, env: dict[Term, Term]) -> bool:
+            return not any(_mentions(_substitute(t, env), diff.changed) for t in _condition_terms(op))
+
+        found = self._nested_root(diff, passes)
+        if found is None:
+            return None
+        root, apply, node, ids, env = found
+        fields = tuple((n, t if n == PROV_FIELD else _substitute(t, env)) for n, t in root.element.fields)
+        return self._element_navigation(apply, Var(apply.var), node, fields, ids, diff.ids, diff)
+
+    def _nested_root(self, diff: Diff, passes=lambda op, env: True) -> tuple | None:
+        """From the changed operator of ``diff`` up to the root of its nested plan through σ,
+        inner joins (where ``passes(op, env)`` holds) and π only, the nested plan being the plan
+        of a top-level ApplyPlan and ending in a tuple: (its ReturnBag, the ApplyPlan, the
+        operator below the ReturnBag, the changed tuple's IDs there, the variables there as
+        terms over the changed operator's); None otherwise."""
+        env: dict[Term, Term] = {}
+        ids, node = diff.ids, diff.op
         while True:
             up = self.parents.get(id(node))
             if up is None:
@@ -612,7 +603,7 @@ class _Generator:
             if isinstance(op, O.ReturnBag):
                 break
             if isinstance(op, (O.Select, O.InnerJoin)):
-                if any(_mentions(_substitute(t, env), diff.changed) for t in _condition_terms(op)):
+                if not passes(op, env):
                     return None
             elif isinstance(op, O.Project):
                 env = {Var(v): _substitute(t, env) for v, t in op.outputs}
@@ -626,8 +617,20 @@ class _Generator:
         if not isinstance(apply, O.ApplyPlan) or id(apply) not in self.top_level \
                 or not isinstance(op.element, TupleExpr):
             return None
-        fields = tuple((n, t if n == PROV_FIELD else _substitute(t, env)) for n, t in op.element.fields)
-        return self._element_navigation(apply, Var(apply.var), node, fields, ids, diff.ids, diff)
+        return op, apply, node, ids, env
+
+    def _provenance_fields(self, fields: tuple[tuple[str, Term], ...], node: O.Operator,
+                           ids: tuple[Term, ...]) -> tuple[str, ...] | None:
+        """The provenance field of the element ``fields`` holding each ID of ``ids`` (terms over
+        ``node``'s output), or None when one has none."""
+        prov = dict(fields).get(PROV_FIELD)
+        if not isinstance(prov, TupleExpr):
+            return None
+        out = []
+        for i in ids:
+            same = self.equivalents(node, i) + (i,)
+            out += [p for p, pt in prov.fields if pt in same][:1]
+        return tuple(out) if len(out) == len(ids) else None
 
     def _group_navigation(self, op: O.GroupBy, diff: Diff) -> "_Navigation | None":
         """Table E.11 for an update the group members only carry: the update i-diff of γ's
@@ -655,20 +658,15 @@ class _Generator:
         corresponds to; the sets are the element fields reading the updated attributes
         (:func:`_element_sets`)."""
         avail = set(diff.plan.output_variables())
-        match = []
-        prov = dict(fields).get(PROV_FIELD)
-        if not isinstance(prov, TupleExpr):
+        names = self._provenance_fields(fields, node, ids)
+        if names is None or len(names) != len(diff.ids) or not all(v.variables() <= avail for v in values):
             return None
-        for i, value in zip(ids, values):  # the provenance field holding each ID
-            same = self.equivalents(node, i) + (i,)
-            match += [(p, value) for p, pt in prov.fields if pt in same][:1]
-        if len(match) != len(diff.ids) or not all(v.variables() <= avail for _, v in match):
-            return None
+        match = tuple(zip(names, values))
         sets = _element_sets(tuple((n, t) for n, t in fields if n != PROV_FIELD), diff.changed, avail)
         if sets is None:
             return None
         column = self._stored_column(var, container)
-        return None if column is None else _Navigation(container, column, tuple(match), sets)
+        return None if column is None else _Navigation(container, column, match, sets)
 
     def _stored_column(self, var: Var, node: O.Operator) -> str | None:
         """The view column holding the bag of variable ``var`` bound by ``node`` as it is
