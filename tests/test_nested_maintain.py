@@ -605,6 +605,31 @@ def test_inserts_and_deletes_of_reviews_and_users_replace_only_the_elements_they
     assert set(by_review(wh.rows("v"))) == {("b1", "r1"), ("b2", "r3"), ("b2", "r4"), ("b3", "r7")}
 
 
+def test_a_nested_replace_whose_subquery_reads_the_outer_tuple_beyond_a_predicate_stays_exact(
+        make_warehouse, tmp_path):
+    """A subquery that unnests a collection of its outer tuple cannot be flattened into a join
+    with the outer tuples: its post-state elements are computed per outer tuple instead, with
+    the same result as recomputation."""
+    wh = tiny_warehouse(make_warehouse, "unflat")
+    wh.define("""CREATE VIEW cat_reviews AS
+        SELECT b.business_id, (SELECT r.review_id, c AS category
+                               FROM b.categories AS c, reviews r
+                               WHERE r.business_id = b.business_id) AS rs
+        FROM businesses b WHERE b.city = "San Francisco"
+    """, strategy=STRATEGY)
+    statement = wh.explain("cat_reviews").split("from Δ(reviews) AS r: ")[1].split("\nΔ")[0]
+    assert statement.startswith("replace the elements of rs") and "ApplyPlan" in statement
+    r = {row["review_id"]: row for row in TINY[R]}
+    _events(tmp_path, wh, R, (None, {"review_id": "r7", "user_id": "u2", "business_id": "b3", "stars": 4}),
+            (r["r2"], None), (r["r5"], {**r["r5"], "business_id": "b1"}))
+    result = _maintained(wh, "cat_reviews")
+    assert (result.inserted, result.updated, result.deleted) == (0, 3, 0), result.summary()
+    rows = {row["business_id"]: sorted((e["review_id"], e["category"]) for e in row["rs"])
+            for row in wh.rows("cat_reviews")}
+    assert rows == {"b1": [("r1", "Burgers"), ("r1", "Mexican"), ("r5", "Burgers"), ("r5", "Mexican")],
+                    "b2": [("r3", "American"), ("r4", "American")], "b3": [("r7", "Bakeries")]}
+
+
 #: V1 as the thesis writes it: the corpus' sf_reviews_into, named v1
 THESIS_V1 = next(v for v in VIEWS if v.name == "sf_reviews_into").text.replace(
     "CREATE VIEW sf_reviews_into AS", "CREATE VIEW v1 AS", 1)
