@@ -630,6 +630,25 @@ def test_a_nested_replace_whose_subquery_reads_the_outer_tuple_beyond_a_predicat
                     "b2": [("r3", "American"), ("r4", "American")], "b3": [("r7", "Bakeries")]}
 
 
+def test_a_nested_replace_of_an_uncorrelated_subquery_reaches_every_outer_row(make_warehouse, tmp_path):
+    """Every San Francisco business holds the same bag of five-star reviews: a review that
+    gets or loses five stars is inserted into or deleted from each of their bags."""
+    wh = tiny_warehouse(make_warehouse, "uncorrelated")
+    wh.define("""CREATE VIEW fives AS
+        SELECT b.business_id, (SELECT r.review_id FROM reviews r WHERE r.stars = 5) AS top
+        FROM businesses b WHERE b.city = "San Francisco"
+    """, strategy=STRATEGY)
+    statement = wh.explain("fives").split("from Δ(reviews) AS r: ")[1].split("\nΔ")[0]
+    assert statement.startswith("replace the elements of top") and "ApplyPlan" not in statement  # a join
+    r = {row["review_id"]: row for row in TINY[R]}
+    _events(tmp_path, wh, R, (None, {"review_id": "r7", "user_id": "u2", "business_id": "b4", "stars": 5}),
+            (r["r3"], {**r["r3"], "stars": 4}), (r["r2"], None))
+    result = _maintained(wh, "fives")
+    assert (result.inserted, result.updated, result.deleted) == (0, 3, 0), result.summary()
+    rows = {row["business_id"]: sorted(e["review_id"] for e in row["top"]) for row in wh.rows("fives")}
+    assert rows == {b: ["r6", "r7"] for b in ("b1", "b2", "b3")}
+
+
 #: V1 as the thesis writes it: the corpus' sf_reviews_into, named v1
 THESIS_V1 = next(v for v in VIEWS if v.name == "sf_reviews_into").text.replace(
     "CREATE VIEW sf_reviews_into AS", "CREATE VIEW v1 AS", 1)
