@@ -35,6 +35,7 @@ adds other databases and longer streams.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -605,6 +606,10 @@ def test_inserts_and_deletes_of_reviews_and_users_replace_only_the_elements_they
     assert set(by_review(wh.rows("v"))) == {("b1", "r1"), ("b2", "r3"), ("b2", "r4"), ("b3", "r7")}
 
 
+#: an ApplyPlan operator in a printed plan (not a rule's name)
+APPLY = re.compile(r"ApplyPlan \S+ :=")
+
+
 def test_a_nested_replace_whose_subquery_reads_the_outer_tuple_beyond_a_predicate_stays_exact(
         make_warehouse, tmp_path):
     """A subquery that unnests a collection of its outer tuple cannot be flattened into a join
@@ -618,7 +623,7 @@ def test_a_nested_replace_whose_subquery_reads_the_outer_tuple_beyond_a_predicat
         FROM businesses b WHERE b.city = "San Francisco"
     """, strategy=STRATEGY)
     statement = wh.explain("cat_reviews").split("from Δ(reviews) AS r: ")[1].split("\nΔ")[0]
-    assert statement.startswith("replace the elements of rs") and "ApplyPlan" in statement
+    assert statement.startswith("replace the elements of rs") and APPLY.search(statement)
     r = {row["review_id"]: row for row in TINY[R]}
     _events(tmp_path, wh, R, (None, {"review_id": "r7", "user_id": "u2", "business_id": "b3", "stars": 4}),
             (r["r2"], None), (r["r5"], {**r["r5"], "business_id": "b1"}))
@@ -639,7 +644,7 @@ def test_a_nested_replace_of_an_uncorrelated_subquery_reaches_every_outer_row(ma
         FROM businesses b WHERE b.city = "San Francisco"
     """, strategy=STRATEGY)
     statement = wh.explain("fives").split("from Δ(reviews) AS r: ")[1].split("\nΔ")[0]
-    assert statement.startswith("replace the elements of top") and "ApplyPlan" not in statement  # a join
+    assert statement.startswith("replace the elements of top") and not APPLY.search(statement)  # a join
     r = {row["review_id"]: row for row in TINY[R]}
     _events(tmp_path, wh, R, (None, {"review_id": "r7", "user_id": "u2", "business_id": "b4", "stars": 5}),
             (r["r3"], {**r["r3"], "stars": 4}), (r["r2"], None))
