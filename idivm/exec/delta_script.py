@@ -33,7 +33,7 @@ from functools import reduce
 from typing import Callable, Mapping
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
@@ -350,13 +350,19 @@ def _named(rows: DataFrame, s: Statement, q) -> DataFrame:
     """The rows the update ``s`` (query result ``q``; for a nested update, its element map; for
     a nested replace, its key set and elements) rewrites: named by ID, or holding an element
     its provenance names (a nested replace also names the rows of its elements by ID)."""
+    if s.kind not in NESTED_KINDS:
+        return _match(rows, q, s.on, "left_semi")
+    names = q if s.kind == "nested_update" else q[0]
+    hit = F.exists(F.col(f"`{s.path}`"), lambda e: _names(s, e))
+    return rows.crossJoin(names).filter(hit).select(*rows.columns)
+
+
+def _names(s: Statement, e) -> Column:
+    """Whether the nested update or replace ``s`` names element ``e`` by its provenance: a key
+    of the element map, or of the key set."""
     if s.kind == "nested_update":
-        hit = F.exists(F.col(f"`{s.path}`"), lambda e: F.map_contains_key(F.col(ELEMENT_MAP), _element_key(s, e)))
-        return rows.crossJoin(q).filter(hit).select(*rows.columns)
-    if s.kind == "nested_replace":
-        hit = F.exists(F.col(f"`{s.path}`"), lambda e: F.array_contains(F.col(ELEMENT_KEYS), _element_key(s, e)))
-        return rows.crossJoin(q[0]).filter(hit).select(*rows.columns)
-    return _match(rows, q, s.on, "left_semi")
+        return F.map_contains_key(F.col(ELEMENT_MAP), _element_key(s, e))
+    return F.array_contains(F.col(ELEMENT_KEYS), _element_key(s, e))
 
 
 def _element_keys(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
@@ -380,7 +386,7 @@ def _replace_elements(rows: DataFrame, s: Statement, q: tuple[DataFrame, DataFra
     cond = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(r[f"__q_{c}"]) for c in s.on])
     joined = rows.join(r, cond, "left").crossJoin(keys)
     old = F.col(f"`{s.path}`")
-    kept = F.filter(old, lambda e: ~F.array_contains(F.col(ELEMENT_KEYS), _element_key(s, e)))
+    kept = F.filter(old, lambda e: ~_names(s, e))
     empty = F.array().cast(bag)
     value = F.when(old.isNull() & F.col(new).isNull(), old) \
         .otherwise(F.sort_array(F.concat(F.coalesce(kept, empty), F.coalesce(F.col(new), empty))))
@@ -437,7 +443,7 @@ def _rewrite_elements(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
         updated = e
         for i, (path, _) in enumerate(s.set):
             updated = _with_path(updated, path, new.getField(_set_field(i)))
-        return F.when(F.map_contains_key(m, key), updated).otherwise(e)
+        return F.when(_names(s, e), updated).otherwise(e)
 
     out = [F.transform(F.col(f"`{c}`"), element).alias(c) if c == s.path else F.col(f"`{c}`") for c in rows.columns]
     return rows.crossJoin(q).select(*out)

@@ -137,7 +137,8 @@ class _Generator:
                 self.enclosing[id(nested)] = op
         self.top_level = {id(op) for op in O.walk(self.plan, into_nested=False)}
         #: replace statements that name view rows by a restriction: id(statement) -> its diff
-        self._navigations: dict[tuple[int, int], tuple[Diff, _Navigation | None]] = {}
+        #: what :meth:`_once` found for an i-diff: (what, id(diff)) -> (the diff, the result)
+        self._found: dict[tuple, tuple[Diff, object]] = {}
         self.restricted_replaces: dict[int, Diff] = {}
         check_supported(self.plan)
         self.element_columns = self._element_columns()
@@ -513,32 +514,28 @@ class _Generator:
 
     def _element_replace(self, diff: Diff) -> "_ElementReplace | None":
         """How a replace i-diff inside a nested plan reaches the elements of a stored bag
-        without recomputing the outer tuples (Tables E.3, E.4 on the nested side, §2.14.2).
+        without recomputing the outer tuples (:meth:`_find_element_replace`), or None."""
+        return self._once("element replace", diff, self._find_element_replace)
 
-        From the changed operator up to the nested plan's root only σ, inner joins and π
-        (:meth:`_nested_root`): each element comes from one changed tuple or none, and the
-        element's provenance holds the changed tuple's IDs (partial provenance: ``#(review_id)``
-        under ``#()``); the apply's bag reaches one column of the view unchanged.  The post-state elements are the nested plan restricted to the changed
-        tuples, evaluated for the outer tuples in the post state and unnested next to the outer
-        IDs."""
+    def _find_element_replace(self, diff: Diff) -> "_ElementReplace | None":
+        """Tables E.3, E.4 on the nested side (§2.14.2).  From the changed operator up to the
+        nested plan's root only σ, inner joins and π (:meth:`_nested_root`): each element comes
+        from one changed tuple or none, and the element's provenance holds the changed tuple's
+        IDs (partial provenance: ``#(review_id)`` under ``#()``); the apply's bag reaches one
+        column of the view unchanged.  The post-state elements are the nested plan restricted
+        to the changed tuples, evaluated for the outer tuples in the post state and unnested
+        next to the outer IDs (one flat join when :func:`_flattened` can write it)."""
         r = diff.restriction
         found = None if r is None or diff.keys is None else self._nested_root(diff)
         if found is None:
             return None
         root, apply, node, ids, _ = found
         match = self._provenance_fields(root.element.fields, node, ids)
-        column = self._stored_column(Var(apply.var), apply)
-        if match is None or column is None:
-            return None
         outer = self.canonical_ids(apply.input)
-        at, terms = apply, outer
-        while (up := self.parents[id(at)])[0] is not self.plan:  # σ and π (_stored_column)
-            if isinstance(up[0], O.Project):
-                terms = self.through_project(up[0], terms)
-                if terms is None:
-                    return None
-            at = up[0]
-        on = tuple(self.view_column(at, t) for t in terms)
+        stored = self._stored_column(Var(apply.var), apply, outer)
+        if match is None or stored is None:
+            return None
+        column, on = stored
         cond = conjunction([_same(t, Var(k)) for t, k in zip(r.terms, r.key_vars)])
         probe, at = O.SemiJoin(r.at, r.keys, cond), r.at
         while (up := self.parents[id(at)])[0] is not root:
@@ -564,11 +561,16 @@ class _Generator:
         :meth:`_find_navigation`; for a change reaching a γ with a GROUP AS variable (``group``),
         :meth:`_group_navigation`.  None when it does not hold (the outer tuples, or the
         groups, are replaced instead)."""
-        key = (id(group), id(diff))
-        hit = self._navigations.get(key)
+        if group is None:
+            return self._once("navigation", diff, self._find_navigation)
+        return self._once(("group navigation", id(group)), diff, lambda d: self._group_navigation(group, d))
+
+    def _once(self, what, diff: Diff, find):
+        """``find(diff)``, computed once per i-diff (a rule's guard and its action both ask)."""
+        key = (what, id(diff))
+        hit = self._found.get(key)
         if hit is None or hit[0] is not diff:  # the ids of dropped diffs are reused
-            nav = self._find_navigation(diff) if group is None else self._group_navigation(group, diff)
-            hit = self._navigations[key] = (diff, nav)
+            hit = self._found[key] = (diff, find(diff))
         return hit[1]
 
     def _find_navigation(self, diff: Diff) -> "_Navigation | None":
@@ -665,18 +667,22 @@ class _Generator:
         sets = _element_sets(tuple((n, t) for n, t in fields if n != PROV_FIELD), diff.changed, avail)
         if sets is None:
             return None
-        column = self._stored_column(var, container)
-        return None if column is None else _Navigation(container, column, match, sets)
+        stored = self._stored_column(var, container)
+        return None if stored is None else _Navigation(container, stored[0], match, sets)
 
-    def _stored_column(self, var: Var, node: O.Operator) -> str | None:
+    def _stored_column(self, var: Var, node: O.Operator, ids: tuple[Term, ...] = ()
+                       ) -> tuple[str, tuple[str, ...]] | None:
         """The view column holding the bag of variable ``var`` bound by ``node`` as it is
-        (through σ and renaming π that do not read it otherwise), or None."""
+        (through σ and renaming π that do not read it otherwise), and the view's ID columns
+        holding ``ids`` (terms over ``node``'s output); None if there is no such column."""
         while True:
             op, _ = self.parents[id(node)]
             if op is self.plan:
                 named = [n for n, t in op.element.fields if t == var]
                 others = [t for _, t in op.element.fields if t != var and var.variables() & t.variables()]
-                return named[0] if len(named) == 1 and not others else None
+                if len(named) != 1 or others:
+                    return None
+                return named[0], tuple(self.view_column(node, t) for t in ids)
             if isinstance(op, O.Select):
                 if var.variables() & op.condition.variables():
                     return None
@@ -685,6 +691,9 @@ class _Generator:
                 if len(named) != 1 or any(t != var and var.variables() & t.variables() for _, t in op.outputs):
                     return None
                 var = Var(named[0])
+                ids = self.through_project(op, ids)
+                if ids is None:
+                    return None
             else:
                 return None
             node = op
