@@ -31,6 +31,7 @@ from idivm.algebra.expressions import (
     ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var, TRUE, field_paths,
 )
 from idivm.errors import InternalError
+from idivm.exec import restrict
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 
 #: the run-time error of a scalar subquery with several values (raised inside Spark)
@@ -48,6 +49,11 @@ class Env:
 
 TOP = Env(None, ())
 
+#: the most keys a restricted read lists (more: the table is read whole)
+RESTRICT_MAX_VALUES = 10_000
+#: the column types a restricted read compares (not floating point: NaN and -0.0)
+_KEY_TYPES = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.DecimalType)
+
 
 def col(name: str) -> Column:
     return F.col(f"`{name}`")
@@ -56,12 +62,20 @@ def col(name: str) -> Column:
 class PlanCompiler:
     """Compiles plans against base tables given by ``read_table(name) -> DataFrame``."""
 
-    def __init__(self, spark: SparkSession, read_table: Callable[[str], DataFrame]):
+    def __init__(self, spark: SparkSession, read_table: Callable[[str], DataFrame],
+                 restrict: Callable[[str], bool] | None = None, progress: Callable[[str], None] | None = None):
+        """``restrict(name)``: whether scans of table ``name`` (a base-table state, not an
+        i-diff) are read restricted to the keys the query's i-diffs name (see
+        :mod:`idivm.exec.restrict`); ``progress`` hears of each restriction."""
         self.spark = spark
         self._read_table = read_table
         self._tables: dict[str, DataFrame] = {}
         self._bound: list[tuple[O.Operator, DataFrame]] = []
         self._counter = 0
+        self._restrict = restrict
+        self._progress = progress
+        #: id(scan) -> the filter of its table's rows, while a plan is compiled
+        self._restrictions: dict[int, Column] = {}
 
     def bind(self, op: O.Operator, df: DataFrame) -> None:
         """Use ``df`` as the (top-level) result of ``op`` from now on, and of every equal
@@ -78,7 +92,11 @@ class PlanCompiler:
         """
         if not isinstance(plan, O.ReturnBag):
             raise InternalError(f"a query plan must end in ReturnBag, not {plan.name}")
-        df = self.compile(plan.input, TOP)
+        self._restrictions = self._restricted(plan) if self._restrict is not None else {}
+        try:
+            df = self.compile(plan.input, TOP)
+        finally:
+            self._restrictions = {}
         el = plan.element
         if isinstance(el, TupleExpr):
             return df.select(*[self.term(t).alias(n) for n, t in el.fields])
@@ -96,6 +114,47 @@ class PlanCompiler:
         if fn is None:
             raise InternalError(f"no Spark compilation for operator {op.name}")
         return fn(self, op, env)
+
+    # ------------------------------------------------------------------ restricted reads
+
+    def _restricted(self, plan: O.Operator) -> dict[int, Column]:
+        """The filters of the table scans of ``plan`` that may read only the keys its i-diffs
+        name (:mod:`idivm.exec.restrict`): each candidate whose source reads only i-diffs and
+        restricted scans is evaluated (its distinct values, up to :data:`RESTRICT_MAX_VALUES`),
+        until no candidate is left; the filters found so far apply while a source is evaluated."""
+        big = {id(s) for s in restrict.table_scans(plan) if self._restrict(s.source.name)}  # type: ignore
+        open_ = [c for c in restrict.candidates(plan) if id(c.scan) in big & restrict.scanned_once(plan)]
+        found: dict[int, Column] = {}
+        progressed = True
+        while progressed:
+            progressed = False
+            for c in list(open_):
+                if id(c.scan) in found:
+                    open_.remove(c)
+                    continue
+                if O.free_variables(c.source) or any(id(s) in big and id(s) not in found
+                                                     for s in restrict.table_scans(c.source)):
+                    continue
+                open_.remove(c)
+                self._restrictions = found
+                table = self.table(c.scan.source.name)  # type: ignore[attr-defined]
+                column = table.schema[c.column].dataType if c.column in table.columns else None
+                values = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
+                if column is None or not isinstance(column, _KEY_TYPES) or values.schema["v"].dataType != column:
+                    continue
+                rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
+                if len(rows) > RESTRICT_MAX_VALUES:
+                    continue
+                keys = [v for v in rows if v is not None]
+                cond = col(c.column).isin(keys) if keys else F.lit(False)
+                if c.null_safe:
+                    cond = cond | col(c.column).isNull()
+                found[id(c.scan)] = cond
+                progressed = True
+                if self._progress:
+                    self._progress(f"{c.scan.source.name}: read where {c.column} is one of "  # type: ignore
+                                   f"{len(keys)} value(s)")
+        return found
 
     # ------------------------------------------------------------------ helpers
 
@@ -358,6 +417,8 @@ def _ground(pc: PlanCompiler, op: O.Ground, env: Env) -> DataFrame:
 def _scan(pc: PlanCompiler, op: O.ScanCollection, env: Env) -> DataFrame:
     if isinstance(op.source, TableRef):
         t = pc.table(op.source.name)
+        if id(op) in pc._restrictions:
+            t = t.filter(pc._restrictions[id(op)])
         rows = t.select(F.struct(*[col(c) for c in t.columns]).alias(op.var))
         if isinstance(op.input, O.Ground) and env.df is None:
             return rows

@@ -239,7 +239,9 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 frames[name] = read_state(table, kind)
         return frames[name]
 
-    compiler = PlanCompiler(spark, read_table)
+    # the states of base tables are read restricted to the keys the i-diffs name
+    compiler = PlanCompiler(spark, read_table, restrict=lambda name: parse_source(name)[0] not in served,
+                            progress=progress)
     cached = _share_aggregates(spark, script, diffs, compiler)
     ids = list(script.id_columns)
     columns = view.columns
