@@ -115,3 +115,18 @@ def test_the_restriction_reaches_the_parquet_reader(spark, tmp_path):
     assert heard == ["t@post: read where a is one of 2 value(s)"]
     executed = df._jdf.queryExecution().executedPlan().toString()
     assert re.search(r"PushedFilters: \[[^\]]*In\(a, \[k3,k7\]\)", executed), executed
+
+
+def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):
+    """The view rows named by ID are read through a filter on each ID column that holds for
+    every named ID, a NULL one included, and for no other row of this view."""
+    import pyarrow as pa
+
+    from idivm.exec.delta_script import _named_ids
+
+    view = spark.createDataFrame(pa.table({"a": ["x", "x", "y", None, "z"], "b": [1, 2, 1, 3, None],
+                                           "v": [10, 20, 30, 40, 50]}))
+    named = spark.createDataFrame(pa.table({"a": ["x", None], "b": [2, 3]}))
+    ids, only = _named_ids(spark, named)
+    assert sorted(map(tuple, ids.collect()), key=str) == [("x", 2), (None, 3)]
+    assert sorted(r["v"] for r in view.filter(only).collect()) == [20, 40]

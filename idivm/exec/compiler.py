@@ -52,7 +52,7 @@ TOP = Env(None, ())
 #: the most keys a restricted read lists (more: the table is read whole)
 RESTRICT_MAX_VALUES = 10_000
 #: the column types a restricted read compares (not floating point: NaN and -0.0)
-_KEY_TYPES = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.DecimalType)
+KEY_TYPES = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.DecimalType)
 
 
 def col(name: str) -> Column:
@@ -140,7 +140,7 @@ class PlanCompiler:
                 table = self.table(c.scan.source.name)  # type: ignore[attr-defined]
                 column = table.schema[c.column].dataType if c.column in table.columns else None
                 values = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
-                if column is None or not isinstance(column, _KEY_TYPES) or values.schema["v"].dataType != column:
+                if column is None or not isinstance(column, KEY_TYPES) or values.schema["v"].dataType != column:
                     continue
                 rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
                 if len(rows) > RESTRICT_MAX_VALUES:

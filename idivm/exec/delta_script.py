@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
-from idivm.exec.compiler import TOP, PlanCompiler
+from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, TOP, PlanCompiler
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
@@ -300,8 +300,10 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 named_by.append(_match(view, elements, s.on, "left_semi").select(*ids))
             queries.append((s, q))
             named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
-        kept = _match(view, deleted, ids, "left_anti")
-        named = _union(named_by, spark_empty).distinct()
+        # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
+        # view's rows (whole, with their bags) to the pages whose statistics may hold them
+        named, only = _named_ids(spark, _union(named_by, spark_empty).distinct())
+        kept = _match(view.filter(only), deleted, ids, "left_anti")
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
             rows = _REWRITES[s.kind](rows, s, q)
@@ -309,6 +311,24 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     gone = _match(deleted, inserted, ids, "left_anti")
     return ViewChanges(upserts, gone, tuple(cached))
+
+
+def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column]:
+    """The view IDs ``ids`` computed now (an in-memory DataFrame), and a filter of view rows
+    that holds for them: each ID column among their values (TRUE when they are too many)."""
+    table = ids.toArrow()
+    named = spark.createDataFrame(table, ids.schema)
+    if table.num_rows > RESTRICT_MAX_VALUES:
+        return named, F.lit(True)
+    parts = []
+    for field in ids.schema.fields:
+        if not isinstance(field.dataType, KEY_TYPES):
+            continue
+        values = table.column(field.name).to_pylist()
+        keys = sorted({v for v in values if v is not None})
+        part = F.col(f"`{field.name}`").isin(keys) if keys else F.lit(False)
+        parts.append(part | F.col(f"`{field.name}`").isNull() if None in values else part)
+    return named, reduce(lambda a, b: a & b, parts, F.lit(True))
 
 
 def _computed(spark: SparkSession, df: DataFrame) -> DataFrame:
