@@ -50,7 +50,7 @@ class Env:
 TOP = Env(None, ())
 
 #: the most keys a restricted read lists (more: the table is read whole)
-RESTRICT_MAX_VALUES = 10_000
+RESTRICT_MAX_VALUES = 1_000
 #: the column types a restricted read compares (not floating point: NaN and -0.0)
 KEY_TYPES = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.DecimalType)
 

@@ -36,6 +36,11 @@ SESSION_CONFIG: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # the driver runs the work in local mode: Spark's default heap (1 GiB) runs out on the
+    # state of a long maintenance session at 100,000s of rows
+    "spark.driver.memory": "4g",
+    # a maintenance run is many small queries: keep the plans of the last ones only
+    "spark.sql.ui.retainedExecutions": "100",
 }
 
 
