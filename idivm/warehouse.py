@@ -777,6 +777,7 @@ class Warehouse:
                     pass
             raise
 
+
 def _clustered(df: "DataFrame", prov) -> "DataFrame":
     """The rows of a view maintained by ID, ordered by its ID columns before they are written:
     the IDs of a Parquet page then span a narrow range, so a run that reads the rows it names

@@ -59,6 +59,14 @@ def col(name: str) -> Column:
     return F.col(f"`{name}`")
 
 
+def key_filter(name: str, values: list, nulls: bool) -> Column:
+    """Column ``name`` is one of ``values`` (their NULLs aside), or NULL when ``nulls``: the
+    filter of a read restricted to a few keys (:mod:`idivm.exec.restrict`)."""
+    keys = sorted({v for v in values if v is not None})
+    cond = col(name).isin(keys) if keys else F.lit(False)
+    return cond | col(name).isNull() if nulls else cond
+
+
 class PlanCompiler:
     """Compiles plans against base tables given by ``read_table(name) -> DataFrame``."""
 
@@ -123,7 +131,8 @@ class PlanCompiler:
         restricted scans is evaluated (its distinct values, up to :data:`RESTRICT_MAX_VALUES`),
         until no candidate is left; the filters found so far apply while a source is evaluated."""
         big = {id(s) for s in restrict.table_scans(plan) if self._restrict(s.source.name)}  # type: ignore
-        open_ = [c for c in restrict.candidates(plan) if id(c.scan) in big & restrict.scanned_once(plan)]
+        once = big & restrict.scanned_once(plan)
+        open_ = [c for c in restrict.candidates(plan) if id(c.scan) in once]
         found: dict[int, Column] = {}
         progressed = True
         while progressed:
@@ -139,21 +148,19 @@ class PlanCompiler:
                 self._restrictions = found
                 table = self.table(c.scan.source.name)  # type: ignore[attr-defined]
                 column = table.schema[c.column].dataType if c.column in table.columns else None
+                if not isinstance(column, KEY_TYPES):
+                    continue
                 values = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
-                if column is None or not isinstance(column, KEY_TYPES) or values.schema["v"].dataType != column:
+                if values.schema["v"].dataType != column:
                     continue
                 rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
                 if len(rows) > RESTRICT_MAX_VALUES:
                     continue
-                keys = [v for v in rows if v is not None]
-                cond = col(c.column).isin(keys) if keys else F.lit(False)
-                if c.null_safe:
-                    cond = cond | col(c.column).isNull()
-                found[id(c.scan)] = cond
+                found[id(c.scan)] = key_filter(c.column, rows, c.null_safe)
                 progressed = True
                 if self._progress:
                     self._progress(f"{c.scan.source.name}: read where {c.column} is one of "  # type: ignore
-                                   f"{len(keys)} value(s)")
+                                   f"{sum(v is not None for v in rows)} value(s)")
         return found
 
     # ------------------------------------------------------------------ helpers

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
-from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, TOP, PlanCompiler
+from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, TOP, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
@@ -321,13 +321,10 @@ def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column]:
     if table.num_rows > RESTRICT_MAX_VALUES:
         return named, F.lit(True)
     parts = []
-    for field in ids.schema.fields:
-        if not isinstance(field.dataType, KEY_TYPES):
-            continue
-        values = table.column(field.name).to_pylist()
-        keys = sorted({v for v in values if v is not None})
-        part = F.col(f"`{field.name}`").isin(keys) if keys else F.lit(False)
-        parts.append(part | F.col(f"`{field.name}`").isNull() if None in values else part)
+    for f in ids.schema.fields:
+        if isinstance(f.dataType, KEY_TYPES):
+            values = table.column(f.name).to_pylist()
+            parts.append(key_filter(f.name, values, None in values))
     return named, reduce(lambda a, b: a & b, parts, F.lit(True))
 
 
