@@ -348,9 +348,11 @@ class Warehouse:
         entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
+        groups = None
         if script is not None and script.strategy == "id":
-            df = _clustered(df, prov)
-        writes.insert(0, (rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata)))
+            df, groups = _clustered(df, prov), CLUSTERED_ROW_GROUP
+        writes.insert(0, (rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata,
+                                                           row_group_rows=groups)))
         with data_errors(view.name):
             self._install(writes, lambda cat: cat.add_view(entry))
             if script is not None and script.strategy == "id":
@@ -439,11 +441,13 @@ class Warehouse:
                     written += delta.row_count(cache_paths[cache.name])
                 metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
             df = self._evaluate_at(catalog, prov.plan, new)
+            groups = None
             if planned is not None and planned.strategy == "id":
-                df = _clustered(df, prov)
+                df, groups = _clustered(df, prov), CLUSTERED_ROW_GROUP
             metadata["idivm.strategy"] = "recompute"
             with data_errors(view_name):
-                version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata)
+                version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata,
+                                            row_group_rows=groups)
             rows = delta.row_count(path)
             return MaintenanceResult(view_name, "recompute", n_changes, version, old, new,
                                      time.monotonic() - started, inserted=rows, rows_written=rows + written,
@@ -586,7 +590,7 @@ class Warehouse:
             predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in statement.on)
             sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
             metrics = delta.merge_arrow(path, rows, predicate, [delta.MatchedUpdate(sets)],
-                                        commit_metadata=metadata)
+                                        commit_metadata=metadata, row_group_rows=CLUSTERED_ROW_GROUP)
         else:
             ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
             dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
@@ -600,7 +604,7 @@ class Warehouse:
                 delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
                 delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
                 delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
-            ], commit_metadata=metadata)
+            ], commit_metadata=metadata, row_group_rows=CLUSTERED_ROW_GROUP)
         written = int(metrics.get("num_output_rows") or 0)
         for index in stored_indexes:
             if result.direct is None:
@@ -778,10 +782,15 @@ class Warehouse:
             raise
 
 
+#: the rows of a Parquet row group of a table maintained by ID (see :func:`_clustered`)
+CLUSTERED_ROW_GROUP = 1024
+
+
 def _clustered(df: "DataFrame", prov) -> "DataFrame":
-    """The rows of a view maintained by ID, ordered by its ID columns before they are written:
-    the IDs of a Parquet page then span a narrow range, so a run that reads the rows it names
-    by ID (:func:`idivm.exec.delta_script.evaluate`) skips the other pages by their statistics.
+    """The rows of a view maintained by ID, ordered by its ID columns before they are written
+    (in row groups of :data:`CLUSTERED_ROW_GROUP` rows): the IDs of a row group then span a
+    narrow range, so a run that reads the rows it names by ID
+    (:func:`idivm.exec.delta_script.evaluate`) skips the other row groups by their statistics.
     (A MERGE keeps the rows it copies largely in their order.)"""
     from pyspark.sql import functions as F
 

@@ -130,3 +130,43 @@ def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):
     ids, only = _named_ids(spark, named)
     assert sorted(map(tuple, ids.collect()), key=str) == [("x", 2), (None, 3)]
     assert sorted(r["v"] for r in view.filter(only).collect()) == [20, 40]
+
+
+def test_a_view_maintained_by_id_is_stored_in_narrow_row_groups_ordered_by_its_ids(make_warehouse, tmp_path):
+    """Defined from 3,000 rows given in shuffled order, the view's row groups hold at most
+    CLUSTERED_ROW_GROUP rows each and disjoint, increasing ranges of its ID; a MERGE that
+    updates rows all over it and inserts new ones writes row groups of the same size."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from idivm.storage import delta
+    from idivm.warehouse import CLUSTERED_ROW_GROUP
+
+    keys = list(range(3000))
+    random.Random(7).shuffle(keys)
+    wh = make_warehouse("rowgroups")
+    wh.create_table("t", ["k"], pa.table({"k": keys, "v": [k * 10 for k in keys]}))
+    wh.define("CREATE VIEW w AS SELECT t.k, t.v FROM t WHERE t.v >= 0", strategy="id")
+    path = wh.catalog.path_of(wh.catalog.view("w"))
+
+    def row_groups() -> list[tuple[int, int, int]]:
+        out = []
+        for uri in delta.open_table(path).file_uris():
+            meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
+            k = meta.schema.to_arrow_schema().get_field_index("k")
+            for i in range(meta.num_row_groups):
+                stats = meta.row_group(i).column(k).statistics
+                out.append((meta.row_group(i).num_rows, stats.min, stats.max))
+        return out
+
+    groups = row_groups()
+    assert len(groups) >= 3 and all(n <= CLUSTERED_ROW_GROUP for n, _, _ in groups), groups
+    assert all(a[2] < b[1] for a, b in zip(groups, groups[1:])), groups  # ordered, disjoint
+    _events(tmp_path, wh, "t", *[({"k": k, "v": k * 10}, {"k": k, "v": k * 10 + 1}) for k in range(0, 3000, 150)],
+            *[(None, {"k": k, "v": 1}) for k in range(3000, 3005)])
+    _maintained(wh, "w")
+    groups = row_groups()
+    assert sum(n for n, _, _ in groups) == 3005
+    assert all(n <= CLUSTERED_ROW_GROUP for n, _, _ in groups), groups

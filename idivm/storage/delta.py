@@ -130,7 +130,7 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
 
 
 def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite"] = "error",
-                commit_metadata: Mapping[str, Any] | None = None) -> int:
+                commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None) -> int:
     """Write a Spark DataFrame to the Delta table at ``path``; return the new version.
 
     ``mode="error"`` creates the table (failing if one exists);
@@ -141,6 +141,7 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     memory as a whole.  The staging directory is removed afterwards, also on
     failure.  Every column becomes nullable.  With a cluster master, the
     staging directory must be on storage that the executors and the driver share.
+    ``row_group_rows`` caps the rows of a Parquet row group (see :func:`merge_arrow`).
     """
     import pyarrow.dataset as ds
     from deltalake import write_deltalake
@@ -162,6 +163,7 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
             reader = pa.RecordBatchReader.from_batches(arrow, iter(()))
         write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
                         schema_mode="overwrite" if mode == "overwrite" else None,
+                        writer_properties=_writer_properties(row_group_rows),
                         commit_properties=_commit_properties(commit_metadata))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -222,7 +224,7 @@ MergeClause = MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySou
 def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Sequence[MergeClause], *,
                 source_alias: str = "s", target_alias: str = "t",
                 commit_metadata: Mapping[str, Any] | None = None,
-                streamed_exec: bool = False) -> dict[str, Any]:
+                streamed_exec: bool = False, row_group_rows: int | None = None) -> dict[str, Any]:
     """MERGE ``source`` into the table at ``path`` in one commit; return delta-rs's metrics.
 
     ``predicate`` and the clause predicates/expressions are delta-rs SQL over
@@ -241,12 +243,18 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
     metadata always lands.  The source is
     held in memory (``streamed_exec=False``) so delta-rs can prune target files
     by the source's key ranges; pass ``streamed_exec=True`` for very large sources.
+
+    ``row_group_rows`` caps the rows of each Parquet row group the merge writes (default:
+    delta-rs's, about a million): a table whose rows are ordered by a key and read by a few
+    of its values then has row groups narrow enough for the reader to skip the others by
+    their statistics.
     """
     if not clauses:
         raise ValueError("merge_arrow needs at least one clause")
     dt = open_table(path)
     merger = dt.merge(_conform_source(dt, source), predicate, source_alias=source_alias,
                       target_alias=target_alias, streamed_exec=streamed_exec,
+                      writer_properties=_writer_properties(row_group_rows),
                       commit_properties=_commit_properties(commit_metadata))
     for clause in clauses:
         match clause:
@@ -392,6 +400,12 @@ def read_changes(path: PathLike, start_version: int, end_version: int | None = N
 def _check_mode(mode: str, allowed: tuple[str, ...]) -> None:
     if mode not in allowed:
         raise ValueError(f"mode must be one of {', '.join(allowed)}, got {mode!r}")
+
+
+def _writer_properties(row_group_rows: int | None):
+    from deltalake import WriterProperties
+
+    return None if row_group_rows is None else WriterProperties(max_row_group_size=row_group_rows)
 
 
 def _commit_properties(commit_metadata: Mapping[str, Any] | None):
