@@ -113,8 +113,33 @@ def test_the_restriction_reaches_the_parquet_reader(spark, tmp_path):
     df = compiler.evaluate(plan)
     assert sorted(r["value"] for r in df.collect()) == [3, 7]
     assert heard == ["t@post: read where a is one of 2 value(s)"]
+    assert compiler.cached == []  # no other restriction reads it
     executed = df._jdf.queryExecution().executedPlan().toString()
     assert re.search(r"PushedFilters: \[[^\]]*In\(a, \[k3,k7\]\)", executed), executed
+
+
+def test_a_restricted_read_that_restricts_another_scan_is_read_once(spark, tmp_path):
+    """t@post, restricted by the keys of Δ(s), gives the keys that restrict u@post: its
+    restricted rows are kept in memory, read by the values query of u and by the result."""
+    import pyarrow as pa
+
+    from idivm.exec.compiler import PlanCompiler
+    from idivm.storage import delta
+
+    delta.create_table(tmp_path / "t", pa.table({"a": [f"k{i}" for i in range(100)], "x": list(range(100))}))
+    delta.create_table(tmp_path / "u", pa.table({"x": list(range(100)), "y": [f"y{i}" for i in range(100)]}))
+    tables = {"t@post": delta.read_spark(spark, tmp_path / "t"), "u@post": delta.read_spark(spark, tmp_path / "u"),
+              "Δ(s)": spark.createDataFrame(pa.table({"b": ["k3", "k7", "k8"]}))}
+    heard: list[str] = []
+    compiler = PlanCompiler(spark, tables.__getitem__, restrict=lambda name: "@" in name, progress=heard.append)
+    plan = O.ReturnBag(O.InnerJoin(O.InnerJoin(scan("Δ(s)", "s"), scan("t@post", "t"), eq("t", "a", "s", "b")),
+                                   scan("u@post", "u"), eq("u", "x", "t", "x")), Field(Var("u"), "y"))
+    df = compiler.evaluate(plan)
+    assert sorted(r["value"] for r in df.collect()) == ["y3", "y7", "y8"]
+    assert heard == ["t@post: read where a is one of 3 value(s)", "u@post: read where x is one of 3 value(s)"]
+    (kept,) = compiler.cached
+    assert kept.is_cached and sorted(r["x"] for r in kept.collect()) == [3, 7, 8]
+    kept.unpersist()
 
 
 def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):

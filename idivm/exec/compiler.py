@@ -82,8 +82,10 @@ class PlanCompiler:
         self._counter = 0
         self._restrict = restrict
         self._progress = progress
-        #: id(scan) -> the filter of its table's rows, while a plan is compiled
-        self._restrictions: dict[int, Column] = {}
+        #: id(scan) -> its table's rows restricted to the keys named, while a plan is compiled
+        self._restrictions: dict[int, DataFrame] = {}
+        #: restricted reads kept in memory (read again by the restriction of another scan)
+        self.cached: list[DataFrame] = []
 
     def bind(self, op: O.Operator, df: DataFrame) -> None:
         """Use ``df`` as the (top-level) result of ``op`` from now on, and of every equal
@@ -125,15 +127,17 @@ class PlanCompiler:
 
     # ------------------------------------------------------------------ restricted reads
 
-    def _restricted(self, plan: O.Operator) -> dict[int, Column]:
-        """The filters of the table scans of ``plan`` that may read only the keys its i-diffs
-        name (:mod:`idivm.exec.restrict`): each candidate whose source reads only i-diffs and
-        restricted scans is evaluated (its distinct values, up to :data:`RESTRICT_MAX_VALUES`),
-        until no candidate is left; the filters found so far apply while a source is evaluated."""
+    def _restricted(self, plan: O.Operator) -> dict[int, DataFrame]:
+        """The restricted reads of the table scans of ``plan`` that may read only the keys its
+        i-diffs name (:mod:`idivm.exec.restrict`): each candidate whose source reads only
+        i-diffs and restricted scans is evaluated (its distinct values, up to
+        :data:`RESTRICT_MAX_VALUES`), until no candidate is left; the reads found so far apply
+        while a source is evaluated.  A restricted read that the source of another candidate
+        reads is kept in memory (:attr:`cached`), so the query reads it once, not twice."""
         big = {id(s) for s in restrict.table_scans(plan) if self._restrict(s.source.name)}  # type: ignore
         once = big & restrict.scanned_once(plan)
         open_ = [c for c in restrict.candidates(plan) if id(c.scan) in once]
-        found: dict[int, Column] = {}
+        found: dict[int, DataFrame] = {}
         progressed = True
         while progressed:
             progressed = False
@@ -156,7 +160,12 @@ class PlanCompiler:
                 rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
                 if len(rows) > RESTRICT_MAX_VALUES:
                     continue
-                found[id(c.scan)] = key_filter(c.column, rows, c.null_safe)
+                read = table.filter(key_filter(c.column, rows, c.null_safe))
+                if any(s is c.scan for o in open_ if id(o.scan) not in found and o.scan is not c.scan
+                       for s in restrict.table_scans(o.source)):
+                    read = read.persist()
+                    self.cached.append(read)
+                found[id(c.scan)] = read
                 progressed = True
                 if self._progress:
                     self._progress(f"{c.scan.source.name}: read where {c.column} is one of "  # type: ignore
@@ -423,9 +432,7 @@ def _ground(pc: PlanCompiler, op: O.Ground, env: Env) -> DataFrame:
 
 def _scan(pc: PlanCompiler, op: O.ScanCollection, env: Env) -> DataFrame:
     if isinstance(op.source, TableRef):
-        t = pc.table(op.source.name)
-        if id(op) in pc._restrictions:
-            t = t.filter(pc._restrictions[id(op)])
+        t = pc._restrictions[id(op)] if id(op) in pc._restrictions else pc.table(op.source.name)
         rows = t.select(F.struct(*[col(c) for c in t.columns]).alias(op.var))
         if isinstance(op.input, O.Ground) and env.df is None:
             return rows

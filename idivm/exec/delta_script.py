@@ -281,7 +281,8 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     if not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment") and rewrites[0].on:
         # one update (or increment) alone: the stored view is not read here; the MERGE
         # names its rows by the (partial) IDs of the i-diff
-        return ViewChanges(inserted, deleted, tuple(cached), direct=(rewrites[0], compiler.evaluate(rewrites[0].query)))
+        direct = compiler.evaluate(rewrites[0].query)
+        return ViewChanges(inserted, deleted, (*cached, *compiler.cached), direct=(rewrites[0], direct))
     rewritten = None
     if rewrites:
         named_by: list[DataFrame] = []
@@ -310,7 +311,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     gone = _match(deleted, inserted, ids, "left_anti")
-    return ViewChanges(upserts, gone, tuple(cached))
+    return ViewChanges(upserts, gone, (*cached, *compiler.cached))
 
 
 def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column]:
