@@ -274,3 +274,52 @@ def test_write_spark_failure_removes_staging(spark, tmp_path):
     with pytest.raises(Exception):
         delta.write_spark(bad, tmp_path / "f")
     assert os.listdir(tmp_path) == []
+
+
+def test_upsert_clustered_rewrites_only_the_files_holding_changed_keys(tmp_path, spark):
+    """Random upserts and deletes (NULL keys among them) into a table of 2,000 keyed rows kept
+    in files of 100 rows: after every commit the table equals a dict kept by hand, Spark reads
+    it by its files, the files' ranges of the key stay disjoint, and a commit that changes
+    3 existing keys removes at most 3 files."""
+    import random
+
+    rng = random.Random(11)
+    path = tmp_path / "c"
+    keys = [f"k{i:05d}" for i in range(0, 4000, 2)]
+    expected = {(k, 1): {"k": k, "j": 1, "v": i, "tags": [i]} for i, k in enumerate(keys)}
+    schema = pa.schema([("k", pa.string()), ("j", pa.int64()), ("v", pa.int64()), ("tags", pa.list_(pa.int64()))])
+    delta.create_table(path, pa.Table.from_pylist(sorted(expected.values(), key=lambda r: r["k"]), schema=schema))
+
+    def upsert(rows: list[dict], gone: list[tuple]) -> dict:
+        metrics = delta.upsert_clustered(path, pa.Table.from_pylist(rows, schema=schema),
+                                         pa.table({"k": pa.array([k for k, _ in gone], pa.string()),
+                                                   "j": pa.array([j for _, j in gone], pa.int64())}),
+                                         ["k", "j"], file_rows=100, row_group_rows=50, commit_metadata={"idivm.n": "1"})
+        for r in rows:
+            expected[(r["k"], r["j"])] = r
+        for g in gone:
+            expected.pop(g, None)
+        stored = delta.read_spark(spark, path).collect()
+        assert sorted(repr((r["k"], r["j"], r["v"], list(r["tags"]))) for r in stored) == sorted(
+            repr((r["k"], r["j"], r["v"], list(r["tags"]))) for r in expected.values())
+        files = pa.table(delta.open_table(path).get_add_actions(flatten=True)).to_pylist()
+        ranges = sorted((f["min.k"], f["max.k"]) for f in files if f["min.k"] is not None)
+        assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:])), ranges
+        assert delta.history(path, 1)[0]["idivm.n"] == "1"
+        return metrics
+
+    assert upsert([], [])["num_target_files_removed"] == 0  # a commit of its metadata only
+    m = upsert([{"k": keys[0], "j": 1, "v": -1, "tags": []}], [])  # splits the one file of create
+    assert (m["num_target_rows_updated"], m["num_target_files_removed"], m["num_target_files_added"]) == (1, 1, 20)
+    for step in range(6):
+        present = list(expected)
+        rows = [{**expected[k], "v": rng.randint(0, 99)} for k in rng.sample(present, 5)]
+        rows += [{"k": rng.choice([None, f"k{rng.randrange(4000):05d}x"]), "j": rng.choice([None, 1, 2]),
+                  "v": step, "tags": [step]} for _ in range(4)]
+        rows = list({(r["k"], r["j"]): r for r in rows}.values())
+        gone = [k for k in rng.sample(present, 4) if k not in {(r["k"], r["j"]) for r in rows}] + [("nope", 1)]
+        m = upsert(rows, gone)
+        assert m["num_target_rows_deleted"] == len(gone) - 1
+    present = [k for k in expected if k[0] is not None]
+    m = upsert([{**expected[k], "v": 0} for k in rng.sample(present, 3)], [])
+    assert m["num_target_files_removed"] <= 3, m

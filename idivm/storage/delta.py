@@ -305,6 +305,135 @@ def _conform_source(dt: "DeltaTable", source: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
+def upsert_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, key: Sequence[str], *,
+                     file_rows: int, row_group_rows: int | None = None,
+                     commit_metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Upsert the rows ``upserts`` into the table at ``path``, keyed (NULL-safely) by the
+    columns ``key``, and delete the rows whose key is a row of ``deletes``, in one commit that
+    rewrites only the files that may hold one of those keys; return MERGE-like metrics.
+
+    A table kept this way holds its rows ordered by ``key`` in files of about ``file_rows``
+    rows over disjoint ranges of its first key column, so that a change of a few keys
+    rewrites a few files: the files whose statistics (the Delta log's min/max of the first key
+    column, or no statistics) may hold a changed key are read, their rows minus the changed
+    ones plus the upserts are sorted by ``key`` and written as new files (in row groups of
+    ``row_group_rows`` rows), cut so that no new file spans the range of a file kept, and
+    one commit removes the files read and adds the new ones.  The commit carries no change
+    data files: a reader of the change data feed sees the rows of the removed files as
+    deleted and those of the added files as inserted.  ``upserts`` must name each key once.
+    """
+    import bisect
+    import time as _time
+
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction, RemoveAction
+
+    dt = open_table(path)
+    _check_readable_as_parquet(dt, path)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    key = list(key)
+    upserts = _conform_source(dt, upserts.select(table_schema.names)).cast(table_schema)
+    deleted = {tuple(r.values()) for r in deletes.select(key).to_pylist()}
+    upserted = {tuple(r.values()) for r in upserts.select(key).to_pylist()}
+    if len(upserted) != upserts.num_rows:
+        raise DataError(f"{path}: the rows to upsert name a key more than once")
+    changed = deleted | upserted
+    first = sorted({k[0] for k in changed if k[0] is not None}, key=_sort_key)
+    first_null = any(k[0] is None for k in changed)
+
+    files = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    lo_col, hi_col, nulls_col = f"min.{key[0]}", f"max.{key[0]}", f"null_count.{key[0]}"
+
+    def may_hold(f: dict) -> bool:
+        lo, hi, nulls = f.get(lo_col), f.get(hi_col), f.get(nulls_col)
+        if first_null and (nulls is None or nulls > 0):
+            return True
+        if lo is None or hi is None:  # no statistics (or NULL keys only)
+            return bool(first) and nulls != f["num_records"]
+        i = bisect.bisect_left(first, _sort_key(lo), key=_sort_key)
+        return i < len(first) and _sort_key(first[i]) <= _sort_key(hi)
+
+    read = [f for f in files if may_hold(f)]
+    names = {f["path"] for f in read}
+    his = sorted(_sort_key(f[hi_col]) for f in files
+                 if f["path"] not in names and f.get(lo_col) is not None and f.get(hi_col) is not None)
+    root = Path(path)
+    old = [pq.read_table(root / f["path"]).select(table_schema.names).cast(table_schema) for f in read]
+    old_rows = pa.concat_tables(old) if old else table_schema.empty_table()
+    old_keys = [tuple(r.values()) for r in old_rows.select(key).to_pylist()]
+    present = set(old_keys)
+    keep = pa.array([k not in changed for k in old_keys], pa.bool_())
+    rows = pa.concat_tables([old_rows.filter(keep), upserts]) if old_rows.num_rows else upserts
+    rows = rows.sort_by([(c, "ascending") for c in key]) if rows.num_rows else rows
+
+    # cut the sorted rows between the ranges of the files kept, then into files of file_rows
+    firsts = rows.column(key[0]).to_pylist()
+    segments: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(firsts) + 1):
+        if i == len(firsts) or _segment(firsts[i], his) != _segment(firsts[start], his):
+            segments.append((start, i))
+            start = i
+    actions: list = []
+    now = int(_time.time() * 1000)
+    written = 0
+    for a, b in segments:
+        parts = max(1, -(-(b - a) // file_rows))
+        bounds = [a + (b - a) * j // parts for j in range(parts + 1)]
+        for lo, hi in zip(bounds, bounds[1:]):
+            chunk = rows.slice(lo, hi - lo)
+            name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
+            pq.write_table(chunk, root / name, compression="snappy",
+                           row_group_size=row_group_rows or max(chunk.num_rows, 1))
+            actions.append(AddAction(name, (root / name).stat().st_size, {}, now, True, _stats(chunk)))
+            written += chunk.num_rows
+    actions += [RemoveAction(f["path"], True, now, f["size_bytes"], {}) for f in read]
+    if actions:
+        dt.create_write_transaction(actions, mode="append", schema=dt.schema(),
+                                    commit_properties=_commit_properties(commit_metadata))
+    elif commit_metadata:
+        from deltalake import write_deltalake
+
+        write_deltalake(dt, table_schema.empty_table(), mode="append",
+                        commit_properties=_commit_properties(commit_metadata))
+    return {"num_target_rows_inserted": len(upserted - present), "num_target_rows_updated": len(upserted & present),
+            "num_target_rows_deleted": len((deleted - upserted) & present),
+            "num_target_rows_copied": written - upserts.num_rows, "num_output_rows": written,
+            "num_target_files_added": sum(isinstance(x, AddAction) for x in actions),
+            "num_target_files_removed": len(read), "version": open_table(path).version()}
+
+
+def _sort_key(value):
+    """An order of key values in which NULL comes last."""
+    return (value is None, value)
+
+
+def _segment(value, his: list) -> int:
+    """How many kept files' ranges (by their ends ``his``, sorted) lie below ``value``."""
+    import bisect
+
+    return len(his) + 1 if value is None else bisect.bisect_left(his, (False, value))
+
+
+def _stats(chunk: pa.Table) -> str:
+    """The Delta statistics of a file holding ``chunk``: rows, and the minimum, maximum and
+    NULL count of each top-level column of a type whose statistics are kept."""
+    import json
+
+    mins, maxs, nulls = {}, {}, {}
+    for f in chunk.schema:
+        if not (pa.types.is_integer(f.type) or pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                or pa.types.is_date(f.type) or pa.types.is_boolean(f.type)):
+            continue
+        column = chunk.column(f.name)
+        nulls[f.name] = column.null_count
+        bounds = pc.min_max(column)
+        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+        if lo is not None:
+            mins[f.name], maxs[f.name] = (lo.isoformat(), hi.isoformat()) if pa.types.is_date(f.type) else (lo, hi)
+    return json.dumps({"numRecords": chunk.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
 # --- reading -------------------------------------------------------------------------------------
 
 def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
