@@ -320,7 +320,9 @@ def upsert_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, key: 
     ``row_group_rows`` rows), cut so that no new file spans the range of a file kept, and
     one commit removes the files read and adds the new ones.  The commit carries no change
     data files: a reader of the change data feed sees the rows of the removed files as
-    deleted and those of the added files as inserted.  ``upserts`` must name each key once.
+    deleted and those of the added files as inserted.  Its commit info records the rows
+    written and the files added and removed (``idivm.output_rows``, ``idivm.files_added``,
+    ``idivm.files_removed``).  ``upserts`` must name each key once.
     """
     import bisect
     import time as _time
@@ -387,10 +389,13 @@ def upsert_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, key: 
                            row_group_size=row_group_rows or max(chunk.num_rows, 1))
             actions.append(AddAction(name, (root / name).stat().st_size, {}, now, True, _stats(chunk)))
             written += chunk.num_rows
+    added = len(actions)
     actions += [RemoveAction(f["path"], True, now, f["size_bytes"], {}) for f in read]
     if actions:
+        # the commit's own metrics (delta-rs records none for a transaction of file actions)
+        counts = {"idivm.output_rows": written, "idivm.files_added": added, "idivm.files_removed": len(read)}
         dt.create_write_transaction(actions, mode="append", schema=dt.schema(),
-                                    commit_properties=_commit_properties(commit_metadata))
+                                    commit_properties=_commit_properties({**(commit_metadata or {}), **counts}))
     elif commit_metadata:
         from deltalake import write_deltalake
 
@@ -399,7 +404,7 @@ def upsert_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, key: 
     return {"num_target_rows_inserted": len(upserted - present), "num_target_rows_updated": len(upserted & present),
             "num_target_rows_deleted": len((deleted - upserted) & present),
             "num_target_rows_copied": written - upserts.num_rows, "num_output_rows": written,
-            "num_target_files_added": sum(isinstance(x, AddAction) for x in actions),
+            "num_target_files_added": added,
             "num_target_files_removed": len(read), "version": open_table(path).version()}
 
 
