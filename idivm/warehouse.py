@@ -242,7 +242,7 @@ class Warehouse:
                 check_spark_element_key(df, key_columns, path, columns, "DataFrame")
 
             def write(p: Path) -> None:
-                delta.write_spark(df, p, mode="error", commit_metadata=metadata)
+                delta.write_spark(df, p, mode="error", commit_metadata=metadata, row_group_rows=delta.BASE_ROW_GROUP)
         else:
             rows = load_source(source, format=format)
             target = schemas.delta_schema(rows.table.schema)
@@ -254,7 +254,8 @@ class Warehouse:
                 check_element_key(rows, path, columns)
 
             def write(p: Path) -> None:
-                delta.create_table(p, rows.table, schema=target, commit_metadata=metadata)
+                delta.create_table(p, rows.table, schema=target, commit_metadata=metadata,
+                                   row_group_rows=delta.BASE_ROW_GROUP)
         entry = TableEntry(name=name, key=key_columns, schema=schema, path=rel, element_keys=declared)
         self._install([(rel, write)], lambda cat: cat.add_table(entry))
         return self.table_info(name)

@@ -195,3 +195,34 @@ def test_a_view_maintained_by_id_is_stored_in_narrow_row_groups_ordered_by_its_i
     groups = row_groups()
     assert sum(n for n, _, _ in groups) == 3005
     assert all(n <= CLUSTERED_ROW_GROUP for n, _, _ in groups), groups
+
+
+def test_base_tables_are_stored_in_row_groups_a_restricted_read_can_skip(make_warehouse, tmp_path):
+    """A base table of 40,000 rows is created in row groups of at most BASE_ROW_GROUP rows, each
+    over its own range of the key the rows came ordered by; an ingest rewrites it in row
+    groups of the same size."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from idivm.storage import delta
+
+    wh = make_warehouse("base-rowgroups")
+    wh.create_table("t", ["k"], pa.table({"k": list(range(40_000)), "v": [1] * 40_000}))
+    path = wh.table_path("t")
+
+    def row_groups() -> list[tuple[int, int, int]]:
+        out = []
+        for uri in delta.open_table(path).file_uris():
+            meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
+            for i in range(meta.num_row_groups):
+                stats = meta.row_group(i).column(0).statistics
+                out.append((meta.row_group(i).num_rows, stats.min, stats.max))
+        return out
+
+    groups = row_groups()
+    assert len(groups) >= 3 and all(n <= delta.BASE_ROW_GROUP for n, _, _ in groups), groups
+    assert sum(hi - lo + 1 for _, lo, hi in groups) == 40_000, groups  # ranges narrow and disjoint
+    _events(tmp_path, wh, "t", ({"k": 7, "v": 1}, {"k": 7, "v": 2}), (None, {"k": 40_000, "v": 1}))
+    groups = row_groups()
+    assert sum(n for n, _, _ in groups) == 40_001
+    assert len(groups) >= 3 and all(n <= delta.BASE_ROW_GROUP for n, _, _ in groups), groups

@@ -68,7 +68,7 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
          delta.MatchedUpdate(set=columns),
          delta.NotMatchedInsert(values=columns, predicate=f"NOT ({is_delete})")],
         commit_metadata={"idivm.operation": "ingest", "idivm.source": change_set.source,
-                         "idivm.changes": change_set.records})
+                         "idivm.changes": change_set.records}, row_group_rows=delta.BASE_ROW_GROUP)
     return IngestResult(changes=change_set.records,
                         inserted=int(metrics.get("num_target_rows_inserted") or 0),
                         updated=int(metrics.get("num_target_rows_updated") or 0),
