@@ -586,6 +586,7 @@ class Warehouse:
             result.release()
         target = delta.schema(path)
         columns = [f.name for f in target]
+        before = delta.version(path)
         if result.direct is not None:
             # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
             if progress:
@@ -616,7 +617,7 @@ class Warehouse:
         written = int(metrics.get("num_output_rows") or 0)
         for index in stored_indexes:
             if result.direct is None:
-                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, deletes)
+                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, deletes, before)
             elif index.index.collection[0] in {c for c, _ in statement.set}:
                 # an update by ID of the indexed bag itself (other ones set top-level attributes:
                 # the nested elements and their provenance stay as they are)
