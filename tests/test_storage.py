@@ -327,3 +327,13 @@ def test_upsert_clustered_rewrites_only_the_files_holding_changed_keys(tmp_path,
     present = [k for k in expected if k[0] is not None]
     m = upsert([{**expected[k], "v": 0} for k in rng.sample(present, 3)], [])
     assert m["num_target_files_removed"] <= 3, m
+
+
+def test_row_keys_tell_apart_keys_that_look_alike_when_joined():
+    """The encoded keys of rows that differ in one value differ, NULL included."""
+    from idivm.storage.delta import _row_keys
+
+    rows = pa.table({"a": ["x:y", "x", None, "N", "", None], "b": [1, 1, 1, 1, None, None]})
+    rows = rows.append_column("c", pa.array(["z", "y:z", "z", "z", "", ""]))
+    assert len(set(_row_keys(rows, ["a", "c"]).to_pylist())) == 6
+    assert len(set(_row_keys(rows, ["a", "b"]).to_pylist())) == 6

@@ -342,13 +342,16 @@ def upsert_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, key: 
     table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
     key = list(key)
     upserts = _conform_source(dt, upserts.select(table_schema.names)).cast(table_schema)
-    deleted = {tuple(r.values()) for r in deletes.select(key).to_pylist()}
-    upserted = {tuple(r.values()) for r in upserts.select(key).to_pylist()}
-    if len(upserted) != upserts.num_rows:
+    deletes = deletes.select(key).cast(pa.schema([table_schema.field(c) for c in key]))
+    deleted, upserted = _row_keys(deletes, key), _row_keys(upserts, key)
+    if pc.count_distinct(upserted).as_py() != upserts.num_rows:
         raise DataError(f"{path}: the rows to upsert name a key more than once")
-    changed = deleted | upserted
-    first = sorted({k[0] for k in changed if k[0] is not None}, key=_sort_key)
-    first_null = any(k[0] is None for k in changed)
+    deleted = pc.filter(deleted, pc.invert(pc.is_in(deleted, value_set=upserted)))
+    changed = pa.concat_arrays([deleted, upserted])
+    firsts_changed = pa.chunked_array([*deletes.column(key[0]).chunks, *upserts.column(key[0]).chunks],
+                                      type=table_schema.field(key[0]).type).unique().to_pylist()
+    first = sorted((v for v in firsts_changed if v is not None), key=_sort_key)
+    first_null = None in firsts_changed
 
     files = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
     lo_col, hi_col, nulls_col = f"min.{key[0]}", f"max.{key[0]}", f"null_count.{key[0]}"
@@ -369,9 +372,8 @@ def upsert_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, key: 
     root = Path(path)
     old = [pq.read_table(root / f["path"]).select(table_schema.names).cast(table_schema) for f in read]
     old_rows = pa.concat_tables(old) if old else table_schema.empty_table()
-    old_keys = [tuple(r.values()) for r in old_rows.select(key).to_pylist()]
-    present = set(old_keys)
-    keep = pa.array([k not in changed for k in old_keys], pa.bool_())
+    old_keys = _row_keys(old_rows, key)
+    keep = pc.invert(pc.is_in(old_keys, value_set=changed))
     rows = pa.concat_tables([old_rows.filter(keep), upserts]) if old_rows.num_rows else upserts
     rows = rows.sort_by([(c, "ascending") for c in key]) if rows.num_rows else rows
 
@@ -408,11 +410,27 @@ def upsert_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, key: 
 
         write_deltalake(dt, table_schema.empty_table(), mode="append",
                         commit_properties=_commit_properties(commit_metadata))
-    return {"num_target_rows_inserted": len(upserted - present), "num_target_rows_updated": len(upserted & present),
-            "num_target_rows_deleted": len((deleted - upserted) & present),
+    updated = pc.sum(pc.is_in(upserted, value_set=old_keys)).as_py() or 0
+    return {"num_target_rows_inserted": upserts.num_rows - updated, "num_target_rows_updated": updated,
+            "num_target_rows_deleted": pc.sum(pc.is_in(deleted, value_set=old_keys)).as_py() or 0,
             "num_target_rows_copied": written - upserts.num_rows, "num_output_rows": written,
             "num_target_files_added": added,
             "num_target_files_removed": len(read), "version": open_table(path).version()}
+
+
+def _row_keys(table: pa.Table, key: Sequence[str]) -> pa.Array:
+    """One string per row of ``table`` that encodes the values of its ``key`` columns
+    exactly (each NULL, or its text prefixed by its length), for set operations on keys."""
+    if table.num_rows == 0:
+        return pa.array([], pa.string())
+    parts = []
+    for c in key:
+        column = table.column(c).combine_chunks()
+        text = column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
+        length = pc.cast(pc.utf8_length(text), pa.string())
+        parts.append(pc.fill_null(pc.binary_join_element_wise("V", length, ":", text, ""), "N"))
+    joined = pc.binary_join_element_wise(*parts, "") if len(parts) > 1 else parts[0]
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 def _sort_key(value):

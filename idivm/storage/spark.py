@@ -41,6 +41,9 @@ SESSION_CONFIG: dict[str, str] = {
     "spark.driver.memory": "4g",
     # a maintenance run is many small queries: keep the plans of the last ones only
     "spark.sql.ui.retainedExecutions": "100",
+    # tables are read by the list of their active files: stat them in the driver, never by a
+    # Spark job (which costs about a second once a table has more than 32 files)
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
 }
 
 
