@@ -195,17 +195,15 @@ def commit_metrics(wh: Warehouse, name: str, version: int | None) -> tuple[int |
     """(rows, files added, files removed) of the view's commit ``version``, from its Delta log.
 
     Rows are the rows in the files the commit added: for a MERGE ``num_output_rows`` (rows copied
-    from rewritten files plus rows updated and inserted), for an overwrite ``num_added_rows``,
-    for the rewrite of a view's files by ID (``delta.upsert_clustered``) ``idivm.output_rows``."""
+    from rewritten files plus rows updated and inserted), for an overwrite ``num_added_rows``."""
     if version is None:
         return None, None, None
     for commit in delta.history(wh.view_info(name).path):
         if commit.get("version") == version:
             m = commit.get("operationMetrics") or {}
-            rows = m.get("num_output_rows", m.get("num_added_rows", commit.get("idivm.output_rows")))
-            files_added = m.get("num_target_files_added", m.get("num_added_files", commit.get("idivm.files_added")))
-            files_removed = m.get("num_target_files_removed",
-                                  m.get("num_removed_files", commit.get("idivm.files_removed")))
+            rows = m.get("num_output_rows", m.get("num_added_rows"))
+            files_added = m.get("num_target_files_added", m.get("num_added_files"))
+            files_removed = m.get("num_target_files_removed", m.get("num_removed_files"))
             return (None if rows is None else int(rows), None if files_added is None else int(files_added),
                     None if files_removed is None else int(files_removed))
     return None, None, None

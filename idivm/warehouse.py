@@ -478,7 +478,7 @@ class Warehouse:
             stored = self._indexes(catalog, view, prov, path, script) \
                 if use_indexes and script.strategy == "id" else []
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
-                                       cache_paths, cache_new, stored, clustered=script.strategy == "id")
+                                       cache_paths, cache_new, stored)
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
                                  time.monotonic() - started, diff_rows=diff_rows + stats["diff_rows"],
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
@@ -523,16 +523,14 @@ class Warehouse:
                       new: Mapping[str, int], changes, metadata, progress,
                       cache_paths: Mapping[str, Path] | None = None,
                       cache_versions: Mapping[str, int] | None = None,
-                      stored_indexes: Sequence = (), clustered: bool = False) -> dict:
+                      stored_indexes: Sequence = ()) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
         (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
         data feeds from ``old`` to ``new``.  The caches the script reads (of ``cache_paths``) are
         read from the versions the table at ``path`` reflects (its last commit's
         ``idivm.caches``) to ``cache_versions``.  ``stored_indexes``: the view's index tables,
         brought to the view's version first if they lag, read to find the rows of nested
-        updates and maintained after the view's commit.  ``clustered``: the table is kept in
-        files ordered by its IDs (:func:`_clustered`), and a run rewrites the files holding the
-        rows it changes only (:func:`idivm.storage.delta.upsert_clustered`)."""
+        updates and maintained after the view's commit."""
         import pyarrow as pa
         from pyspark.sql import functions as F
 
@@ -586,7 +584,6 @@ class Warehouse:
             result.release()
         target = delta.schema(path)
         columns = [f.name for f in target]
-        before = delta.version(path)
         if result.direct is not None:
             # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
             if progress:
@@ -595,11 +592,6 @@ class Warehouse:
             sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
             metrics = delta.merge_arrow(path, rows, predicate, [delta.MatchedUpdate(sets)],
                                         commit_metadata=metadata, row_group_rows=CLUSTERED_ROW_GROUP)
-        elif clustered:
-            if progress:
-                progress(f"{script.view}: writing {upserts.num_rows} upserts and {deletes.num_rows} deletes")
-            metrics = delta.upsert_clustered(path, upserts, deletes, script.id_columns, file_rows=CLUSTERED_FILE_ROWS,
-                                             row_group_rows=CLUSTERED_ROW_GROUP, commit_metadata=metadata)
         else:
             ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
             dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
@@ -613,11 +605,11 @@ class Warehouse:
                 delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
                 delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
                 delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
-            ], commit_metadata=metadata)
+            ], commit_metadata=metadata, row_group_rows=CLUSTERED_ROW_GROUP)
         written = int(metrics.get("num_output_rows") or 0)
         for index in stored_indexes:
             if result.direct is None:
-                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, deletes, before)
+                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, deletes)
             elif index.index.collection[0] in {c for c, _ in statement.set}:
                 # an update by ID of the indexed bag itself (other ones set top-level attributes:
                 # the nested elements and their provenance stay as they are)
@@ -793,9 +785,6 @@ class Warehouse:
 
 #: the rows of a Parquet row group of a table maintained by ID (see :func:`_clustered`)
 CLUSTERED_ROW_GROUP = 1024
-#: the rows of a file of a view maintained by ID, as a run rewrites it: a Spark scan pays about
-#: 15 ms per file, so a view of some 100,000s of rows stays in one file or a few
-CLUSTERED_FILE_ROWS = 131_072
 
 
 def _clustered(df: "DataFrame", prov) -> "DataFrame":

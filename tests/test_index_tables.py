@@ -166,26 +166,6 @@ def test_an_index_behind_the_view_after_a_crash_is_rebuilt_before_use(warehouse,
     check_fresh(warehouse)
 
 
-def test_an_index_emptied_by_a_build_that_crashed_is_rebuilt_before_use(warehouse, tmp_path, monkeypatch):
-    """A build commits the emptied table first, without the view version: a crash before the
-    entries land leaves a table that no run trusts, and the next run builds it again."""
-    path, stored_indexes = stored(warehouse)
-    first = stored_indexes[0]
-
-    def crash(*args, **kwargs):
-        raise OSError("disk gone")
-
-    monkeypatch.setattr(delta, "upsert_clustered", crash)
-    with pytest.raises(OSError, match="disk gone"):
-        indexes.build(first, path, delta.version(path), {})
-    monkeypatch.undo()
-    assert table_rows(path, first) == set() and indexes.reflected_version(first.path(path), first) is None
-    messages: list[str] = []
-    run_batch(warehouse, YelpChanges(SPEC, seed=13), tmp_path, 20, True, messages)
-    assert [m for m in messages if "building index" in m] == [f"sf_reviews: building index {first.index}"], messages
-    check_fresh(warehouse)
-
-
 def test_cli_maintain_no_index_leaves_the_indexes_behind(warehouse, tmp_path):
     from click.testing import CliRunner
 

@@ -16,14 +16,9 @@ table itself, keyed by its ID columns, so only nested collections get tables.
 view's ID columns.  The commit that writes an index records the index (``idivm.index``) and
 the view version it reflects (``idivm.view_version``).
 
-The entries are stored ordered by the attributes a lookup names, in files of
-:data:`FILE_ROWS` entries over disjoint ranges of the first of them, so a lookup reads the few
-files whose statistics may hold its keys.
-
 **Maintenance.**  A maintenance run commits the view first, then each index: the entries of the
-top-level rows the run upserted replace the entries those rows and the rows it deleted had
-before the run (read from the view's previous version by their IDs), as one commit of the
-differences that rewrites only the files they fall into.  Before a run reads an index, it checks that the index reflects
+top-level rows the run upserted replace the entries of every row it upserted or deleted, as
+one MERGE of the differences.  Before a run reads an index, it checks that the index reflects
 the view's current version; an index that does not (a crash between the two commits, a run
 that recomputed the view, or one run with ``--no-index``) is rebuilt from the view.  So an
 index never gives a wrong answer, only a late one that is repaired before use.
@@ -33,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,8 +39,6 @@ from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 from idivm.storage import delta
 
 INDEXES = "indexes"  # the directory of a view's index tables: <view path>.indexes
-#: the entries of a file of an index table (see :func:`build`)
-FILE_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -59,13 +52,6 @@ class StoredIndex:
     columns: tuple[tuple[int, str, str], ...]
     schema: pa.Schema
     root_columns: tuple[str, ...]  # the view ID column of each level-0 attribute
-
-    @property
-    def key(self) -> list[str]:
-        """The columns the table is ordered by: the attributes a lookup names (the last
-        level's) first, then the others (an entry is the whole row)."""
-        last = {c for lv, _, c in self.columns if lv == len(self.index.levels) - 1}
-        return [c for c in self.schema.names if c in last] + [c for c in self.schema.names if c not in last]
 
     def path(self, view_path: Path) -> Path:
         return view_path.parent / f"{view_path.name}.{INDEXES}" / self.name
@@ -113,8 +99,8 @@ class StoredIndex:
         (its columns: the attributes of the index's last level)."""
         last = len(self.index.levels) - 1
         keys = keys.rename_columns([self._column(last, a) for a in keys.column_names])
-        found = _read_matching(path, keys.column_names, keys, read=self.id_columns)
-        return _distinct(found)
+        found = _read_matching(path, self.schema, keys.column_names, keys)
+        return _distinct(found.select(list(self.id_columns)))
 
 
 def read_by(index: GlobalProvenanceIndex, statements: Sequence) -> list[int]:
@@ -220,32 +206,31 @@ def reflected_version(path: Path, index: StoredIndex) -> int | None:
 
 
 def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str]) -> int:
-    """(Re)write the index table from the view at ``view_version``; return the rows written.
-
-    The entries are written ordered by the attributes a lookup names (:attr:`StoredIndex.key`)
-    in files of :data:`FILE_ROWS` entries (:func:`idivm.storage.delta.upsert_clustered`), so a
-    lookup reads the few files whose statistics may hold its keys, and a run's changes rewrite
-    the few files they fall into.  The first commit empties the table and records no view
-    version: a crash before the second leaves an index that is rebuilt before use."""
+    """(Re)write the index table from the view at ``view_version``; return the rows written."""
     dt = delta.open_table(view_path, view_version)
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
-    entries = index.entries(dt.to_pyarrow_dataset().to_table(columns=needed))
-    meta = _metadata(index, view_version, metadata, "build index")
-    path = index.path(view_path)
-    delta.write_arrow(path, index.schema.empty_table(), mode="overwrite",
-                      commit_metadata={k: v for k, v in meta.items() if k != "idivm.view_version"})
-    return delta.upsert_clustered(path, entries, index.schema.empty_table(), index.key, file_rows=FILE_ROWS,
-                                  commit_metadata=meta)["num_output_rows"]
+    scanner = dt.to_pyarrow_dataset().scanner(columns=needed)
+    written = 0
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        nonlocal written
+        for batch in scanner.to_batches():
+            for b in index.entries(batch).to_batches():
+                written += b.num_rows
+                yield b
+
+    reader = pa.RecordBatchReader.from_batches(index.schema, batches())
+    delta.write_arrow(index.path(view_path), reader, mode="overwrite",
+                      commit_metadata=_metadata(index, view_version, metadata, "build index"))
+    return written
 
 
 def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str],
-          upserts: pa.Table | None = None, deleted: pa.Table | None = None, before: int | None = None) -> int:
-    """Bring the index from the view's version ``before`` (the version before a run) to
-    ``view_version``, which upserted the rows ``upserts`` and deleted the rows whose IDs are
-    ``deleted``: one commit of the entries that appear and disappear, which rewrites the files
-    they fall into (None: the run changed no element of the collection, the commit only records
-    the version).  The entries of the rows before the run come from the view at ``before``, read
-    by their IDs.  Returns the rows written."""
+          upserts: pa.Table | None = None, deleted: pa.Table | None = None) -> int:
+    """Bring the index from the view version before a run to ``view_version``, which upserted
+    the rows ``upserts`` and deleted the rows whose IDs are ``deleted``: one MERGE of the
+    entries that appear and disappear (None: the run changed no element of the collection, the
+    commit only records the version).  Returns the rows written."""
     path = index.path(view_path)
     old_rows: set[tuple] = set()
     new_rows: set[tuple] = set()
@@ -254,17 +239,18 @@ def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
         keys = upserts.select(ids)
         changed = _distinct(pa.concat_tables([keys, deleted.select(ids).cast(keys.schema)]) if deleted is not None
                             else keys)
-        if before is None:
-            raise ValueError("apply needs the view's version before the run")
-        needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
-        old_view = _read_matching(view_path, ids, changed, version=before, read=needed)
-        old_rows = {tuple(r.values()) for r in index.entries(old_view).to_pylist()}
+        old_rows = {tuple(r.values()) for r in _read_matching(path, index.schema, ids, changed).to_pylist()}
         new_rows = {tuple(r.values()) for r in index.entries(upserts).to_pylist()}
     names = index.schema.names
-    gone = pa.Table.from_pylist([dict(zip(names, r)) for r in old_rows - new_rows], schema=index.schema)
-    came = pa.Table.from_pylist([dict(zip(names, r)) for r in new_rows - old_rows], schema=index.schema)
-    metrics = delta.upsert_clustered(path, came, gone, index.key, file_rows=FILE_ROWS,
-                                     commit_metadata=_metadata(index, view_version, metadata, "maintain index"))
+    gone = [dict(zip(names, r)) for r in old_rows - new_rows]
+    came = [dict(zip(names, r)) for r in new_rows - old_rows]
+    source = pa.Table.from_pylist(gone + came, schema=index.schema).append_column(
+        "__idivm_action", pa.array(["delete"] * len(gone) + ["insert"] * len(came), pa.string()))
+    predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in names)
+    metrics = delta.merge_arrow(path, source, predicate, [
+        delta.MatchedDelete("s.__idivm_action = 'delete'"),
+        delta.NotMatchedInsert({c: f"s.{c}" for c in names}, "s.__idivm_action = 'insert'"),
+    ], commit_metadata=_metadata(index, view_version, metadata, "maintain index"))
     return int(metrics.get("num_output_rows") or 0)
 
 
@@ -302,27 +288,24 @@ def _metadata(index: StoredIndex, view_version: int, metadata: Mapping[str, str]
             "idivm.view_version": str(view_version)}
 
 
-def _read_matching(path: Path, columns: Sequence[str], keys: pa.Table, *, version: int | None = None,
-                   read: Sequence[str] | None = None) -> pa.Table:
-    """The rows (their columns ``read``, default all) of the table at ``path`` (at ``version``)
-    whose ``columns`` equal (NULL-safely) those of a row of ``keys``.  The read is filtered by
-    each column's values, so files and row groups whose statistics hold none are skipped."""
-    dataset = delta.open_table(path, version).to_pyarrow_dataset()
-    names = list(read) if read is not None else dataset.schema.names
+def _read_matching(path: Path, schema: pa.Schema, columns: Sequence[str], keys: pa.Table) -> pa.Table:
+    """The rows of the table at ``path`` whose ``columns`` equal (NULL-safely) those of a row of
+    ``keys``."""
     if keys.num_rows == 0:
-        return dataset.schema.empty_table().select(names)
-    condition = None
+        return schema.empty_table()
+    table = delta.read_arrow(path).select(schema.names).cast(schema)
+    mask = None
     for c in columns:  # a first filter by each column's values, then the exact (NULL-safe) match
-        values = keys.column(c).cast(dataset.schema.field(c).type)
-        term = pc.field(c).isin(values.drop_null() if values.null_count else values)
+        values = keys.column(c).cast(schema.field(c).type)
+        term = pc.is_in(table.column(c), value_set=values.drop_null() if values.null_count else values)
         if values.null_count:
-            term = term | pc.field(c).is_null()
-        condition = term if condition is None else condition & term
-    found = dataset.to_table(columns=list(dict.fromkeys([*names, *columns])), filter=condition)
+            term = pc.or_(term, pc.is_null(table.column(c)))
+        mask = term if mask is None else pc.and_(mask, term)
+    found = table.filter(mask)
     wanted = {tuple(r.values()) for r in keys.select(list(columns)).cast(
-        pa.schema([dataset.schema.field(c) for c in columns])).to_pylist()}
+        pa.schema([schema.field(c) for c in columns])).to_pylist()}
     exact = [tuple(r.values()) in wanted for r in found.select(list(columns)).to_pylist()]
-    return (found.filter(pa.array(exact, pa.bool_())) if found.num_rows else found).select(names)
+    return found.filter(pa.array(exact, pa.bool_())) if found.num_rows else found
 
 
 def _distinct(table: pa.Table) -> pa.Table:
