@@ -349,9 +349,7 @@ class Warehouse:
         entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
-        groups = None
-        if script is not None and script.strategy == "id":
-            df, groups = _clustered(df, prov), CLUSTERED_ROW_GROUP
+        df, groups = _clustered(df, prov, script.strategy if script is not None else None)
         writes.insert(0, (rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata,
                                                            row_group_rows=groups)))
         with data_errors(view.name):
@@ -442,9 +440,7 @@ class Warehouse:
                     written += delta.row_count(cache_paths[cache.name])
                 metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
             df = self._evaluate_at(catalog, prov.plan, new)
-            groups = None
-            if planned is not None and planned.strategy == "id":
-                df, groups = _clustered(df, prov), CLUSTERED_ROW_GROUP
+            df, groups = _clustered(df, prov, planned.strategy if planned is not None else None)
             metadata["idivm.strategy"] = "recompute"
             with data_errors(view_name):
                 version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata,
@@ -478,7 +474,7 @@ class Warehouse:
             stored = self._indexes(catalog, view, prov, path, script) \
                 if use_indexes and script.strategy == "id" else []
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
-                                       cache_paths, cache_new, stored)
+                                       cache_paths, cache_new, stored, _row_groups(script.strategy))
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
                                  time.monotonic() - started, diff_rows=diff_rows + stats["diff_rows"],
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
@@ -523,14 +519,15 @@ class Warehouse:
                       new: Mapping[str, int], changes, metadata, progress,
                       cache_paths: Mapping[str, Path] | None = None,
                       cache_versions: Mapping[str, int] | None = None,
-                      stored_indexes: Sequence = ()) -> dict:
+                      stored_indexes: Sequence = (), row_group_rows: int | None = None) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
         (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
         data feeds from ``old`` to ``new``.  The caches the script reads (of ``cache_paths``) are
         read from the versions the table at ``path`` reflects (its last commit's
         ``idivm.caches``) to ``cache_versions``.  ``stored_indexes``: the view's index tables,
         brought to the view's version first if they lag, read to find the rows of nested
-        updates and maintained after the view's commit."""
+        updates and maintained after the view's commit.  ``row_group_rows``: the rows of a
+        Parquet row group the MERGE writes (see :func:`_row_groups`)."""
         import pyarrow as pa
         from pyspark.sql import functions as F
 
@@ -591,7 +588,7 @@ class Warehouse:
             predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in statement.on)
             sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
             metrics = delta.merge_arrow(path, rows, predicate, [delta.MatchedUpdate(sets)],
-                                        commit_metadata=metadata, row_group_rows=CLUSTERED_ROW_GROUP)
+                                        commit_metadata=metadata, row_group_rows=row_group_rows)
         else:
             ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
             dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
@@ -605,7 +602,7 @@ class Warehouse:
                 delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
                 delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
                 delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
-            ], commit_metadata=metadata, row_group_rows=CLUSTERED_ROW_GROUP)
+            ], commit_metadata=metadata, row_group_rows=row_group_rows)
         written = int(metrics.get("num_output_rows") or 0)
         for index in stored_indexes:
             if result.direct is None:
@@ -783,20 +780,30 @@ class Warehouse:
             raise
 
 
-#: the rows of a Parquet row group of a table maintained by ID (see :func:`_clustered`)
+#: the rows of a Parquet row group of a view maintained by ID (see :func:`_row_groups`)
 CLUSTERED_ROW_GROUP = 1024
 
 
-def _clustered(df: "DataFrame", prov) -> "DataFrame":
-    """The rows of a view maintained by ID, ordered by its ID columns before they are written
-    (in row groups of :data:`CLUSTERED_ROW_GROUP` rows): the IDs of a row group then span a
-    narrow range, so a run that reads the rows it names by ID
+def _row_groups(strategy: str | None) -> int | None:
+    """The rows of a Parquet row group of a view of ``strategy`` (None: the writer's default).
+    A view maintained by ID is written ordered by its ID columns (:func:`_clustered`) in row
+    groups of :data:`CLUSTERED_ROW_GROUP` rows: the IDs of a row group then span a narrow
+    range, so a run that reads the rows it names by ID
     (:func:`idivm.exec.delta_script.evaluate`) skips the other row groups by their statistics.
     (A MERGE keeps the rows it copies largely in their order.)"""
+    return CLUSTERED_ROW_GROUP if strategy == "id" else None
+
+
+def _clustered(df: "DataFrame", prov, strategy: str | None) -> tuple["DataFrame", int | None]:
+    """The rows of a view of ``strategy`` as they are written, and the rows of a row group
+    (:func:`_row_groups`): a view maintained by ID ordered by its ID columns."""
+    groups = _row_groups(strategy)
+    ids = [c for c, _ in prov.view_ids if c in df.columns]
+    if groups is None or not ids:
+        return df, groups
     from pyspark.sql import functions as F
 
-    ids = [c for c, _ in prov.view_ids if c in df.columns]
-    return df.orderBy(*[F.col(f"`{c}`") for c in ids]) if ids else df
+    return df.orderBy(*[F.col(f"`{c}`") for c in ids]), groups
 
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:

@@ -137,6 +137,7 @@ class PlanCompiler:
         big = {id(s) for s in restrict.table_scans(plan) if self._restrict(s.source.name)}  # type: ignore
         once = big & restrict.scanned_once(plan)
         open_ = [c for c in restrict.candidates(plan) if id(c.scan) in once]
+        reads = {id(c): restrict.table_scans(c.source) for c in open_}  # the scans a source reads
         found: dict[int, DataFrame] = {}
         progressed = True
         while progressed:
@@ -145,8 +146,7 @@ class PlanCompiler:
                 if id(c.scan) in found:
                     open_.remove(c)
                     continue
-                if O.free_variables(c.source) or any(id(s) in big and id(s) not in found
-                                                     for s in restrict.table_scans(c.source)):
+                if O.free_variables(c.source) or any(id(s) in big and id(s) not in found for s in reads[id(c)]):
                     continue
                 open_.remove(c)
                 self._restrictions = found
@@ -162,7 +162,7 @@ class PlanCompiler:
                     continue
                 read = table.filter(key_filter(c.column, rows, c.null_safe))
                 if any(s is c.scan for o in open_ if id(o.scan) not in found and o.scan is not c.scan
-                       for s in restrict.table_scans(o.source)):
+                       for s in reads[id(o)]):
                     read = read.persist()
                     self.cached.append(read)
                 found[id(c.scan)] = read
