@@ -717,6 +717,47 @@ def test_deep_updates_in_v1_change_exactly_the_group_members_they_name(make_ware
             canonical(only(only(old, "businesses", "name"), "reviews", "stars"))
 
 
+def test_inserts_and_deletes_in_v1_replace_only_the_group_members_they_name(make_warehouse, tmp_path):
+    """Table E.11 for inserts and deletes, with Table C.9's padded rows: in V1 a change of
+    reviews or users replaces the members it names in the groups of the businesses that hold
+    them before or after, found by their IDs; a business gaining its first review loses its
+    padded member, one losing its last gets it back; no group is recomputed."""
+    wh = tiny_warehouse(make_warehouse, "members_v1")
+    wh.define(THESIS_V1, strategy=STRATEGY)
+    text = wh.explain("v1")
+    for table in ("reviews", "users"):
+        assert (f"from Δ({table}) AS {table}: replace the elements of full_reviews named by partial provenance "
+                "(__idivm_prov.business_id = __idivm_key_business_id") in text
+        assert "in the rows named by ID (__idivm_id_business_id)" in text
+    before = by_member(wh.rows("v1"))
+    r = {row["review_id"]: row for row in TINY[R]}
+    _events(tmp_path, wh, R,
+            (None, {"review_id": "r7", "user_id": "u2", "business_id": "b3", "stars": 4}),  # b3's first
+            (None, {"review_id": "r8", "user_id": "u3", "business_id": "b4", "stars": 2}),  # not in San Francisco
+            (r["r2"], None),
+            (r["r5"], {**r["r5"], "business_id": "b1"}))  # moves from b2 to b1
+    result = _maintained(wh, "v1")
+    assert (result.inserted, result.updated, result.deleted) == (0, 3, 0), result.summary()
+    after = by_member(wh.rows("v1"))
+    assert set(after) == {("b1", "r1"), ("b1", "r5"), ("b2", "r3"), ("b2", "r4"), ("b3", "r7")}
+    r7 = {"review_id": "r7", "user_id": "u2", "business_id": "b3", "stars": 4}
+    assert after[("b3", "r7")]["reviews"] == r7
+    assert after[("b3", "r7")]["users"]["user_name"] == "Ana"
+    assert after[("b1", "r5")]["reviews"] == {**before[("b2", "r5")]["reviews"], "business_id": "b1"}
+    assert after[("b1", "r5")]["businesses"] == before[("b1", "r1")]["businesses"]
+    assert all(after[k] == before[k] for k in [("b1", "r1"), ("b2", "r3"), ("b2", "r4")])
+
+    u = {row["user_id"]: row for row in TINY[U]}
+    _events(tmp_path, wh, R, (r7, None))  # b3 loses its only review
+    _events(tmp_path, wh, U, (None, {"user_id": "u4", "user_name": "Cy", "fans": 1, "elite": []}),  # no reviews
+            (u["u3"], None))  # r5 loses its author: the join drops it
+    result = _maintained(wh, "v1")
+    assert (result.inserted, result.updated, result.deleted) == (0, 2, 0), result.summary()
+    final = by_member(wh.rows("v1"))
+    assert set(final) == {("b1", "r1"), ("b2", "r3"), ("b2", "r4"), ("b3", None)}
+    assert final[("b3", None)] == before[("b3", None)]
+
+
 # --- element i-diffs of a nested collection the view unnests, by hand (§2.14.2) ------------------------
 
 @pytest.mark.parametrize("by", ["value", "position"])

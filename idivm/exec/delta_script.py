@@ -292,7 +292,11 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 q = _computed(spark, compiler.evaluate(s.keys))
             else:
                 q = compiler.evaluate(s.query)
-            found = locate(s, q) if locate is not None and s.kind in NESTED_KINDS else None
+            found = None
+            if s.kind == "nested_replace" and s.keys_name_rows():
+                found = _match(view, q, s.on, "left_semi")  # the keys name their rows by ID
+            elif locate is not None and s.kind in NESTED_KINDS:
+                found = locate(s, q)
             if s.kind == "nested_update":
                 q = _element_map(s, q, view)
             elif s.kind == "nested_replace":

@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
-    TRUE, Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction, field_paths,
+    NULL, TRUE, Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction, field_paths,
 )
 from idivm.errors import InternalError, UnsupportedError
 from idivm.generator.minimize import minimize_script
@@ -76,6 +76,9 @@ class _ElementReplace:
     column: str
     on: tuple[str, ...]
     rows: O.Operator
+    #: the key variable of the i-diff holding each ID column of ``on`` of the row that holds
+    #: the named elements (empty: the rows are found by the elements' provenance)
+    located: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,9 @@ class Diff:
     plan: O.Operator | None = None
     changed: tuple[tuple[Term, Term], ...] = ()
     trail: tuple[str, ...] = ()
+    #: a replace naming the tuples of a right-side change of this LeftJoin by (left IDs, right
+    #: IDs) pairs, the padded tuples by (left IDs, NULLs) (:meth:`_Generator._matching_pairs`)
+    pairs_of: O.LeftJoin | None = None
 
 
 def generate(view_name: str, prov: ProvenanceResult, table_keys: Mapping[str, tuple[str, ...]],
@@ -398,15 +404,39 @@ class _Generator:
         return self.next(op, diff, rule, ids=ids, plan=plan)
 
     def do_to_matching_left(self, op: O._Join, side, diff, rule) -> list[Statement]:
-        """A right-side change names the left tuples it matches in the pre or the post state."""
+        """A right-side change names the left tuples it matches in the pre or the post state
+        (of a left join maintained by ID: :meth:`_matching_pairs`)."""
         left_ids = self.canonical_ids(op.left)
         right = self.restricted(op.right, diff.restriction)
+        if isinstance(op, O.LeftJoin) and self.strategy == "id" and diff.ids and diff.keys is not None:
+            return self._matching_pairs(op, diff, rule, left_ids, right)
         kv = self.fresh_vars(len(left_ids))
         matches = O.Project(O.InnerJoin(op.left, right, op.condition), tuple(zip(kv, left_ids)))
         keys = O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
         new = Diff("replace", op, left_ids, diff.origin, keys=keys, key_vars=kv,
                    restriction=self.restriction(op.left, left_ids, keys, kv),
                    trail=diff.trail + (_rule(rule),))
+        return self.propagate(new) if op is not self.plan else []
+
+    def _matching_pairs(self, op: O.LeftJoin, diff: Diff, rule, left_ids: tuple[Term, ...],
+                        right: O.Operator) -> list[Statement]:
+        """Table C.9 completed for a replace of the right side: the output tuples that change
+        are those holding a changed right tuple, and the padded tuples of the left tuples whose
+        matches appear or disappear.  They are named by (left IDs, right IDs) pairs: the pairs
+        a changed right tuple forms with the left tuples it matches in the pre or the post
+        state, and (left IDs, NULLs) for each of those left tuples, which names its padded
+        tuple (NULL-safely).  The post state under those keys holds the new pairs, and the
+        padded tuple of a left tuple left without matches.  The left tuples themselves stay:
+        a GROUP AS over them (Table E.11) replaces the members named, not the groups."""
+        kl, kr = self.fresh_vars(len(left_ids)), self.fresh_vars(len(diff.ids))
+        matches = O.Project(O.InnerJoin(op.left, right, op.condition),
+                            tuple(zip(kl, left_ids)) + tuple(zip(kr, diff.ids)))
+        pairs = O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
+        padded = O.Project(pairs, tuple((v, Var(v)) for v in kl) + tuple((v, NULL) for v in kr))
+        keys = O.UnionAll(pairs, padded)
+        ids, kv = left_ids + diff.ids, kl + kr
+        new = Diff("replace", op, ids, diff.origin, keys=keys, key_vars=kv,
+                   restriction=self.restriction(op, ids, keys, kv), trail=diff.trail + (_rule(rule),), pairs_of=op)
         return self.propagate(new) if op is not self.plan else []
 
     def to_outer(self, diff: Diff) -> list[Statement]:
@@ -501,16 +531,68 @@ class _Generator:
     def when_elements_navigable(self, op, side, diff) -> bool:
         return self.strategy == "id" and self._element_replace(diff) is not None
 
-    def do_nested_replace(self, op: O.ApplyPlan, side, diff, rule) -> list[Statement]:
-        """The nested replace i-diff of :meth:`_element_replace`: ``keys`` names the replaced
-        elements by their provenance fields ``match`` (in every view row holding one, found by
-        the global index of the bag or by searching the bags); ``rows`` gives the post-state
-        elements with the view ID columns ``on`` of the row each belongs to."""
-        e = self._element_replace(diff)
+    def do_nested_replace(self, op: O.ApplyPlan | O.GroupBy, side, diff, rule) -> list[Statement]:
+        """The nested replace i-diff of :meth:`_element_replace` (of :meth:`_member_replace`
+        for γ): ``keys`` names the replaced elements by their provenance fields ``match`` (in
+        every view row holding one, found by the global index of the bag or by searching the
+        bags; or, when the keys also hold the view ID columns ``on``, in the row they name);
+        ``rows`` gives the post-state elements with the view ID columns ``on`` of the row each
+        belongs to."""
+        e = self._element_replace(diff) if side == "nested" else self._member_replace(op, diff)
         columns = tuple(f"{HIDDEN}key_{p}" for p in e.match)
-        keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(k)) for c, k in zip(columns, diff.key_vars))))
+        keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(k)) for c, k in zip(columns, diff.key_vars))
+                                                + tuple((c, Var(k)) for c, k in zip(e.on, e.located))))
         return [Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
                           match=tuple(zip(e.match, columns)), rules=diff.trail + (_rule(rule),))]
+
+    def when_members_navigable(self, op: O.GroupBy, side, diff) -> bool:
+        return self.strategy == "id" and self._member_replace(op, diff) is not None
+
+    def _member_replace(self, op: O.GroupBy, diff: Diff) -> "_ElementReplace | None":
+        return self._once(("members", id(op)), diff, lambda d: self._find_member_replace(op, d))
+
+    def _find_member_replace(self, op: O.GroupBy, diff: Diff) -> "_ElementReplace | None":
+        """Table E.11 for a replace i-diff of γ's input: a replace of group members, with the
+        group keys that name each member's group.  It holds when no group appears or
+        disappears: the groups are the preserved tuples of a left join (γ's keys are its left
+        side's IDs, and between them only σ reading the left side), and the change is of the
+        right side, named by pairs (:meth:`_matching_pairs`).  γ is a top-level operator with a
+        GROUP AS variable and no other aggregate, whose bag reaches one view column unchanged.
+        The members named are deleted from their groups' bags and the post-state members
+        under the same keys inserted (the padded member of a group left without matches
+        included)."""
+        join = diff.pairs_of
+        if join is None or not op.group_var or op.aggregates or id(op) not in self.top_level \
+                or diff.keys is None:
+            return None
+        left = set(join.left.output_variables())
+        node = op.input
+        while node is not join:
+            if not isinstance(node, O.Select) or not node.condition.variables() <= left:
+                return None
+            node = node.input
+        key_terms = dict((Var(k), t) for k, t in op.keys)
+        group_ids = self.canonical_ids(op)
+        n = len(self.canonical_ids(join.left))  # the pairs' first IDs are the left side's
+        where = {}
+        for g in group_ids:
+            t = key_terms.get(g)
+            same = self.equivalents(op.input, t) + (t,) if t is not None else ()
+            j = next((j for j, i in enumerate(diff.ids[:n]) if i in same), None)
+            if j is None:
+                return None
+            where[g] = (t, diff.key_vars[j])
+        if len(op.keys) != n or len({k for _, k in where.values()}) != n:
+            return None
+        match = self._provenance_fields(op.group_fields, op.input, diff.ids)
+        stored = self._stored_column(Var(op.group_var), op, group_ids)
+        if match is None or stored is None:
+            return None
+        column, on = stored
+        element = TupleExpr(tuple(op.group_fields))
+        rows = O.ReturnBag(self.restricted(op.input, diff.restriction),
+                           TupleExpr(tuple((c, where[g][0]) for c, g in zip(on, group_ids)) + ((ELEMENT, element),)))
+        return _ElementReplace(match, column, on, at_state(rows, POST), tuple(where[g][1] for g in group_ids))
 
     def _element_replace(self, diff: Diff) -> "_ElementReplace | None":
         """How a replace i-diff inside a nested plan reaches the elements of a stored bag

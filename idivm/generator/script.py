@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass, field
 
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import TableRef
+from idivm.algebra.expressions import TableRef, TupleExpr
 from idivm.algebra.printer import format_plan
 from idivm.provenance.ids import HIDDEN, PROV_FIELD as PROV
 from idivm.types import TupleType
@@ -187,6 +187,14 @@ class Statement:
     path: str = ""
     match: tuple[tuple[str, str], ...] = ()
 
+    def keys_name_rows(self) -> bool:
+        """Whether the keys of a nested replace also hold the view ID columns ``on`` of the
+        row holding each element they name (the members of a group: its ID is the group key),
+        so that the rows are found by ID rather than by the elements' provenance."""
+        element = self.keys.element if isinstance(self.keys, O.ReturnBag) else None
+        return self.kind == "nested_replace" and isinstance(element, TupleExpr) and \
+            set(self.on) <= {n for n, _ in element.fields}
+
     def origins(self) -> tuple[str, ...]:
         """The base-table i-diffs the statement starts from (several for merged replaces)."""
         return tuple(self.origin.split("; "))
@@ -218,9 +226,9 @@ class Statement:
                         f"found by path navigation: set " + ", ".join(f"{'.'.join(f)} := {v}" for f, v in self.set))
             case "nested_replace":
                 named = ", ".join(f"{PROV}.{p} = {c}" for p, c in self.match)
-                return (f"replace the elements of {self.path} named by partial provenance ({named}), found by "
-                        f"path navigation: delete them, insert the post-state elements into the rows "
-                        f"named by ID ({', '.join(self.on)})")
+                found = f"in the rows named by ID ({on})" if self.keys_name_rows() else "found by path navigation"
+                return (f"replace the elements of {self.path} named by partial provenance ({named}), {found}: "
+                        f"delete them, insert the post-state elements into the rows named by ID ({on})")
             case _:
                 return f"increment by ID ({on}): " + ", ".join(f"{c} += {v}" for c, v in self.set)
 

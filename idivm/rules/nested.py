@@ -46,6 +46,14 @@ provenance γ gives them, and the updated attributes lie one level deeper in a m
 its FROM variable (``full_reviews[*].users.elite``).  That holds when γ is a top-level operator
 whose GROUP AS bag the view stores as one of its columns unchanged and neither a grouping key
 nor an aggregate reads the updated attributes; otherwise the groups are recomputed (Table C.7).
+
+An insert or a delete of the tuples in a group (Table E.11 for insert and delete i-diffs) is a
+nested replace of the group's members when it cannot create or delete a group: in V1 the groups
+are the businesses, the preserved side of the left join, and a change of reviews or users
+reaches γ as the (business, review) pairs it changes, the padded member of a business that
+gains its first review or loses its last included (Table C.9 completed, ``_matching_pairs``).
+The members named are deleted from the bag of their group, found by its ID, and the post-state
+members inserted; the businesses are not regrouped.
 """
 
 from idivm.rules import Rule
@@ -107,4 +115,8 @@ RULES = (
     Rule("GroupBy", "input", "update", "navigable", "nested_update", "update",
          source="Table E.11, §2.13 Example 2.13.1: the group members the update names by partial "
                 "provenance are updated in place, found by path navigation"),
+    Rule("GroupBy", "input", "replace", "members_navigable", "nested_replace", "replace",
+         reads=("Input_post",),
+         source="Table E.11 (insert/delete): the group members the replace names are deleted from their "
+                "groups and the post-state members inserted; the groups of a left join's preserved side stay"),
 )
