@@ -102,11 +102,7 @@ class PlanCompiler:
         """
         if not isinstance(plan, O.ReturnBag):
             raise InternalError(f"a query plan must end in ReturnBag, not {plan.name}")
-        self._restrictions = self._restricted(plan) if self._restrict is not None else {}
-        try:
-            df = self.compile(plan.input, TOP)
-        finally:
-            self._restrictions = {}
+        df = self.bindings(plan.input)
         el = plan.element
         if isinstance(el, TupleExpr):
             return df.select(*[self.term(t).alias(n) for n, t in el.fields])
@@ -114,6 +110,15 @@ class PlanCompiler:
         if isinstance(out.schema["__element"].dataType, ST.StructType):
             return out.select("__element.*")
         return out.withColumnRenamed("__element", "value")
+
+    def bindings(self, op: O.Operator) -> DataFrame:
+        """The binding tuples of a top-level plan ``op`` (one column per variable), its table
+        scans read restricted to the keys its i-diffs name (:meth:`_restricted`)."""
+        self._restrictions = self._restricted(op) if self._restrict is not None else {}
+        try:
+            return self.compile(op, TOP)
+        finally:
+            self._restrictions = {}
 
     def compile(self, op: O.Operator, env: Env) -> DataFrame:
         if env is TOP:

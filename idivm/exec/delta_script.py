@@ -261,7 +261,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             else:
                 # the keys are few (as many as the i-diff names): compute them once, skip the
                 # statement when there are none, and let the post-state query reuse them
-                named = compiler.compile(s.keys.input, TOP).toArrow()
+                named = compiler.bindings(s.keys.input).toArrow()
                 if named.num_rows == 0:
                     continue
                 compiler.bind(s.keys.input, spark.createDataFrame(named))
@@ -353,7 +353,7 @@ def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs
     cached = []
     for op, n in uses.values():
         if n > 1:
-            df = compiler.compile(op, TOP).cache()
+            df = compiler.bindings(op).cache()
             compiler.bind(op, df)
             cached.append(df)
     return cached

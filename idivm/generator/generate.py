@@ -431,9 +431,12 @@ class _Generator:
         kl, kr = self.fresh_vars(len(left_ids)), self.fresh_vars(len(diff.ids))
         matches = O.Project(O.InnerJoin(op.left, right, op.condition),
                             tuple(zip(kl, left_ids)) + tuple(zip(kr, diff.ids)))
-        pairs = O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
-        padded = O.Project(pairs, tuple((v, Var(v)) for v in kl) + tuple((v, NULL) for v in kr))
-        keys = O.UnionAll(pairs, padded)
+
+        def pairs() -> O.Operator:  # new scan objects on every call: each read is restricted on its own
+            return O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
+
+        padded = O.Project(pairs(), tuple((v, Var(v)) for v in kl) + tuple((v, NULL) for v in kr))
+        keys = O.UnionAll(pairs(), padded)
         ids, kv = left_ids + diff.ids, kl + kr
         new = Diff("replace", op, ids, diff.origin, keys=keys, key_vars=kv,
                    restriction=self.restriction(op, ids, keys, kv), trail=diff.trail + (_rule(rule),), pairs_of=op)
