@@ -207,11 +207,25 @@ def test_v1_updates_of_reviews_and_businesses_are_nested_updates_of_their_member
         [("businesses", "name"), ("businesses", "state"), ("businesses", "categories")])
 
 
-def test_v1_changes_of_which_members_exist_recompute_the_groups_in_one_statement():
+def test_v1_inserts_and_deletes_of_reviews_and_users_replace_members_and_only_businesses_regroup():
+    """Businesses are V1's groups: their changes create, delete or move groups (Table C.7).
+    A review or user changes members of groups that stay (Table E.11 for insert/delete, over
+    the preserved side of the left join), named by the pairs (business, review or user)."""
     script = script_of(V1)
     (s,) = [s for s in script.statements if s.kind == "replace"]
-    assert set(s.origins()) == {"Δ(businesses) AS businesses", "Δ(reviews) AS reviews", "Δ(users) AS users"}
-    assert len(script.statements) == 4
+    assert s.origins() == ("Δ(businesses) AS businesses",)
+    members = {m.origin: m for m in script.statements if m.kind == "nested_replace"}
+    assert set(members) == {"Δ(reviews) AS reviews", "Δ(users) AS users"}
+    for table, key in (("reviews", "review_id"), ("users", "user_id")):
+        m = members[f"Δ({table}) AS {table}"]
+        assert (m.path, [p for p, _ in m.match], m.keys_name_rows()) == ("full_reviews", ["business_id", key], True)
+        rules = [r.split("  (")[0] for r in m.rules]
+        at = rules.index("LeftJoin[right] replace -> replace, reads Input_pre+Input_post")
+        assert rules[at:at + 3] == ["LeftJoin[right] replace -> replace, reads Input_pre+Input_post",
+                                    "Select[input] replace -> replace",
+                                    "GroupBy[input] replace if members_navigable -> replace, reads Input_post"]
+        assert "Table E.11" in m.rules[at + 2]
+    assert len(script.statements) == 6
 
 
 GROUPED = """CREATE VIEW grouped AS
