@@ -88,8 +88,8 @@ VIEWS: dict[str, str] = {
     # §2.9, Example 2.9.1, view V: the shipped idivm/datasets/views/sf_reviews.sqlpp
     "sf_reviews": view_path("sf_reviews").read_text(encoding="utf-8"),
     # §2.9, view V1 as the thesis writes it (GROUP BY ... INTO): the shipped sf_reviews_grouped.sqlpp
-    "sf_reviews_into": view_path("sf_reviews_grouped").read_text(encoding="utf-8").replace(
-        "CREATE VIEW sf_reviews_grouped AS", "CREATE VIEW sf_reviews_into AS", 1),
+    "sf_reviews_into": renamed(view_path("sf_reviews_grouped").read_text(encoding="utf-8"), "sf_reviews_grouped",
+                               "sf_reviews_into", "idivm/datasets/views/sf_reviews_grouped.sqlpp"),
     # §2.9, view V1: GROUP AS g, with g itself as V1's INTO, a subquery over g and a COUNT
     "sf_reviews_grouped": """CREATE VIEW sf_reviews_grouped AS
 SELECT business_id, g AS members,

@@ -292,19 +292,20 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 q = _computed(spark, compiler.evaluate(s.keys))
             else:
                 q = compiler.evaluate(s.query)
-            found = None
-            if s.kind == "nested_replace" and s.keys_name_rows():
-                found = _match(view, q, s.on, "left_semi")  # the keys name their rows by ID
-            elif locate is not None and s.kind in NESTED_KINDS:
-                found = locate(s, q)
+            by_id = s.kind == "nested_replace" and s.keys_name_rows()  # the keys name their rows by ID
+            found = locate(s, q) if locate is not None and s.kind in NESTED_KINDS and not by_id else None
             if s.kind == "nested_update":
                 q = _element_map(s, q, view)
             elif s.kind == "nested_replace":
                 elements = _computed(spark, compiler.evaluate(s.rows))
+                rows_of = elements.select(*s.on)
+                if by_id:
+                    rows_of = rows_of.unionByName(q.select(*s.on))
+                named_by.append(_match(view, rows_of, s.on, "left_semi").select(*ids))
                 q = (_element_keys(s, q, view), elements)
-                named_by.append(_match(view, elements, s.on, "left_semi").select(*ids))
             queries.append((s, q))
-            named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
+            if not by_id:
+                named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
         # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
         # view's rows (whole, with their bags) to the pages whose statistics may hold them
         named, only = _named_ids(spark, _union(named_by, spark_empty).distinct())

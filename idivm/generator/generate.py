@@ -103,7 +103,7 @@ class Diff:
     changed: tuple[tuple[Term, Term], ...] = ()
     trail: tuple[str, ...] = ()
     #: a replace naming the tuples of a right-side change of this LeftJoin by (left IDs, right
-    #: IDs) pairs, the padded tuples by (left IDs, NULLs) (:meth:`_Generator._matching_pairs`)
+    #: IDs) pairs, the padded tuples by (left IDs, NULLs) (:meth:`_Generator.do_to_matching_left`)
     pairs_of: O.LeftJoin | None = None
 
 
@@ -404,42 +404,32 @@ class _Generator:
         return self.next(op, diff, rule, ids=ids, plan=plan)
 
     def do_to_matching_left(self, op: O._Join, side, diff, rule) -> list[Statement]:
-        """A right-side change names the left tuples it matches in the pre or the post state
-        (of a left join maintained by ID: :meth:`_matching_pairs`)."""
-        left_ids = self.canonical_ids(op.left)
-        right = self.restricted(op.right, diff.restriction)
-        if isinstance(op, O.LeftJoin) and self.strategy == "id" and diff.ids and diff.keys is not None:
-            return self._matching_pairs(op, diff, rule, left_ids, right)
-        kv = self.fresh_vars(len(left_ids))
-        matches = O.Project(O.InnerJoin(op.left, right, op.condition), tuple(zip(kv, left_ids)))
-        keys = O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
-        new = Diff("replace", op, left_ids, diff.origin, keys=keys, key_vars=kv,
-                   restriction=self.restriction(op.left, left_ids, keys, kv),
-                   trail=diff.trail + (_rule(rule),))
-        return self.propagate(new) if op is not self.plan else []
+        """A right-side change names the left tuples it matches in the pre or the post state.
 
-    def _matching_pairs(self, op: O.LeftJoin, diff: Diff, rule, left_ids: tuple[Term, ...],
-                        right: O.Operator) -> list[Statement]:
-        """Table C.9 completed for a replace of the right side: the output tuples that change
-        are those holding a changed right tuple, and the padded tuples of the left tuples whose
-        matches appear or disappear.  They are named by (left IDs, right IDs) pairs: the pairs
-        a changed right tuple forms with the left tuples it matches in the pre or the post
-        state, and (left IDs, NULLs) for each of those left tuples, which names its padded
-        tuple (NULL-safely).  The post state under those keys holds the new pairs, and the
-        padded tuple of a left tuple left without matches.  The left tuples themselves stay:
-        a GROUP AS over them (Table E.11) replaces the members named, not the groups."""
-        kl, kr = self.fresh_vars(len(left_ids)), self.fresh_vars(len(diff.ids))
-        matches = O.Project(O.InnerJoin(op.left, right, op.condition),
-                            tuple(zip(kl, left_ids)) + tuple(zip(kr, diff.ids)))
+        Of a left join maintained by ID (Table C.9 completed), only the output tuples that
+        change are named: those holding a changed right tuple, by (left IDs, right IDs) pairs
+        -- the pairs a changed right tuple forms with the left tuples it matches before or
+        after -- and the padded tuples of those left tuples, whose matches may appear or
+        disappear, by (left IDs, NULLs) (NULL-safely).  The post state under those keys holds
+        the new pairs, and the padded tuple of a left tuple left without matches.  The left
+        tuples themselves stay: a GROUP AS over them (Table E.11) replaces the members named,
+        not the groups (:meth:`_find_member_replace`)."""
+        pairs = isinstance(op, O.LeftJoin) and self.strategy == "id" and bool(diff.ids) and diff.keys is not None
+        left_ids, right_ids = self.canonical_ids(op.left), (diff.ids if pairs else ())
+        kl, kr = self.fresh_vars(len(left_ids)), self.fresh_vars(len(right_ids))
+        matches = O.Project(O.InnerJoin(op.left, self.restricted(op.right, diff.restriction), op.condition),
+                            tuple(zip(kl, left_ids)) + tuple(zip(kr, right_ids)))
 
-        def pairs() -> O.Operator:  # new scan objects on every call: each read is restricted on its own
+        def matched() -> O.Operator:  # new scan objects on every call: each read is restricted on its own
             return O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
 
-        padded = O.Project(pairs(), tuple((v, Var(v)) for v in kl) + tuple((v, NULL) for v in kr))
-        keys = O.UnionAll(pairs(), padded)
-        ids, kv = left_ids + diff.ids, kl + kr
+        keys = matched()
+        if pairs:
+            keys = O.UnionAll(keys, O.Project(matched(), tuple((v, Var(v)) for v in kl) + tuple((v, NULL) for v in kr)))
+        ids, kv = left_ids + right_ids, kl + kr
         new = Diff("replace", op, ids, diff.origin, keys=keys, key_vars=kv,
-                   restriction=self.restriction(op, ids, keys, kv), trail=diff.trail + (_rule(rule),), pairs_of=op)
+                   restriction=self.restriction(op, ids, keys, kv), trail=diff.trail + (_rule(rule),),
+                   pairs_of=op if pairs else None)
         return self.propagate(new) if op is not self.plan else []
 
     def to_outer(self, diff: Diff) -> list[Statement]:
@@ -559,7 +549,7 @@ class _Generator:
         group keys that name each member's group.  It holds when no group appears or
         disappears: the groups are the preserved tuples of a left join (γ's keys are its left
         side's IDs, and between them only σ reading the left side), and the change is of the
-        right side, named by pairs (:meth:`_matching_pairs`).  γ is a top-level operator with a
+        right side, named by pairs (:meth:`do_to_matching_left`).  γ is a top-level operator with a
         GROUP AS variable and no other aggregate, whose bag reaches one view column unchanged.
         The members named are deleted from their groups' bags and the post-state members
         under the same keys inserted (the padded member of a group left without matches
@@ -592,7 +582,7 @@ class _Generator:
         if match is None or stored is None:
             return None
         column, on = stored
-        element = TupleExpr(tuple(op.group_fields))
+        element = TupleExpr(op.group_fields)
         rows = O.ReturnBag(self.restricted(op.input, diff.restriction),
                            TupleExpr(tuple((c, where[g][0]) for c, g in zip(on, group_ids)) + ((ELEMENT, element),)))
         return _ElementReplace(match, column, on, at_state(rows, POST), tuple(where[g][1] for g in group_ids))

@@ -51,7 +51,7 @@ An insert or a delete of the tuples in a group (Table E.11 for insert and delete
 nested replace of the group's members when it cannot create or delete a group: in V1 the groups
 are the businesses, the preserved side of the left join, and a change of reviews or users
 reaches γ as the (business, review) pairs it changes, the padded member of a business that
-gains its first review or loses its last included (Table C.9 completed, ``_matching_pairs``).
+gains its first review or loses its last included (Table C.9 completed).
 The members named are deleted from the bag of their group, found by its ID, and the post-state
 members inserted; the businesses are not regrouped.
 """
