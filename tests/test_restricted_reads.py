@@ -142,6 +142,36 @@ def test_a_restricted_read_that_restricts_another_scan_is_read_once(spark, tmp_p
     kept.unpersist()
 
 
+def test_the_values_of_a_restriction_are_computed_once_per_source_and_restrictions(spark, tmp_path):
+    """Two statements of a run that restrict the same scan by an equal source read under the
+    same restrictions compute the values once; the same source read under another
+    restriction (u's keys come from t, restricted by other keys of Δ) computes them again."""
+    import pyarrow as pa
+
+    from idivm.exec.compiler import PlanCompiler
+    from idivm.storage import delta
+
+    delta.create_table(tmp_path / "t", pa.table({"a": [f"k{i}" for i in range(100)], "x": list(range(100))}))
+    delta.create_table(tmp_path / "u", pa.table({"x": list(range(100)), "y": [f"y{i}" for i in range(100)]}))
+    tables = {"t@post": delta.read_spark(spark, tmp_path / "t"), "u@post": delta.read_spark(spark, tmp_path / "u"),
+              "Δ(s)": spark.createDataFrame(pa.table({"b": ["k3", "k7"]})),
+              "Δ(r)": spark.createDataFrame(pa.table({"b": ["k5"]}))}
+    compiler = PlanCompiler(spark, tables.__getitem__, restrict=lambda name: "@" in name)
+    computed: list[str] = []
+    values = compiler._restriction_values
+    compiler._restriction_values = lambda c: computed.append(c.scan.source.name) or values(c)
+
+    def plan(delta_: str) -> O.ReturnBag:  # new scan objects every time, as copies of a subplan are
+        return O.ReturnBag(O.InnerJoin(O.InnerJoin(scan(delta_, "s"), scan("t@post", "t"), eq("t", "a", "s", "b")),
+                                       scan("u@post", "u"), eq("u", "x", "t", "x")), Field(Var("u"), "y"))
+
+    results = [sorted(r["value"] for r in compiler.evaluate(plan(d)).collect()) for d in ("Δ(s)", "Δ(s)", "Δ(r)")]
+    assert results == [["y3", "y7"], ["y3", "y7"], ["y5"]]
+    assert computed == ["t@post", "u@post", "t@post", "u@post"]  # the second plan computed nothing
+    for df in compiler.cached:
+        df.unpersist()
+
+
 def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):
     """The view rows named by ID are read through a filter on each ID column that holds for
     every named ID, a NULL one included, and for no other row of this view."""

@@ -86,6 +86,8 @@ class PlanCompiler:
         self._restrictions: dict[int, DataFrame] = {}
         #: restricted reads kept in memory (read again by the restriction of another scan)
         self.cached: list[DataFrame] = []
+        #: (table, column, value, null-safe, restrictions of the source's scans), source, values
+        self._values: list[tuple[tuple, O.Operator, list | None]] = []
 
     def bind(self, op: O.Operator, df: DataFrame) -> None:
         """Use ``df`` as the (top-level) result of ``op`` from now on, and of every equal
@@ -144,6 +146,7 @@ class PlanCompiler:
         open_ = [c for c in restrict.candidates(plan) if id(c.scan) in once]
         reads = {id(c): restrict.table_scans(c.source) for c in open_}  # the scans a source reads
         found: dict[int, DataFrame] = {}
+        keyed: dict[int, tuple] = {}  # id(scan) -> the restriction of its read, as a value
         progressed = True
         while progressed:
             progressed = False
@@ -155,17 +158,18 @@ class PlanCompiler:
                     continue
                 open_.remove(c)
                 self._restrictions = found
-                table = self.table(c.scan.source.name)  # type: ignore[attr-defined]
-                column = table.schema[c.column].dataType if c.column in table.columns else None
-                if not isinstance(column, KEY_TYPES):
+                name = c.scan.source.name  # type: ignore[attr-defined]
+                # the same values over an equal source read under the same restrictions (another
+                # statement of the run, a copy of a subplan) are computed once
+                key = (name, c.column, c.value, c.null_safe, tuple(keyed.get(id(s)) for s in reads[id(c)]))
+                memo = next((m for m in self._values if m[0] == key and m[1] == c.source), None)
+                rows = memo[2] if memo is not None else self._restriction_values(c)
+                if memo is None:
+                    self._values.append((key, c.source, rows))
+                if rows is None:
                     continue
-                values = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
-                if values.schema["v"].dataType != column:
-                    continue
-                rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
-                if len(rows) > RESTRICT_MAX_VALUES:
-                    continue
-                read = table.filter(key_filter(c.column, rows, c.null_safe))
+                read = self.table(name).filter(key_filter(c.column, rows, c.null_safe))
+                keyed[id(c.scan)] = (name, c.column, c.null_safe, tuple(sorted(map(repr, rows))))
                 if any(s is c.scan for o in open_ if id(o.scan) not in found and o.scan is not c.scan
                        for s in reads[id(o)]):
                     read = read.persist()
@@ -176,6 +180,19 @@ class PlanCompiler:
                     self._progress(f"{c.scan.source.name}: read where {c.column} is one of "  # type: ignore
                                    f"{sum(v is not None for v in rows)} value(s)")
         return found
+
+    def _restriction_values(self, c: restrict.Candidate) -> list | None:
+        """The distinct values of candidate ``c`` (None when it cannot restrict: its column is
+        not a key type, the types differ, or there are more than :data:`RESTRICT_MAX_VALUES`)."""
+        table = self.table(c.scan.source.name)  # type: ignore[attr-defined]
+        column = table.schema[c.column].dataType if c.column in table.columns else None
+        if not isinstance(column, KEY_TYPES):
+            return None
+        values = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
+        if values.schema["v"].dataType != column:
+            return None
+        rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
+        return rows if len(rows) <= RESTRICT_MAX_VALUES else None
 
     # ------------------------------------------------------------------ helpers
 
