@@ -958,3 +958,28 @@ def test_a_change_below_a_tuple_attribute_the_view_reads_in_part_is_dropped_only
     p2 = rows[1]
     assert run(p2, {**p2, "address": {**p2["address"], "city": SF}}) == \
         (1, (1, 0, 0), [{"id": "p1", "lat": 37.8}, {"id": "p2", "lat": 43.1}])
+
+
+def test_a_nested_update_of_several_fields_rebuilds_each_tuple_once(spark):
+    """Setting fields at several paths inside an element (a member's ``users.user_name``,
+    ``fans``, ``friends``, ``elite`` at once) rebuilds each tuple on the way once, from the
+    element's own fields: every new value occurs once in the optimized plan (a chain of
+    updates, each over the tuple the previous one built, copies the earlier values at every
+    step, and the code Spark generates for it outgrows a method)."""
+    from pyspark.sql import functions as F
+
+    from idivm.exec.delta_script import _with_paths
+
+    df = spark.createDataFrame(
+        [({"a": 1, "u": {"x": 1, "y": 2, "z": {"p": 1, "q": 2}}, "w": "k"},
+          {"n0": 10, "n1": 20, "n2": "m", "n3": 30, "n4": 40})],
+        "e struct<a:int,u:struct<x:int,y:int,z:struct<p:int,q:int>>,w:string>, "
+        "v struct<n0:int,n1:int,n2:string,n3:int,n4:int>")
+    v = F.col("v")
+    paths = {("u", "x"): v.getField("n0"), ("u", "z", "q"): v.getField("n1"), ("w",): v.getField("n2"),
+             ("u", "y"): v.getField("n3"), ("u", "z", "p"): v.getField("n4")}
+    out = df.select(_with_paths(F.col("e"), paths).alias("e"))
+    assert out.collect()[0]["e"].asDict(recursive=True) == \
+        {"a": 1, "u": {"x": 10, "y": 30, "z": {"p": 40, "q": 20}}, "w": "m"}
+    optimized = out._jdf.queryExecution().optimizedPlan().toString()
+    assert [len(re.findall(rf"\bv#\d+\.n{i}\b", optimized)) for i in range(5)] == [1] * 5, optimized

@@ -448,11 +448,20 @@ def _element_key(s: Statement, e):
     return F.struct(*[e.getField(PROV_FIELD).getField(p).alias(p) for p, _ in s.match])
 
 
-def _with_path(e, path: tuple[str, ...], value):
-    """Element ``e`` with the field at ``path`` set to ``value`` (nested ``withField``: the
-    tuples on the way keep their other fields)."""
-    head, rest = path[0], path[1:]
-    return e.withField(head, value if not rest else _with_path(e.getField(head), rest, value))
+def _with_paths(e, values: dict[tuple[str, ...], Column]):
+    """Tuple ``e`` with the field at each path of ``values`` set to its value; the tuples on
+    the way keep their other fields, and each is rebuilt once, from ``e``'s own (a chain of
+    updates, each reading the tuple the previous one built, would double the expression at
+    every path)."""
+    by_head: dict[str, dict[tuple[str, ...], Column]] = {}
+    for path, value in values.items():
+        by_head.setdefault(path[0], {})[path[1:]] = value
+    out = e
+    for head, rest in by_head.items():
+        inner = {p: v for p, v in rest.items() if p}
+        base = rest[()] if () in rest else e.getField(head)
+        out = out.withField(head, _with_paths(base, inner) if inner else base)
+    return out
 
 
 def _rewrite_elements(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
@@ -462,15 +471,16 @@ def _rewrite_elements(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
     elements, the other fields, and the other columns stay as they are."""
     m = F.col(ELEMENT_MAP)
 
-    def element(e):
-        key = _element_key(s, e)
-        new = F.try_element_at(m, key)
-        updated = e
-        for i, (path, _) in enumerate(s.set):
-            updated = _with_path(updated, path, new.getField(_set_field(i)))
-        return F.when(_names(s, e), updated).otherwise(e)
+    def element(x):
+        e, new = x.getField("e"), x.getField("new")
+        updated = _with_paths(e, {path: new.getField(_set_field(i)) for i, (path, _) in enumerate(s.set)})
+        return F.when(new.isNull(), e).otherwise(updated)
 
-    out = [F.transform(F.col(f"`{c}`"), element).alias(c) if c == s.path else F.col(f"`{c}`") for c in rows.columns]
+    def looked_up(c):  # each element with its new values (NULL: not named), one lookup each
+        return F.transform(c, lambda e: F.struct(e.alias("e"), F.try_element_at(m, _element_key(s, e)).alias("new")))
+
+    out = [F.transform(looked_up(F.col(f"`{c}`")), element).alias(c) if c == s.path else F.col(f"`{c}`")
+           for c in rows.columns]
     return rows.crossJoin(q).select(*out)
 
 
