@@ -228,6 +228,26 @@ def test_v1_inserts_and_deletes_of_reviews_and_users_replace_members_and_only_bu
     assert len(script.statements) == 6
 
 
+def scans(plan: O.Operator) -> set[str]:
+    return {o.source.name for o in O.walk(plan) if isinstance(o, O.ScanCollection) and isinstance(o.source, TableRef)}
+
+
+def test_the_groups_a_change_of_the_group_keys_table_recomputes_are_named_by_its_own_keys():
+    """V1's groups are its businesses: a business inserted, deleted or moving in or out of San
+    Francisco names its group by its own key, so the keys of the replace read the i-diffs of
+    businesses only, not the states of the left join.  Grouped by a value that is no ID of the
+    change (reviews by stars, a user inserted), the groups are found by reading the states."""
+    (s,) = [s for s in from_(script_of(V1), "Δ(businesses)") if s.kind == "replace"]
+    assert scans(s.keys) <= {"Δ(businesses)", "Δu(businesses)"}, scans(s.keys)
+    assert any("the groups are named by the i-diff's own keys" in r for r in s.rules), s.rules
+    by_stars = """CREATE VIEW by_stars AS
+        SELECT r.stars AS stars, COUNT(*) AS n FROM reviews r JOIN users u ON r.user_id = u.user_id
+        GROUP BY r.stars"""
+    (s,) = [s for s in from_(script_of(by_stars), "Δ(users)") if s.kind == "replace"]
+    assert {"reviews@pre", "reviews@post"} <= scans(s.keys), scans(s.keys)
+    assert not any("the groups are named by" in r for r in s.rules)
+
+
 GROUPED = """CREATE VIEW grouped AS
     SELECT r.business_id AS business_id, {extra}
     FROM reviews r JOIN users u ON r.user_id = u.user_id

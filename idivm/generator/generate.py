@@ -567,14 +567,10 @@ class _Generator:
         key_terms = dict((Var(k), t) for k, t in op.keys)
         group_ids = self.canonical_ids(op)
         n = len(self.canonical_ids(join.left))  # the pairs' first IDs are the left side's
-        where = {}
-        for g in group_ids:
-            t = key_terms.get(g)
-            same = self.equivalents(op.input, t) + (t,) if t is not None else ()
-            j = next((j for j, i in enumerate(diff.ids[:n]) if i in same), None)
-            if j is None:
-                return None
-            where[g] = (t, diff.key_vars[j])
+        named = self._naming_groups(op, diff, n)
+        if named is None or any(g not in named for g in group_ids):
+            return None
+        where = {g: (key_terms[g], named[g]) for g in group_ids}
         if len(op.keys) != n or len({k for _, k in where.values()}) != n:
             return None
         match = self._provenance_fields(op.group_fields, op.input, diff.ids)
@@ -586,6 +582,19 @@ class _Generator:
         rows = O.ReturnBag(self.restricted(op.input, diff.restriction),
                            TupleExpr(tuple((c, where[g][0]) for c, g in zip(on, group_ids)) + ((ELEMENT, element),)))
         return _ElementReplace(match, column, on, at_state(rows, POST), tuple(where[g][1] for g in group_ids))
+
+    def _naming_groups(self, op: O.GroupBy, diff: Diff, n: int | None = None) -> dict[Var, str] | None:
+        """For each key of γ, the key variable of the replace i-diff ``diff`` of its input whose
+        value is the key's (the key term, or a term equal to it in γ's input, is one of the
+        first ``n`` IDs of the i-diff); None if a key has none."""
+        out = {}
+        for k, t in op.keys:
+            same = self.equivalents(op.input, t) + (t,)
+            j = next((j for j, i in enumerate(diff.ids[:n]) if i in same), None)
+            if j is None:
+                return None
+            out[Var(k)] = diff.key_vars[j]
+        return out
 
     def _element_replace(self, diff: Diff) -> "_ElementReplace | None":
         """How a replace i-diff inside a nested plan reaches the elements of a stored bag
@@ -787,8 +796,17 @@ class _Generator:
         if not pairs:  # a global aggregate: its single tuple is recomputed
             return self.next(op, diff, rule, ids=(), keys=None, key_vars=(), restriction=None)
         kv = self.fresh_vars(len(pairs))
-        touched = O.Project(self.restricted(op.input, diff.restriction), tuple((v, t) for v, (_, t) in zip(kv, pairs)))
-        keys = O.UnionAll(at_state(touched, PRE), at_state(touched, POST))
+        named = self._naming_groups(op, diff) if isinstance(op, O.GroupBy) and diff.keys is not None else None
+        if named is not None:
+            # the i-diff's keys give the groups' keys: a tuple it names belongs, before and
+            # after, to the group of its own key values (a key naming no tuple names a group
+            # whose recomputation finds it as it is, or absent); no state is read for them
+            keys = O.Project(diff.keys, tuple((v, Var(named[g])) for v, (g, _) in zip(kv, pairs)))
+            trail = diff.trail + (_rule(rule) + ": the groups are named by the i-diff's own keys",)
+        else:
+            touched = O.Project(self.restricted(op.input, diff.restriction),
+                                tuple((v, t) for v, (_, t) in zip(kv, pairs)))
+            keys = O.UnionAll(at_state(touched, PRE), at_state(touched, POST))
         at, terms = (op, tuple(o for o, _ in pairs)) if isinstance(op, O.Project) else \
             (op.input, tuple(t for _, t in pairs))
         new = Diff("replace", op, tuple(o for o, _ in pairs), diff.origin, keys=keys, key_vars=kv,
