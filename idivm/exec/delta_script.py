@@ -288,8 +288,14 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         named_by: list[DataFrame] = []
         queries = []
         for s in rewrites:
-            if s.kind == "nested_replace":  # few rows, read twice: computed once
-                q = _computed(spark, compiler.evaluate(s.keys))
+            if s.kind == "nested_replace":
+                # the keys are few: computed once and bound, so that the query of the post-state
+                # elements, which names the changed tuples by them, does not compute them again
+                named = compiler.bindings(s.keys.input).toArrow()
+                if named.num_rows == 0:
+                    continue
+                compiler.bind(s.keys.input, spark.createDataFrame(named))
+                q = compiler.evaluate(s.keys)
             else:
                 q = compiler.evaluate(s.query)
             by_id = s.kind == "nested_replace" and s.keys_name_rows()  # the keys name their rows by ID
