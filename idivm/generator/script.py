@@ -209,6 +209,23 @@ class Statement:
                  if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)}
         return tuple(sorted(names))
 
+    def restrictions(self) -> tuple[str, ...]:
+        """The reads of base-table states its plans may restrict to the keys their i-diffs
+        name (:mod:`idivm.exec.restrict`), for ``explain``: ``reviews@post by business_id from
+        Δpost(businesses)`` (the tables whose values give the keys; the run applies it when
+        the column's type is a key type and the values are few enough)."""
+        from idivm.exec import restrict
+
+        out = set()
+        for _, plan in self.plans():
+            once = restrict.scanned_once(plan)
+            for c in restrict.candidates(plan):
+                name = c.scan.source.name  # type: ignore[attr-defined]
+                if id(c.scan) in once and not name.startswith("Δ"):
+                    sources = sorted({x.source.name for x in restrict.table_scans(c.source)})  # type: ignore
+                    out.add(f"{name} by {c.column} from {', '.join(sources) or 'no table'}")
+        return tuple(sorted(out))
+
     def base_tables_read(self) -> tuple[str, ...]:
         return tuple(n for n in self.reads() if not n.startswith("Δ"))
 
@@ -236,6 +253,7 @@ class Statement:
         out = {"kind": self.kind, "origin": self.origin, "on": list(self.on),
                "set": [[list(f) if isinstance(f, tuple) else f, v] for f, v in self.set],
                "rules": list(self.rules), "reads": list(self.reads()),
+               "restricted_reads": list(self.restrictions()),
                "plans": {n: format_plan(p) for n, p in self.plans()}}
         if self.kind in NESTED_KINDS:
             out |= {"path": self.path, "match": [list(p) for p in self.match]}
@@ -288,6 +306,8 @@ class DeltaScript:
         for i, s in enumerate(self.statements, 1):
             lines.append(f"Δ{i} from {s.origin}: {s.describe()}")
             lines.append(f"  reads: {', '.join(s.reads())}")
+            if restricted := s.restrictions():
+                lines.append(f"  restricted reads: {'; '.join(restricted)}")
             for r in s.rules:
                 lines.append(f"  rule: {r}")
             for name, plan in s.plans():
