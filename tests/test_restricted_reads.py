@@ -17,7 +17,7 @@ from test_nested_maintain import R, SF, THESIS_V, TINY, _events, _maintained, by
 from test_nested_rules import V, from_, script_of
 
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import Call, Const, Field, TableRef, Var
+from idivm.algebra.expressions import Call, Const, Field, TableRef, TupleExpr, Var
 from idivm.exec import restrict
 
 
@@ -59,6 +59,40 @@ def test_a_preserved_side_of_a_left_join_is_not_restricted_by_its_own_condition(
     filtered = O.ReturnBag(O.Select(O.LeftJoin(scan("t@post", "t"), scan("Δ(s)", "s"), Const(True)),
                                     eq("t", "a", "s", "b")), Var("t"))
     assert ("t@post", "a", "Δ(s)") in restricted(filtered)  # a σ above drops them: restricted
+
+
+
+def test_the_padded_side_of_a_left_join_is_restricted_by_a_conjunct_above_that_rejects_its_padding(spark, tmp_path):
+    """σ or ⋉ above ``l ⟕ r`` on a column of r: a row of r the restriction drops would leave its
+    left tuple padded with NULLs, which the conjunct rejects like the pair it replaces, so r
+    may be read restricted.  Not with ``<=>`` and a NULL value, which matches the padding: then
+    r is read whole, and the padded rows of the left tuples without a match come out right."""
+    import pyarrow as pa
+
+    from idivm.exec.compiler import PlanCompiler
+    from idivm.storage import delta
+
+    same = lambda a, fa, b, fb: Call("same", (Field(Var(a), fa), Field(Var(b), fb)))  # noqa: E731
+    plan = O.ReturnBag(O.SemiJoin(O.LeftJoin(scan("l@post", "l"), scan("r@post", "r"), eq("l", "a", "r", "a")),
+                                  scan("Δ(k)", "k"), same("r", "id", "k", "id")),
+                       TupleExpr((("a", Field(Var("l"), "a")), ("id", Field(Var("r"), "id")))))
+    (c,) = [c for c in restrict.candidates(plan) if c.scan.source.name == "r@post" and c.column == "id"]
+    assert (c.padded, c.null_safe) == (True, True)
+
+    delta.create_table(tmp_path / "l", pa.table({"a": [f"k{i}" for i in range(1, 6)]}))
+    delta.create_table(tmp_path / "r", pa.table({"id": ["r1", "r2", "r3"], "a": ["k1", "k1", "k2"]}))
+
+    def run(keys: list) -> tuple[list, list[str]]:
+        tables = {"l@post": delta.read_spark(spark, tmp_path / "l"), "r@post": delta.read_spark(spark, tmp_path / "r"),
+                  "Δ(k)": spark.createDataFrame(pa.table({"id": pa.array(keys, pa.string())}))}
+        heard: list[str] = []
+        compiler = PlanCompiler(spark, tables.__getitem__, restrict=lambda name: "@" in name, progress=heard.append)
+        rows = sorted((r["a"], r["id"]) for r in compiler.evaluate(plan).collect())
+        return rows, heard
+
+    assert run(["r1"]) == ([("k1", "r1")], ["r@post: read where id is one of 1 value(s)"])
+    # the left tuples without a match, k3 to k5 (k1 and k2 have theirs, which r restricted would drop)
+    assert run([None]) == ([("k3", None), ("k4", None), ("k5", None)], [])
 
 
 def test_an_aggregate_between_the_conjunct_and_the_scan_stops_the_restriction():

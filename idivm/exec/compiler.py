@@ -166,8 +166,8 @@ class PlanCompiler:
                 rows = memo[2] if memo is not None else self._restriction_values(c)
                 if memo is None:
                     self._values.append((key, c.source, rows))
-                if rows is None:
-                    continue
+                if rows is None or (c.padded and c.null_safe and None in rows):
+                    continue  # (a NULL value would let padded rows the restriction makes through)
                 read = self.table(name).filter(key_filter(c.column, rows, c.null_safe))
                 keyed[id(c.scan)] = (name, c.column, c.null_safe, tuple(sorted(map(repr, rows))))
                 if any(s is c.scan for o in open_ if id(o.scan) not in found and o.scan is not c.scan

@@ -42,6 +42,10 @@ class Candidate:
     source: O.Operator
     value: Term
     null_safe: bool
+    #: the scan is below the NULL-padded side of a left join the conjunct is above: the rows
+    #: the restriction drops may turn into padded rows, which the conjunct rejects, unless it
+    #: is ``<=>`` and a value is NULL (then the read is not restricted)
+    padded: bool = False
 
 
 def candidates(plan: O.Operator) -> list[Candidate]:
@@ -125,20 +129,20 @@ def _candidate(region: O.Operator, sibling: O.Operator | None, x: Field, y: Term
     found = _find_scan(region, var, ())
     if found is None:
         return None
-    scan, branches = found
+    scan, branches, padded = found
     needed = y.variables()
     if not needed:
         return None
     for branch in (sibling, *branches):
         if branch is not None and needed <= set(branch.output_variables()):
-            return Candidate(scan, x.name, _narrowed(branch, needed), y, null_safe)
+            return Candidate(scan, x.name, _narrowed(branch, needed), y, null_safe, padded)
     if needed & set(region.output_variables()):
         return None  # bound beside the scan, not by a branch of the path: no source
     if owners:
         owner, nested = owners[0]
         source = owner.inputs()[0]
         if needed <= O.free_variables(nested) and needed <= set(source.output_variables()):
-            return Candidate(scan, x.name, _narrowed(source, needed), y, null_safe)
+            return Candidate(scan, x.name, _narrowed(source, needed), y, null_safe, padded)
     return None
 
 
@@ -153,36 +157,43 @@ def _narrowed(source: O.Operator, needed: set[str]) -> O.Operator:
     return source
 
 
-def _find_scan(op: O.Operator, var: str, branches: tuple[O.Operator, ...]
-               ) -> tuple[O.ScanCollection, tuple[O.Operator, ...]] | None:
+def _find_scan(op: O.Operator, var: str, branches: tuple[O.Operator, ...], padded: bool = False
+               ) -> tuple[O.ScanCollection, tuple[O.Operator, ...], bool] | None:
     """The scan of a table binding ``var`` below ``op`` on a path of operators that pass its
-    rows up unchanged or drop them, with the other inputs of the joins on the path."""
+    rows up unchanged or drop them, with the other inputs of the joins on the path, and
+    whether the path enters the NULL-padded side of a left join.  A row of that side the
+    restriction drops leaves its left tuple unmatched, padded with NULLs instead: the conjunct
+    above rejects such a row (``var`` is NULL in it), as it rejects the pairs it replaces,
+    unless the conjunct is ``<=>`` and a value is NULL (:attr:`Candidate.padded`).  (A left
+    join's own condition restricts its right side without padding: :func:`_regions`.)"""
     match op:
         case O.ScanCollection(source=TableRef()) if op.var == var:
-            return op, branches
+            return op, branches, padded
         case O.Project():
-            return _find_scan(op.input, var, branches) if (var, Var(var)) in op.outputs else None
+            return _find_scan(op.input, var, branches, padded) if (var, Var(var)) in op.outputs else None
         case O.InnerJoin():
             for side, other in ((op.left, op.right), (op.right, op.left)):
                 if var in side.output_variables():
-                    return _find_scan(side, var, branches + (other,))
+                    return _find_scan(side, var, branches + (other,), padded)
             return None
         case O.LeftJoin():
             if var in op.left.output_variables():
-                return _find_scan(op.left, var, branches + (op.right,))
+                return _find_scan(op.left, var, branches + (op.right,), padded)
+            if var in op.right.output_variables():
+                return _find_scan(op.right, var, branches + (op.left,), True)
             return None
         case O.SemiJoin() | O.AntiJoin():
-            return _find_scan(op.left, var, branches)
+            return _find_scan(op.left, var, branches, padded)
         case O.InnerCorrelate() | O.LeftCorrelate():
             if var in op.plan.output_variables():
                 return None
-            return _find_scan(op.input, var, branches)
+            return _find_scan(op.input, var, branches, padded)
         case (O.ScanCollection() | O.Select() | O.NavTuple() | O.Assign() | O.FunctionCall() | O.ConstructTuple()
               | O.ConstructBag() | O.ConstructArray() | O.ApplyPlan() | O.Distinct()):
             binds = {getattr(op, a, None) for a in ("var", "position", "occurrence")}
             if var in binds:
                 return None
-            return _find_scan(op.input, var, branches)
+            return _find_scan(op.input, var, branches, padded)
     return None
 
 
