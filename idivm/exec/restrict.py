@@ -16,7 +16,11 @@ to the plan's result: the path from the conjunct's operator down to ``s`` goes o
 operators that pass a row's variables up unchanged or drop the row (σ, inner joins, the
 preserved side of a left join, semi/anti joins' left side, unnests, LET, π keeping ``s``,
 δ, the input of nested-plan operators); and for the right side of a left, semi or anti join
-whose own condition holds the conjunct.  The values are taken over the whole operator that
+whose own condition holds the conjunct.  The NULL-padded side of a left join below the
+conjunct may be restricted too: a row the restriction drops leaves its left tuple padded,
+and the padded row, ``s`` NULL, is rejected by the conjunct like the pairs it replaces --
+unless the conjunct is ``<=>`` and a value is NULL, which the compiler checks when the values
+are known (:attr:`Candidate.padded`).  The values are taken over the whole operator that
 binds ``o`` (a superset of the values that meet ``s``): the other input of a join on the
 path, or, for a variable of the environment of a nested plan, the input of the operator
 that owns the plan.
