@@ -206,6 +206,30 @@ def test_the_values_of_a_restriction_are_computed_once_per_source_and_restrictio
         df.unpersist()
 
 
+def test_a_scan_is_restricted_by_the_values_of_a_bound_subplan_whose_own_reads_are_not(spark, tmp_path):
+    """The keys of a replace are computed first and bound; the post-state query that reads
+    them again restricts its scans by their values, although the keys' own plan reads a
+    state no conjunct restricts (u@post whole): that plan is not evaluated again."""
+    import pyarrow as pa
+
+    from idivm.exec.compiler import PlanCompiler
+    from idivm.storage import delta
+
+    delta.create_table(tmp_path / "t", pa.table({"a": [f"k{i}" for i in range(100)], "x": list(range(100))}))
+    delta.create_table(tmp_path / "u", pa.table({"b": ["k3", "k9"]}))
+    tables = {"t@post": delta.read_spark(spark, tmp_path / "t"), "u@post": delta.read_spark(spark, tmp_path / "u")}
+    keys = O.Project(scan("u@post", "u"), (("k", Field(Var("u"), "b")),))
+    plan = O.ReturnBag(O.SemiJoin(scan("t@post", "t"), keys, Call("same", (Field(Var("t"), "a"), Var("k")))),
+                       Field(Var("t"), "x"))
+    for bound in (False, True):
+        heard: list[str] = []
+        compiler = PlanCompiler(spark, tables.__getitem__, restrict=lambda name: "@" in name, progress=heard.append)
+        if bound:
+            compiler.bind(keys, spark.createDataFrame(pa.table({"k": ["k3", "k9"]})))
+        assert sorted(r["value"] for r in compiler.evaluate(plan).collect()) == [3, 9]
+        assert heard == (["t@post: read where a is one of 2 value(s)"] if bound else []), heard
+
+
 def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):
     """The view rows named by ID are read through a filter on each ID column that holds for
     every named ID, a NULL one included, and for no other row of this view."""

@@ -141,10 +141,10 @@ class PlanCompiler:
         :data:`RESTRICT_MAX_VALUES`), until no candidate is left; the reads found so far apply
         while a source is evaluated.  A restricted read that the source of another candidate
         reads is kept in memory (:attr:`cached`), so the query reads it once, not twice."""
-        big = {id(s) for s in restrict.table_scans(plan) if self._restrict(s.source.name)}  # type: ignore
+        big = {id(s) for s in self._scans_read(plan) if self._restrict(s.source.name)}  # type: ignore
         once = big & restrict.scanned_once(plan)
         open_ = [c for c in restrict.candidates(plan) if id(c.scan) in once]
-        reads = {id(c): restrict.table_scans(c.source) for c in open_}  # the scans a source reads
+        reads = {id(c): self._scans_read(c.source) for c in open_}  # the scans a source reads
         found: dict[int, DataFrame] = {}
         keyed: dict[int, tuple] = {}  # id(scan) -> the restriction of its read, as a value
         progressed = True
@@ -180,6 +180,26 @@ class PlanCompiler:
                     self._progress(f"{c.scan.source.name}: read where {c.column} is one of "  # type: ignore
                                    f"{sum(v is not None for v in rows)} value(s)")
         return found
+
+    def _scans_read(self, plan: O.Operator) -> list[O.ScanCollection]:
+        """The table scans compiling ``plan`` reads: not those of a (top-level) subplan bound to
+        a computed result (:meth:`bind`), such as the keys of a replace, which its post-state
+        query reads again."""
+        out: list[O.ScanCollection] = []
+        seen: set[int] = set()
+        stack: list[tuple[O.Operator, bool]] = [(plan, False)]
+        while stack:
+            op, nested = stack.pop()
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            if not nested and any(o is op or (type(o) is type(op) and o == op) for o, _ in self._bound):
+                continue
+            if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef):
+                out.append(op)
+            stack.extend((i, nested) for i in op.inputs())
+            stack.extend((n, True) for n in op.nested())
+        return out
 
     def _restriction_values(self, c: restrict.Candidate) -> list | None:
         """The distinct values of candidate ``c`` (None when it cannot restrict: its column is
