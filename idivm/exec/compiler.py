@@ -123,10 +123,8 @@ class PlanCompiler:
             self._restrictions = {}
 
     def compile(self, op: O.Operator, env: Env) -> DataFrame:
-        if env is TOP:
-            for other, df in self._bound:
-                if other is op or (type(other) is type(op) and other == op):
-                    return df
+        if env is TOP and (df := self._bound_result(op)) is not None:
+            return df
         fn = _COMPILERS.get(type(op))
         if fn is None:
             raise InternalError(f"no Spark compilation for operator {op.name}")
@@ -141,10 +139,13 @@ class PlanCompiler:
         :data:`RESTRICT_MAX_VALUES`), until no candidate is left; the reads found so far apply
         while a source is evaluated.  A restricted read that the source of another candidate
         reads is kept in memory (:attr:`cached`), so the query reads it once, not twice."""
-        big = {id(s) for s in self._scans_read(plan) if self._restrict(s.source.name)}  # type: ignore
+        # a subplan bound to a computed result (the keys of a replace, which its post-state
+        # query reads again) reads no table: neither restricted nor waited for
+        bound = frozenset(id(o) for o in O.walk(plan, into_nested=False) if self._bound_result(o) is not None)
+        big = {id(s) for s in restrict.table_scans(plan, bound) if self._restrict(s.source.name)}  # type: ignore
         once = big & restrict.scanned_once(plan)
         open_ = [c for c in restrict.candidates(plan) if id(c.scan) in once]
-        reads = {id(c): self._scans_read(c.source) for c in open_}  # the scans a source reads
+        reads = {id(c): restrict.table_scans(c.source, bound) for c in open_}  # the scans a source reads
         found: dict[int, DataFrame] = {}
         keyed: dict[int, tuple] = {}  # id(scan) -> the restriction of its read, as a value
         progressed = True
@@ -169,7 +170,7 @@ class PlanCompiler:
                 if rows is None or (c.padded and c.null_safe and None in rows):
                     continue  # (a NULL value would let padded rows the restriction makes through)
                 read = self.table(name).filter(key_filter(c.column, rows, c.null_safe))
-                keyed[id(c.scan)] = (name, c.column, c.null_safe, tuple(sorted(map(repr, rows))))
+                keyed[id(c.scan)] = (name, c.column, c.null_safe, frozenset(rows))
                 if any(s is c.scan for o in open_ if id(o.scan) not in found and o.scan is not c.scan
                        for s in reads[id(o)]):
                     read = read.persist()
@@ -181,25 +182,10 @@ class PlanCompiler:
                                    f"{sum(v is not None for v in rows)} value(s)")
         return found
 
-    def _scans_read(self, plan: O.Operator) -> list[O.ScanCollection]:
-        """The table scans compiling ``plan`` reads: not those of a (top-level) subplan bound to
-        a computed result (:meth:`bind`), such as the keys of a replace, which its post-state
-        query reads again."""
-        out: list[O.ScanCollection] = []
-        seen: set[int] = set()
-        stack: list[tuple[O.Operator, bool]] = [(plan, False)]
-        while stack:
-            op, nested = stack.pop()
-            if id(op) in seen:
-                continue
-            seen.add(id(op))
-            if not nested and any(o is op or (type(o) is type(op) and o == op) for o, _ in self._bound):
-                continue
-            if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef):
-                out.append(op)
-            stack.extend((i, nested) for i in op.inputs())
-            stack.extend((n, True) for n in op.nested())
-        return out
+    def _bound_result(self, op: O.Operator) -> DataFrame | None:
+        """The result bound to ``op`` or an operator equal to it (:meth:`bind`), if any."""
+        return next((df for other, df in self._bound if other is op or (type(other) is type(op) and other == op)),
+                    None)
 
     def _restriction_values(self, c: restrict.Candidate) -> list | None:
         """The distinct values of candidate ``c`` (None when it cannot restrict: its column is

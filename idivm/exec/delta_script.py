@@ -259,13 +259,9 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             elif s.keys is None:
                 deletes.append(view.select(*ids))
             else:
-                # the keys are few (as many as the i-diff names): compute them once, skip the
-                # statement when there are none, and let the post-state query reuse them
-                named = compiler.bindings(s.keys.input).toArrow()
-                if named.num_rows == 0:
+                keys = _bound_keys(spark, compiler, s)
+                if keys is None:
                     continue
-                compiler.bind(s.keys.input, spark.createDataFrame(named))
-                keys = compiler.evaluate(s.keys)
                 deletes.append(_match(view, keys, s.on, "left_semi").select(*ids))
             inserts.append(compiler.evaluate(s.rows).select(*columns))
         else:
@@ -289,13 +285,9 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         queries = []
         for s in rewrites:
             if s.kind == "nested_replace":
-                # the keys are few: computed once and bound, so that the query of the post-state
-                # elements, which names the changed tuples by them, does not compute them again
-                named = compiler.bindings(s.keys.input).toArrow()
-                if named.num_rows == 0:
+                q = _bound_keys(spark, compiler, s)
+                if q is None:
                     continue
-                compiler.bind(s.keys.input, spark.createDataFrame(named))
-                q = compiler.evaluate(s.keys)
             else:
                 q = compiler.evaluate(s.query)
             by_id = s.kind == "nested_replace" and s.keys_name_rows()  # the keys name their rows by ID
@@ -323,6 +315,18 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     gone = _match(deleted, inserted, ids, "left_anti")
     return ViewChanges(upserts, gone, (*cached, *compiler.cached))
+
+
+def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> DataFrame | None:
+    """The keys of the replace or nested replace ``s``, few (as many as its i-diffs name):
+    computed now and bound in the compiler, so that its post-state query, which names the
+    changed tuples by them, does not compute them again; None when there are none (``s``
+    changes nothing)."""
+    named = compiler.bindings(s.keys.input).toArrow()
+    if named.num_rows == 0:
+        return None
+    compiler.bind(s.keys.input, spark.createDataFrame(named))
+    return compiler.evaluate(s.keys)
 
 
 def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column]:

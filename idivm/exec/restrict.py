@@ -96,9 +96,22 @@ def scanned_once(plan: O.Operator) -> set[int]:
     return {k for k, n in counts.items() if n == 1}
 
 
-def table_scans(plan: O.Operator) -> list[O.ScanCollection]:
-    """The scans of tables in the plan, nested plans included."""
-    return [op for op in O.walk(plan) if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)]
+def table_scans(plan: O.Operator, skip: frozenset[int] = frozenset()) -> list[O.ScanCollection]:
+    """The scans of tables in the plan, nested plans included, in pre-order; none below an
+    operator whose id is in ``skip``."""
+    out: list[O.ScanCollection] = []
+    seen: set[int] = set()
+    stack = [plan]
+    while stack:
+        op = stack.pop()
+        if id(op) in seen or id(op) in skip:
+            continue
+        seen.add(id(op))
+        if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef):
+            out.append(op)
+        stack.extend(reversed(op.nested()))
+        stack.extend(reversed(op.inputs()))
+    return out
 
 
 def _conjuncts(t: Term | None) -> list[Term]:
