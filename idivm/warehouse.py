@@ -349,9 +349,8 @@ class Warehouse:
         entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
-        df, groups = _clustered(df, prov, script.strategy if script is not None else None)
-        writes.insert(0, (rel, lambda p: delta.write_spark(df, p, mode="error", commit_metadata=metadata,
-                                                           row_group_rows=groups)))
+        strategy = script.strategy if script is not None else None
+        writes.insert(0, (rel, lambda p: _write_view(df, p, "error", metadata, prov, strategy)))
         with data_errors(view.name):
             self._install(writes, lambda cat: cat.add_view(entry))
             if script is not None and script.strategy == "id":
@@ -440,11 +439,10 @@ class Warehouse:
                     written += delta.row_count(cache_paths[cache.name])
                 metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
             df = self._evaluate_at(catalog, prov.plan, new)
-            df, groups = _clustered(df, prov, planned.strategy if planned is not None else None)
             metadata["idivm.strategy"] = "recompute"
             with data_errors(view_name):
-                version = delta.write_spark(df, path, mode="overwrite", commit_metadata=metadata,
-                                            row_group_rows=groups)
+                version = _write_view(df, path, "overwrite", metadata, prov,
+                                      planned.strategy if planned is not None else None)
             rows = delta.row_count(path)
             return MaintenanceResult(view_name, "recompute", n_changes, version, old, new,
                                      time.monotonic() - started, inserted=rows, rows_written=rows + written,
@@ -474,7 +472,8 @@ class Warehouse:
             stored = self._indexes(catalog, view, prov, path, script) \
                 if use_indexes and script.strategy == "id" else []
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
-                                       cache_paths, cache_new, stored, _row_groups(script.strategy))
+                                       cache_paths, cache_new, stored,
+                                       _layout(delta.schema(path).names, prov, script.strategy))
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
                                  time.monotonic() - started, diff_rows=diff_rows + stats["diff_rows"],
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
@@ -519,15 +518,15 @@ class Warehouse:
                       new: Mapping[str, int], changes, metadata, progress,
                       cache_paths: Mapping[str, Path] | None = None,
                       cache_versions: Mapping[str, int] | None = None,
-                      stored_indexes: Sequence = (), row_group_rows: int | None = None) -> dict:
+                      stored_indexes: Sequence = (), layout: Layout | None = None) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
         (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
         data feeds from ``old`` to ``new``.  The caches the script reads (of ``cache_paths``) are
         read from the versions the table at ``path`` reflects (its last commit's
         ``idivm.caches``) to ``cache_versions``.  ``stored_indexes``: the view's index tables,
         brought to the view's version first if they lag, read to find the rows of nested
-        updates and maintained after the view's commit.  ``row_group_rows``: the rows of a
-        Parquet row group the MERGE writes (see :func:`_row_groups`)."""
+        updates and maintained after the view's commit.  ``layout``: the view's, which a run
+        reads and rewrites only the files of (None: the changes are MERGEd)."""
         import pyarrow as pa
         from pyspark.sql import functions as F
 
@@ -567,9 +566,16 @@ class Warehouse:
                 return found if found is None else self.spark.createDataFrame(found)
             return self.spark.createDataFrame([], view.select(*found.column_names).schema)
 
-        view = delta.read_spark(self.spark, path)
+        version = delta.version(path)
+        view = delta.read_spark(self.spark, path, version)
+
+        def read_view(column: str, values: Sequence) -> "DataFrame":
+            """The view's rows in the files that may hold these values of ``column``."""
+            return delta.read_spark(self.spark, path, version, holding=(column, values))
+
         result = evaluate(self.spark, script, diffs, read_state, view, progress,
-                          locate if stored_indexes else None)
+                          locate if stored_indexes else None,
+                          read_view if layout is not None else None)
         try:
             if result.direct is not None:
                 statement, query = result.direct
@@ -588,7 +594,13 @@ class Warehouse:
             predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in statement.on)
             sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
             metrics = delta.merge_arrow(path, rows, predicate, [delta.MatchedUpdate(sets)],
-                                        commit_metadata=metadata, row_group_rows=row_group_rows)
+                                        commit_metadata=metadata)
+        elif layout is not None:
+            if progress:
+                progress(f"{script.view}: rewriting the files of {upserts.num_rows} upserts and "
+                         f"{deletes.num_rows} deletes")
+            metrics = delta.rewrite_clustered(path, upserts, deletes, script.id_columns, commit_metadata=metadata,
+                                              row_group_rows=layout.row_group_rows, file_bytes=layout.file_bytes)
         else:
             ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
             dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
@@ -602,7 +614,7 @@ class Warehouse:
                 delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
                 delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
                 delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
-            ], commit_metadata=metadata, row_group_rows=row_group_rows)
+            ], commit_metadata=metadata)
         written = int(metrics.get("num_output_rows") or 0)
         for index in stored_indexes:
             if result.direct is None:
@@ -780,30 +792,47 @@ class Warehouse:
             raise
 
 
-#: the rows of a Parquet row group of a view maintained by ID (see :func:`_row_groups`)
+#: the rows of a Parquet row group of a view maintained by ID (see :class:`Layout`)
 CLUSTERED_ROW_GROUP = 1024
+#: the Arrow memory of a file of a view maintained by ID (see :class:`Layout`)
+CLUSTERED_FILE_BYTES = 512 * 1024
 
 
-def _row_groups(strategy: str | None) -> int | None:
-    """The rows of a Parquet row group of a view of ``strategy`` (None: the writer's default).
-    A view maintained by ID is written ordered by its ID columns (:func:`_clustered`) in row
-    groups of :data:`CLUSTERED_ROW_GROUP` rows: the IDs of a row group then span a narrow
-    range, so a run that reads the rows it names by ID
-    (:func:`idivm.exec.delta_script.evaluate`) skips the other row groups by their statistics.
-    (A MERGE keeps the rows it copies largely in their order.)"""
-    return CLUSTERED_ROW_GROUP if strategy == "id" else None
+@dataclass(frozen=True)
+class Layout:
+    """How a view maintained by ID is stored: ordered by its ID columns ``keys`` in files of
+    about :data:`CLUSTERED_FILE_BYTES` and row groups of at most :data:`CLUSTERED_ROW_GROUP`
+    rows.  A file then holds a narrow range of IDs, so a run reads only the files that may
+    hold the rows it names (``delta.read_spark(holding=)``) and rewrites only those
+    (:func:`idivm.storage.delta.rewrite_clustered`, which keeps the layout), and a read
+    restricted to a few IDs skips the other row groups by their statistics."""
+
+    keys: tuple[str, ...]
+    row_group_rows: int = CLUSTERED_ROW_GROUP
+    file_bytes: int = CLUSTERED_FILE_BYTES
+
+    def write(self, df: "DataFrame", path, mode: str, commit_metadata) -> int:
+        """Write ``df`` (the view's rows) in this layout; the new version."""
+        from pyspark.sql import functions as F
+
+        ordered = df.orderBy(*[F.col(f"`{c}`") for c in self.keys])
+        return delta.write_spark(ordered, path, mode=mode, commit_metadata=commit_metadata,
+                                 row_group_rows=self.row_group_rows, file_bytes=self.file_bytes)
 
 
-def _clustered(df: "DataFrame", prov, strategy: str | None) -> tuple["DataFrame", int | None]:
-    """The rows of a view of ``strategy`` as they are written, and the rows of a row group
-    (:func:`_row_groups`): a view maintained by ID ordered by its ID columns."""
-    groups = _row_groups(strategy)
-    ids = [c for c, _ in prov.view_ids if c in df.columns]
-    if groups is None or not ids:
-        return df, groups
-    from pyspark.sql import functions as F
+def _layout(columns: Sequence[str], prov, strategy: str | None) -> Layout | None:
+    """The layout of a view of ``strategy`` with ``columns`` (None: one delta-rs write, files
+    of its default size): a view maintained by ID with ID columns is clustered by them."""
+    ids = tuple(c for c, _ in prov.view_ids if c in columns)
+    return Layout(ids, CLUSTERED_ROW_GROUP, CLUSTERED_FILE_BYTES) if strategy == "id" and ids else None
 
-    return df.orderBy(*[F.col(f"`{c}`") for c in ids]), groups
+
+def _write_view(df: "DataFrame", path, mode: str, commit_metadata, prov, strategy: str | None) -> int:
+    """Write a view's rows ``df`` in the layout of ``strategy``; the new version."""
+    layout = _layout(df.columns, prov, strategy)
+    if layout is not None:
+        return layout.write(df, path, mode, commit_metadata)
+    return delta.write_spark(df, path, mode=mode, commit_metadata=commit_metadata)
 
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:

@@ -52,3 +52,16 @@ def make_warehouse(spark, tmp_path_factory):
         return Warehouse(tmp_path_factory.mktemp(name), spark=spark)
 
     return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def small_view_files():
+    """Views maintained by ID are stored in files of about 4 KiB in tests (instead of
+    CLUSTERED_FILE_BYTES), so that the views of a few dozen rows span several files and every
+    run reads and rewrites only some of them."""
+    from idivm import warehouse
+
+    default = warehouse.CLUSTERED_FILE_BYTES
+    warehouse.CLUSTERED_FILE_BYTES = 4096
+    yield
+    warehouse.CLUSTERED_FILE_BYTES = default

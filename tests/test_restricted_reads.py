@@ -240,15 +240,19 @@ def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):
     view = spark.createDataFrame(pa.table({"a": ["x", "x", "y", None, "z"], "b": [1, 2, 1, 3, None],
                                            "v": [10, 20, 30, 40, 50]}))
     named = spark.createDataFrame(pa.table({"a": ["x", None], "b": [2, 3]}))
-    ids, only = _named_ids(spark, named)
+    ids, only, values = _named_ids(spark, named)
+    assert sorted(values, key=str) == sorted(["x", None], key=str)
     assert sorted(map(tuple, ids.collect()), key=str) == [("x", 2), (None, 3)]
     assert sorted(r["v"] for r in view.filter(only).collect()) == [20, 40]
 
 
-def test_a_view_maintained_by_id_is_stored_in_narrow_row_groups_ordered_by_its_ids(make_warehouse, tmp_path):
-    """Defined from 3,000 rows given in shuffled order, the view's row groups hold at most
-    CLUSTERED_ROW_GROUP rows each and disjoint, increasing ranges of its ID; a MERGE that
-    updates rows all over it and inserts new ones writes row groups of the same size."""
+def test_a_view_maintained_by_id_is_stored_in_files_of_narrow_id_ranges_a_run_rewrites_few_of(
+        make_warehouse, tmp_path):
+    """Defined from 3,000 rows given in shuffled order, the view is stored in files of disjoint,
+    increasing ranges of its ID, in row groups of at most CLUSTERED_ROW_GROUP rows.  A run that
+    updates 20 rows all over it and inserts 5 past its end rewrites at most the 21 files that
+    hold or take them, and the files keep disjoint ranges."""
+    import json
     import random
 
     import pyarrow as pa
@@ -264,25 +268,30 @@ def test_a_view_maintained_by_id_is_stored_in_narrow_row_groups_ordered_by_its_i
     wh.define("CREATE VIEW w AS SELECT t.k, t.v FROM t WHERE t.v >= 0", strategy="id")
     path = wh.catalog.path_of(wh.catalog.view("w"))
 
-    def row_groups() -> list[tuple[int, int, int]]:
+    def files() -> list[tuple[int, int, int]]:
+        """(rows, lowest k, highest k) of each file, by lowest k; its row groups at most
+        CLUSTERED_ROW_GROUP rows each."""
         out = []
         for uri in delta.open_table(path).file_uris():
+            table = pq.read_table(uri.removeprefix("file://"))
             meta = pq.ParquetFile(uri.removeprefix("file://")).metadata
-            k = meta.schema.to_arrow_schema().get_field_index("k")
-            for i in range(meta.num_row_groups):
-                stats = meta.row_group(i).column(k).statistics
-                out.append((meta.row_group(i).num_rows, stats.min, stats.max))
-        return out
+            assert all(meta.row_group(i).num_rows <= CLUSTERED_ROW_GROUP for i in range(meta.num_row_groups))
+            k = table.column("k").to_pylist()
+            out.append((len(k), min(k), max(k)))
+        return sorted(out, key=lambda f: f[1])
 
-    groups = row_groups()
-    assert len(groups) >= 3 and all(n <= CLUSTERED_ROW_GROUP for n, _, _ in groups), groups
-    assert all(a[2] < b[1] for a, b in zip(groups, groups[1:])), groups  # ordered, disjoint
+    before = files()
+    assert len(before) >= 10, before
+    assert all(a[2] < b[1] for a, b in zip(before, before[1:])), before  # disjoint ranges
     _events(tmp_path, wh, "t", *[({"k": k, "v": k * 10}, {"k": k, "v": k * 10 + 1}) for k in range(0, 3000, 150)],
             *[(None, {"k": k, "v": 1}) for k in range(3000, 3005)])
     _maintained(wh, "w")
-    groups = row_groups()
-    assert sum(n for n, _, _ in groups) == 3005
-    assert all(n <= CLUSTERED_ROW_GROUP for n, _, _ in groups), groups
+    after = files()
+    assert sum(n for n, _, _ in after) == 3005
+    assert all(a[2] < b[1] for a, b in zip(after, after[1:])), after
+    rewrite = json.loads(delta.history(path, 1)[0]["idivm.rewrite"])
+    assert 1 <= rewrite["num_target_files_removed"] <= 21, rewrite
+    assert len(set(after) & set(before)) >= len(before) - 21
 
 
 def test_base_tables_are_stored_in_row_groups_a_restricted_read_can_skip(make_warehouse, tmp_path):

@@ -274,3 +274,93 @@ def test_write_spark_failure_removes_staging(spark, tmp_path):
     with pytest.raises(Exception):
         delta.write_spark(bad, tmp_path / "f")
     assert os.listdir(tmp_path) == []
+
+
+def _clustered_table(path, rows, file_bytes):
+    """A table of ``rows`` written ordered by (k, j) in files of about ``file_bytes``."""
+    data = pa.Table.from_pylist(rows, schema=CLUSTER_SCHEMA).sort_by([("k", "ascending", "at_start"),
+                                                                      ("j", "ascending", "at_start")])
+    delta._write_clustered(path, data.to_reader(max_chunksize=50), "error", file_bytes, None, None)
+
+
+CLUSTER_SCHEMA = pa.schema([("k", pa.int64()), ("j", pa.string()), ("v", pa.float64()),
+                            ("bag", pa.list_(pa.struct([("x", pa.int64())])))])
+
+
+def _as_bag(table):
+    return sorted((r["k"] if r["k"] is not None else -1, r["j"] or "", r["v"], repr(r["bag"]))
+                  for r in table.to_pylist())
+
+
+def test_rewrite_clustered_equals_an_upsert_by_key_and_rewrites_only_the_files_holding_the_keys(tmp_path):
+    import random
+
+    rng = random.Random(7)
+    key = lambda: (rng.choice([None] + list(range(400))), rng.choice([None, "a", "b"]))  # noqa: E731
+    state = {}
+    for _ in range(600):
+        k, j = key()
+        state[(k, j)] = {"k": k, "j": j, "v": rng.random(), "bag": [{"x": rng.randrange(9)}]}
+    path = tmp_path / "t"
+    _clustered_table(path, list(state.values()), 512)
+    files = len(delta.open_table(path).file_uris())
+    assert files > 20
+    for run in range(6):
+        before = set(delta.open_table(path).file_uris())
+        ups, dels = {}, {}
+        for _ in range(rng.choice([0, 1, 5, 30])):
+            k, j = key() if rng.random() < 0.5 else rng.choice(list(state) or [key()])
+            if rng.random() < 0.3:
+                dels[(k, j)] = {"k": k, "j": j, "v": None, "bag": None}
+            else:
+                ups[(k, j)] = {"k": k, "j": j, "v": float(run), "bag": [{"x": run}, {"x": -run}]}
+        for kj in ups:
+            dels.pop(kj, None)
+        expected = {kj: r for kj, r in state.items() if kj not in dels}
+        expected.update(ups)
+        metrics = delta.rewrite_clustered(path, pa.Table.from_pylist(list(ups.values()), schema=CLUSTER_SCHEMA),
+                                          pa.Table.from_pylist(list(dels.values()), schema=CLUSTER_SCHEMA),
+                                          ["k", "j"], commit_metadata={"idivm.run": str(run)}, file_bytes=512)
+        after = delta.read_arrow(path)
+        assert _as_bag(after) == _as_bag(pa.Table.from_pylist(list(expected.values()), schema=CLUSTER_SCHEMA))
+        assert metrics["num_target_rows_updated"] == len([kj for kj in ups if kj in state])
+        assert metrics["num_target_rows_inserted"] == len([kj for kj in ups if kj not in state])
+        assert metrics["num_target_rows_deleted"] == len([kj for kj in dels if kj in state])
+        assert delta.history(path, 1)[0]["idivm.run"] == str(run)
+        # the files kept are those whose key range holds no named key
+        now = set(delta.open_table(path).file_uris())
+        named = {k for k, _ in list(ups) + list(dels)}
+        for uri in before & now:
+            ks = set(pa.parquet.read_table(uri).column("k").to_pylist())
+            assert not ks & named
+        assert len(before - now) == metrics["num_target_files_removed"]
+        assert len(before - now) < max(3 * len(named), 1) and (named or before == now)
+        state = expected
+
+
+def test_rewrite_clustered_splits_a_growing_file_and_fills_an_empty_table(tmp_path):
+    path = tmp_path / "t"
+    delta.create_table(path, CLUSTER_SCHEMA.empty_table())
+    rows = [{"k": i, "j": "a", "v": 1.0, "bag": []} for i in range(300)]
+    delta.rewrite_clustered(path, pa.Table.from_pylist(rows, schema=CLUSTER_SCHEMA), CLUSTER_SCHEMA.empty_table(),
+                            ["k"], file_bytes=1024)
+    assert len(delta.open_table(path).file_uris()) > 3
+    assert sorted(delta.read_arrow(path).column("k").to_pylist()) == list(range(300))
+    one = len(delta.open_table(path).file_uris())
+    more = [{"k": 10_000 + i, "j": "b", "v": 2.0, "bag": []} for i in range(300)]
+    delta.rewrite_clustered(path, pa.Table.from_pylist(more, schema=CLUSTER_SCHEMA), CLUSTER_SCHEMA.empty_table(),
+                            ["k"], file_bytes=1024)
+    assert len(delta.open_table(path).file_uris()) > one + 3  # the last file grew and was split
+    assert delta.row_count(path) == 600
+
+
+def test_read_spark_holding_reads_the_files_that_may_hold_the_values(spark, tmp_path):
+    path = tmp_path / "t"
+    _clustered_table(path, [{"k": i, "j": "a", "v": 0.0, "bag": []} for i in range(500)] +
+                     [{"k": None, "j": "n", "v": 0.0, "bag": []}], 2048)
+    every = len(delta.open_table(path).file_uris())
+    some = delta.read_spark(spark, path, holding=("k", [3, 250]))
+    assert 2 <= len(some.inputFiles()) < every
+    assert {3, 250} <= {r.k for r in some.collect()}
+    with_null = delta.read_spark(spark, path, holding=("k", [None]))
+    assert None in {r.k for r in with_null.collect()} and len(with_null.inputFiles()) < every

@@ -220,12 +220,16 @@ ELEMENT_KEYS = f"{HIDDEN}element_keys"
 def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
              read_state: Callable[[str, str], DataFrame], view: DataFrame,
              progress: Callable[[str], None] | None = None,
-             locate: Callable[[Statement, DataFrame], DataFrame | None] | None = None) -> ViewChanges:
+             locate: Callable[[Statement, DataFrame], DataFrame | None] | None = None,
+             read_view: Callable[[str, list], DataFrame] | None = None) -> ViewChanges:
     """The view's changes (see module doc).  ``read_state(table, "@pre"|"@post")`` reads a base
     table state; ``view`` is the stored view (with its hidden ID columns).  ``locate(s, rows)``,
     if given, finds the view rows a nested update ``s`` with i-diff ``rows`` names through a
     global provenance index (§2.15.3): their ID columns, or None when no index serves ``s``;
-    without it, or on None, the view's bags are searched."""
+    without it, or on None, the view's bags are searched.  ``read_view(column, values)``, for
+    a view stored in files of narrow ID ranges, reads the view's rows in the files that may
+    hold those values of an ID column; the rows a run rewrites are then read from those files
+    only, and an update alone is applied as rewritten rows too, not by ID."""
     frames: dict[str, DataFrame] = {}
 
     served = {"Δ": diffs.keys, "Δu": diffs.updates, "Δpre": diffs.pre_rows, "Δpost": diffs.post_rows}
@@ -274,7 +278,8 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     if inserts:  # read by the upserts and by the deletes: computed once
         inserted = inserted.cache()
         cached.append(inserted)
-    if not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment") and rewrites[0].on:
+    if (read_view is None and not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment")
+            and rewrites[0].on):
         # one update (or increment) alone: the stored view is not read here; the MERGE
         # names its rows by the (partial) IDs of the i-diff
         direct = compiler.evaluate(rewrites[0].query)
@@ -306,8 +311,9 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
         # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
         # view's rows (whole, with their bags) to the pages whose statistics may hold them
-        named, only = _named_ids(spark, _union(named_by, spark_empty).distinct())
-        kept = _match(view.filter(only), deleted, ids, "left_anti")
+        named, only, values = _named_ids(spark, _union(named_by, spark_empty).distinct())
+        source = view if read_view is None or values is None else read_view(ids[0], values)
+        kept = _match(source.filter(only), deleted, ids, "left_anti")
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
             rows = _REWRITES[s.kind](rows, s, q)
@@ -329,19 +335,20 @@ def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> Da
     return compiler.evaluate(s.keys)
 
 
-def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column]:
-    """The view IDs ``ids`` computed now (an in-memory DataFrame), and a filter of view rows
-    that holds for them: each ID column among their values (TRUE when they are too many)."""
+def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column, list | None]:
+    """The view IDs ``ids`` computed now (an in-memory DataFrame), a filter of view rows that
+    holds for them: each ID column among their values (TRUE when they are too many), and the
+    values of the first ID column (None when they are too many)."""
     table = ids.toArrow()
     named = spark.createDataFrame(table, ids.schema)
     if table.num_rows > RESTRICT_MAX_VALUES:
-        return named, F.lit(True)
+        return named, F.lit(True), None
     parts = []
     for f in ids.schema.fields:
         if isinstance(f.dataType, KEY_TYPES):
             values = table.column(f.name).to_pylist()
             parts.append(key_filter(f.name, values, None in values))
-    return named, reduce(lambda a, b: a & b, parts, F.lit(True))
+    return named, reduce(lambda a, b: a & b, parts, F.lit(True)), table.column(0).to_pylist()
 
 
 def _computed(spark: SparkSession, df: DataFrame) -> DataFrame:

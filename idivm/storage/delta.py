@@ -20,12 +20,16 @@ Paths are local directories (``str`` or ``Path``).
 
 from __future__ import annotations
 
+import bisect
+import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -137,7 +141,8 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
 
 
 def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite"] = "error",
-                commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None) -> int:
+                commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None,
+                file_bytes: int | None = None) -> int:
     """Write a Spark DataFrame to the Delta table at ``path``; return the new version.
 
     ``mode="error"`` creates the table (failing if one exists);
@@ -148,7 +153,10 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     memory as a whole.  The staging directory is removed afterwards, also on
     failure.  Every column becomes nullable.  With a cluster master, the
     staging directory must be on storage that the executors and the driver share.
-    ``row_group_rows`` caps the rows of a Parquet row group (see :func:`merge_arrow`).
+    ``row_group_rows`` caps the rows of a Parquet row group (see :func:`merge_arrow`);
+    ``file_bytes`` cuts the rows, in the DataFrame's order, into files of about that much
+    Arrow memory (default: delta-rs's files, about 100 MB): a DataFrame ordered by a key then
+    fills files of narrow key ranges, the layout :func:`rewrite_clustered` maintains.
     """
     import pyarrow.dataset as ds
     from deltalake import write_deltalake
@@ -168,10 +176,13 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
             reader = schemas.conform(ds.dataset(files, format="parquet").scanner().to_reader(), arrow)
         else:
             reader = pa.RecordBatchReader.from_batches(arrow, iter(()))
-        write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
-                        schema_mode="overwrite" if mode == "overwrite" else None,
-                        writer_properties=_writer_properties(row_group_rows),
-                        commit_properties=_commit_properties(commit_metadata))
+        if file_bytes is not None:
+            _write_clustered(target, reader, mode, file_bytes, row_group_rows, commit_metadata)
+        else:
+            write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
+                            schema_mode="overwrite" if mode == "overwrite" else None,
+                            writer_properties=_writer_properties(row_group_rows),
+                            commit_properties=_commit_properties(commit_metadata))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return version(target)
@@ -312,6 +323,245 @@ def _conform_source(dt: "DeltaTable", source: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
+@dataclass(frozen=True, slots=True)
+class _File:
+    """An active file of a table and the statistics of one column (None: not recorded)."""
+
+    path: str
+    size: int
+    rows: int | None
+    low: Any
+    high: Any
+    nulls: int | None
+
+    def may_hold(self, values: Sequence[Any], null: bool) -> bool:
+        """Whether the file may hold a row whose column is one of the sorted non-NULL
+        ``values``, or NULL when ``null``."""
+        if null and (self.nulls is None or self.nulls > 0):
+            return True
+        if self.low is None or self.high is None:
+            # no bounds: the column is NULL in every row, or the file has no statistics
+            return bool(values) and not (self.nulls is not None and self.nulls == self.rows)
+        try:
+            i = bisect.bisect_left(values, self.low)
+            return i < len(values) and values[i] <= self.high
+        except TypeError:  # values of a type the statistics do not compare with
+            return True
+
+
+def _files(dt: "DeltaTable", column: str) -> list[_File]:
+    """The active files of ``dt`` with the statistics of ``column``."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+
+    def col(name: str) -> list:
+        return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
+
+    return [_File(*f) for f in zip(col("path"), col("size_bytes"), col("num_records"), col(f"min.{column}"),
+                                   col(f"max.{column}"), col(f"null_count.{column}"))]
+
+
+def _name(path: str) -> str:
+    """The file name of a path or URI of a table's file (an unpartitioned table's files lie at
+    its root)."""
+    return unquote(path.rsplit("/", 1)[-1])
+
+
+def _sorted_values(values: pa.Array | pa.ChunkedArray) -> tuple[list, bool]:
+    """(the distinct non-NULL values sorted, whether NULL is among them)."""
+    distinct = pc.unique(values)
+    return sorted(distinct.drop_null().to_pylist()), distinct.null_count > 0
+
+
+def _key_types(table_schema: pa.Schema, keys: Sequence[str]) -> pa.Schema:
+    return pa.schema([table_schema.field(k) for k in keys])
+
+
+def _key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array:
+    """Which rows of ``table`` have the key (``keys``, NULL-safe) of a row of ``wanted``: a
+    first filter by the first key's values, then the exact match of the few rows it keeps."""
+    first = wanted.column(keys[0])
+    mask = pc.is_in(table.column(keys[0]), value_set=pc.unique(first), skip_nulls=False)
+    if len(keys) == 1 or not pc.any(mask).as_py():
+        return mask
+    named = {tuple(r.values()) for r in wanted.select(list(keys)).to_pylist()}
+    hits = pc.indices_nonzero(mask).to_pylist()
+    exact = [tuple(r.values()) in named for r in table.select(list(keys)).take(hits).to_pylist()]
+    out = [False] * table.num_rows
+    for i, hit in zip(hits, exact):
+        out[i] = hit
+    return pa.array(out, pa.bool_())
+
+
+def _file_stats(table: pa.Table) -> str:
+    """Delta statistics of a file's rows: the count, and the bounds and NULLs of the
+    top-level integer and string columns (the others have none, which readers allow)."""
+    low, high, nulls = {}, {}, {}
+    for f in table.schema:
+        if pa.types.is_integer(f.type) or pa.types.is_string(f.type):
+            column = table.column(f.name)
+            bounds = pc.min_max(column)
+            nulls[f.name] = column.null_count
+            if bounds["min"].is_valid:
+                low[f.name], high[f.name] = bounds["min"].as_py(), bounds["max"].as_py()
+    return json.dumps({"numRecords": table.num_rows, "minValues": low, "maxValues": high, "nullCount": nulls})
+
+
+class _NewFiles:
+    """Parquet files written into a table's directory, and their add actions."""
+
+    def __init__(self, root: Path, row_group_rows: int | None):
+        self.root, self.row_group_rows = root, row_group_rows
+        self.actions: list = []
+        self.rows = 0
+        self.now = int(time.time() * 1000)
+
+    def write(self, rows: pa.Table, limit: int, slack: int = 1) -> None:
+        """Write ``rows`` as one file, or, past ``slack`` times ``limit`` rows, as files of at
+        most ``limit`` rows."""
+        import pyarrow.parquet as pq
+        from deltalake.transaction import AddAction
+
+        parts = -(-rows.num_rows // limit) if rows.num_rows > slack * limit else 1
+        step = max(1, -(-rows.num_rows // parts))
+        for start in range(0, rows.num_rows, step):
+            part = rows.slice(start, step)
+            name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
+            pq.write_table(part, str(self.root / name), row_group_size=self.row_group_rows, compression="snappy")
+            self.actions.append(AddAction(name, (self.root / name).stat().st_size, {}, self.now, True,
+                                          _file_stats(part)))
+            self.rows += part.num_rows
+
+
+def _rows_per_file(rows: pa.Table, file_bytes: int) -> int:
+    """The rows of a file of about ``file_bytes`` (of Arrow memory) at the density of ``rows``."""
+    return max(1, int(file_bytes * rows.num_rows / max(rows.nbytes, 1)))
+
+
+def _write_clustered(path: Path, reader: pa.RecordBatchReader, mode: str, file_bytes: int,
+                     row_group_rows: int | None, commit_metadata: Mapping[str, Any] | None) -> None:
+    """Create (``mode="error"``) or overwrite the table at ``path`` with the rows of ``reader``,
+    in their order, cut into files of about ``file_bytes`` of Arrow memory: the layout of
+    :func:`rewrite_clustered`."""
+    from deltalake.transaction import create_table_with_add_actions
+
+    from deltalake import Schema
+
+    path.mkdir(parents=True, exist_ok=True)
+    files = _NewFiles(path, row_group_rows)
+    buffered: list[pa.RecordBatch] = []
+    held = 0
+    limit = None
+    for batch in reader:
+        if batch.num_rows == 0:
+            continue
+        if limit is None:
+            limit = _rows_per_file(pa.Table.from_batches([batch]), file_bytes)
+        buffered.append(batch)
+        held += batch.num_rows
+        if held >= limit:
+            table = pa.Table.from_batches(buffered, reader.schema)
+            whole = (held // limit) * limit
+            files.write(table.slice(0, whole), limit)
+            rest = table.slice(whole)
+            buffered, held = rest.to_batches(), rest.num_rows
+    if held:
+        files.write(pa.Table.from_batches(buffered, reader.schema), limit or held)
+    create_table_with_add_actions(str(path), Schema.from_arrow(reader.schema), files.actions, mode=mode,
+                                  configuration=TABLE_CONFIGURATION,
+                                  commit_properties=_commit_properties(commit_metadata))
+
+
+def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys: Sequence[str], *,
+                      commit_metadata: Mapping[str, Any] | None = None,
+                      row_group_rows: int | None = None, file_bytes: int) -> dict[str, Any]:
+    """Upsert ``upserts`` (whole rows) into the table at ``path`` and delete the rows whose
+    ``keys`` equal (NULL-safely) those of a row of ``deletes``, in one commit that rewrites only
+    the files that may hold those keys; return metrics named as :func:`merge_arrow`'s.
+
+    A row of ``upserts`` replaces the row with its key, or is inserted.  The files to rewrite
+    are those whose statistics of the first key column admit a named value (all of them when
+    they have none), so the rewrite is exact on any layout, and cheap on the one
+    :func:`write_spark` gives a DataFrame ordered by ``keys`` with ``file_bytes``: files of
+    narrow, disjoint key ranges.  The rewrite keeps that layout.  An inserted row goes to the
+    file whose range starts last at or below its key (the first file for a key below all of
+    them or NULL), each rewritten file is written ordered by ``keys``, and one that grows past
+    twice ``file_bytes`` is split.
+
+    The commit removes the rewritten files and adds the new ones; the metrics also land in its
+    metadata (``idivm.rewrite``).  Its change data feed, which has no change files, is read as
+    a delete of the rewritten files' rows and an insert of the new ones.  ``row_group_rows``
+    caps the rows of a row group, as in :func:`merge_arrow`.
+    """
+    import pyarrow.parquet as pq
+    from deltalake.transaction import RemoveAction
+
+    if not keys:
+        raise ValueError("rewrite_clustered needs at least one key column")
+    dt = open_table(path)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    upserts = schemas.conform(upserts.select(table_schema.names), table_schema)
+    upsert_keys = upserts.select(list(keys))
+    named = pa.concat_tables([upsert_keys, deletes.select(list(keys)).cast(upsert_keys.schema)])
+    values, null = _sorted_values(named.column(keys[0]))
+    files = sorted(_files(dt, keys[0]), key=lambda f: (f.low is not None, f.low if f.low is not None else 0))
+    touched = {f.path for f in files if f.may_hold(values, null)}
+    homes = _homes(files, upserts.column(keys[0]).to_pylist())
+    touched.update(h for h in homes if h is not None)
+
+    root = Path(path)
+    new = _NewFiles(root, row_group_rows)
+    removed: list = []
+    updated = deleted = copied = 0
+    for f in files:
+        if f.path not in touched:
+            continue
+        old = pq.read_table(str(root / unquote(f.path)), schema=table_schema)
+        hit = _key_mask(old, keys, named)
+        matched = old.filter(hit)
+        n = int(pc.sum(_key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
+        updated, deleted = updated + n, deleted + matched.num_rows - n
+        kept = old.filter(pc.invert(hit))
+        copied += kept.num_rows
+        mine = homes.pop(f.path, [])
+        rows = pa.concat_tables([kept, upserts.take(mine)]) if mine else kept
+        removed.append(RemoveAction(f.path, True, new.now, f.size, {}))
+        if rows.num_rows:
+            rows = rows.sort_by([(k, "ascending", "at_start") for k in keys]) if mine else rows
+            new.write(rows, _rows_per_file(old, file_bytes) if old.num_rows else _rows_per_file(rows, file_bytes),
+                      slack=2)
+    for rest in homes.values():  # the table had no file
+        rows = upserts.take(rest).sort_by([(k, "ascending", "at_start") for k in keys])
+        new.write(rows, _rows_per_file(rows, file_bytes))
+    stats = {"num_source_rows": named.num_rows, "num_target_rows_inserted": upserts.num_rows - updated,
+             "num_target_rows_updated": updated, "num_target_rows_deleted": deleted,
+             "num_target_rows_copied": copied, "num_output_rows": new.rows,
+             "num_target_files_added": len(new.actions), "num_target_files_removed": len(removed)}
+    if new.actions or removed or commit_metadata:
+        metadata = {**(commit_metadata or {}), "idivm.rewrite": json.dumps(stats, sort_keys=True)}
+        dt.create_write_transaction([*removed, *new.actions], mode="append", schema=dt.schema(),
+                                    commit_properties=_commit_properties(metadata))
+    stats["version"] = open_table(path).version()
+    return stats
+
+
+def _homes(files: Sequence[_File], keys: Sequence[Any]) -> dict[str | None, list[int]]:
+    """The file each of the rows with first key ``keys`` is inserted into (by the rows'
+    positions): the last of the ``files`` (sorted by lower bound) whose range starts at or below
+    the key; the first file for a key below every range, for NULL, or when the bounds do not
+    compare with the key; None when there is no file."""
+    bounded = [f for f in files if f.low is not None]
+    starts = [f.low for f in bounded]
+    homes: dict[str | None, list[int]] = {}
+    for i, key in enumerate(keys):
+        try:
+            at = bisect.bisect_right(starts, key) - 1 if key is not None else -1
+        except TypeError:
+            at = -1
+        home = bounded[at].path if at >= 0 else (files[0].path if files else None)
+        homes.setdefault(home, []).append(i)
+    return homes
+
+
 # --- reading -------------------------------------------------------------------------------------
 
 def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
@@ -320,19 +570,27 @@ def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[
     return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
 
 
-def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None) -> "DataFrame":
+def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None, *,
+               holding: tuple[str, Sequence[Any]] | None = None) -> "DataFrame":
     """A Spark DataFrame over one version of a table (default: the latest).
 
     Reads exactly that version's active Parquet files with the Spark schema
     converted from the table's Arrow schema; an empty version gives an empty
-    DataFrame with that schema.  Tables that need a Delta-aware reader
-    (partitioned, column mapping, deletion vectors) raise :class:`DataError`
-    instead of being read wrongly.
+    DataFrame with that schema.  ``holding=(column, values)`` reads only the files
+    whose statistics admit a row with ``column`` among ``values`` (NULL included): a
+    superset of those rows, which the caller still filters.  Tables that need a
+    Delta-aware reader (partitioned, column mapping, deletion vectors) raise
+    :class:`DataError` instead of being read wrongly.
     """
     dt = open_table(path, version)
     _check_readable_as_parquet(dt, path)
     struct = schemas.spark_schema(dt.schema().to_arrow())
     uris = dt.file_uris()
+    if holding is not None:
+        column, named = holding
+        values, null = sorted(v for v in set(named) if v is not None), None in set(named)
+        kept = {_name(f.path) for f in _files(dt, column) if f.may_hold(values, null)}
+        uris = [u for u in uris if _name(u) in kept]
     if not uris:
         return spark.createDataFrame([], struct)
     return spark.read.schema(struct).parquet(*uris)
