@@ -194,13 +194,17 @@ def rotated(strategies: Sequence[str], run: int) -> tuple[str, ...]:
 def commit_metrics(wh: Warehouse, name: str, version: int | None) -> tuple[int | None, int | None, int | None]:
     """(rows, files added, files removed) of the view's commit ``version``, from its Delta log.
 
-    Rows are the rows in the files the commit added: for a MERGE ``num_output_rows`` (rows copied
-    from rewritten files plus rows updated and inserted), for an overwrite ``num_added_rows``."""
+    Rows are the rows in the files the commit added: for a MERGE or a rewrite of a view's files
+    (``delta.rewrite_clustered``, whose metrics are in its metadata) ``num_output_rows`` (rows
+    copied from rewritten files plus rows updated and inserted), for an overwrite
+    ``num_added_rows``."""
     if version is None:
         return None, None, None
     for commit in delta.history(wh.view_info(name).path):
         if commit.get("version") == version:
             m = commit.get("operationMetrics") or {}
+            if "idivm.rewrite" in commit:
+                m = json.loads(commit["idivm.rewrite"])
             rows = m.get("num_output_rows", m.get("num_added_rows"))
             files_added = m.get("num_target_files_added", m.get("num_added_files"))
             files_removed = m.get("num_target_files_removed", m.get("num_removed_files"))

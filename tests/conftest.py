@@ -56,12 +56,13 @@ def make_warehouse(spark, tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def small_view_files():
-    """Views maintained by ID are stored in files of about 4 KiB in tests (instead of
-    CLUSTERED_FILE_BYTES), so that the views of a few dozen rows span several files and every
-    run reads and rewrites only some of them."""
+    """Views maintained by ID and their index tables are stored in files of about 4 KiB in
+    tests (instead of CLUSTERED_FILE_BYTES and INDEX_FILE_BYTES), so that tables of a few
+    dozen rows span several files and every run reads and rewrites only some of them."""
     from idivm import warehouse
+    from idivm.exec import indexes
 
-    default = warehouse.CLUSTERED_FILE_BYTES
-    warehouse.CLUSTERED_FILE_BYTES = 4096
+    defaults = warehouse.CLUSTERED_FILE_BYTES, indexes.INDEX_FILE_BYTES
+    warehouse.CLUSTERED_FILE_BYTES = indexes.INDEX_FILE_BYTES = 4096
     yield
-    warehouse.CLUSTERED_FILE_BYTES = default
+    warehouse.CLUSTERED_FILE_BYTES, indexes.INDEX_FILE_BYTES = defaults

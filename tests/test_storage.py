@@ -280,7 +280,7 @@ def _clustered_table(path, rows, file_bytes):
     """A table of ``rows`` written ordered by (k, j) in files of about ``file_bytes``."""
     data = pa.Table.from_pylist(rows, schema=CLUSTER_SCHEMA).sort_by([("k", "ascending", "at_start"),
                                                                       ("j", "ascending", "at_start")])
-    delta._write_clustered(path, data.to_reader(max_chunksize=50), "error", file_bytes, None, None)
+    delta.write_clustered(path, data.to_reader(max_chunksize=50), "error", file_bytes)
 
 
 CLUSTER_SCHEMA = pa.schema([("k", pa.int64()), ("j", pa.string()), ("v", pa.float64()),

@@ -17,8 +17,9 @@ view's ID columns.  The commit that writes an index records the index (``idivm.i
 the view version it reflects (``idivm.view_version``).
 
 **Maintenance.**  A maintenance run commits the view first, then each index: the entries of the
-top-level rows the run upserted replace the entries of every row it upserted or deleted, as
-one MERGE of the differences.  Before a run reads an index, it checks that the index reflects
+top-level rows the run upserted replace the entries of every row it upserted or deleted.  An
+index table is ordered by the view's ID columns in small files (as the view is), so this
+rewrites only the files of those rows (:func:`idivm.storage.delta.rewrite_clustered`).  Before a run reads an index, it checks that the index reflects
 the view's current version; an index that does not (a crash between the two commits, a run
 that recomputed the view, or one run with ``--no-index``) is rebuilt from the view.  So an
 index never gives a wrong answer, only a late one that is repaired before use.
@@ -39,6 +40,8 @@ from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 from idivm.storage import delta
 
 INDEXES = "indexes"  # the directory of a view's index tables: <view path>.indexes
+#: the Arrow memory of a file of an index table (see :func:`apply`)
+INDEX_FILE_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -207,51 +210,42 @@ def reflected_version(path: Path, index: StoredIndex) -> int | None:
 
 def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str]) -> int:
     """(Re)write the index table from the view at ``view_version``; return the rows written."""
-    dt = delta.open_table(view_path, view_version)
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
-    scanner = dt.to_pyarrow_dataset().scanner(columns=needed)
     written = 0
 
     def batches() -> Iterator[pa.RecordBatch]:
         nonlocal written
-        for batch in scanner.to_batches():
+        for batch in delta.scan_ordered(view_path, view_version, index.id_columns[0], needed):
             for b in index.entries(batch).to_batches():
                 written += b.num_rows
                 yield b
 
     reader = pa.RecordBatchReader.from_batches(index.schema, batches())
-    delta.write_arrow(index.path(view_path), reader, mode="overwrite",
-                      commit_metadata=_metadata(index, view_version, metadata, "build index"))
+    delta.write_clustered(index.path(view_path), reader, "overwrite", INDEX_FILE_BYTES,
+                          commit_metadata=_metadata(index, view_version, metadata, "build index"))
     return written
 
 
 def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str],
           upserts: pa.Table | None = None, deleted: pa.Table | None = None) -> int:
     """Bring the index from the view version before a run to ``view_version``, which upserted
-    the rows ``upserts`` and deleted the rows whose IDs are ``deleted``: one MERGE of the
-    entries that appear and disappear (None: the run changed no element of the collection, the
-    commit only records the version).  Returns the rows written."""
+    the rows ``upserts`` and deleted the rows whose IDs are ``deleted``: the entries of those
+    rows are replaced by the entries of ``upserts``, rewriting only the index files that may
+    hold them (None: the run changed no element of the collection, the commit only records
+    the version).  Returns the rows written."""
     path = index.path(view_path)
-    old_rows: set[tuple] = set()
-    new_rows: set[tuple] = set()
-    if upserts is not None:
-        ids = list(index.id_columns)
-        keys = upserts.select(ids)
-        changed = _distinct(pa.concat_tables([keys, deleted.select(ids).cast(keys.schema)]) if deleted is not None
-                            else keys)
-        old_rows = {tuple(r.values()) for r in _read_matching(path, index.schema, ids, changed).to_pylist()}
-        new_rows = {tuple(r.values()) for r in index.entries(upserts).to_pylist()}
-    names = index.schema.names
-    gone = [dict(zip(names, r)) for r in old_rows - new_rows]
-    came = [dict(zip(names, r)) for r in new_rows - old_rows]
-    source = pa.Table.from_pylist(gone + came, schema=index.schema).append_column(
-        "__idivm_action", pa.array(["delete"] * len(gone) + ["insert"] * len(came), pa.string()))
-    predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in names)
-    metrics = delta.merge_arrow(path, source, predicate, [
-        delta.MatchedDelete("s.__idivm_action = 'delete'"),
-        delta.NotMatchedInsert({c: f"s.{c}" for c in names}, "s.__idivm_action = 'insert'"),
-    ], commit_metadata=_metadata(index, view_version, metadata, "maintain index"))
-    return int(metrics.get("num_output_rows") or 0)
+    if upserts is None:
+        upserts = deleted = index.schema.empty_table()
+        entries = upserts
+    else:
+        entries = index.entries(upserts)
+        deleted = pa.concat_tables([upserts.select(list(index.id_columns)),
+                                    deleted.select(list(index.id_columns)).cast(
+                                        upserts.select(list(index.id_columns)).schema)])
+    metrics = delta.rewrite_clustered(path, entries, deleted, index.id_columns,
+                                      commit_metadata=_metadata(index, view_version, metadata, "maintain index"),
+                                      file_bytes=INDEX_FILE_BYTES)
+    return int(metrics["num_output_rows"])
 
 
 def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[str, str],

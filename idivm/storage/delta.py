@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -177,7 +177,8 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
         else:
             reader = pa.RecordBatchReader.from_batches(arrow, iter(()))
         if file_bytes is not None:
-            _write_clustered(target, reader, mode, file_bytes, row_group_rows, commit_metadata)
+            write_clustered(target, reader, mode, file_bytes, row_group_rows=row_group_rows,
+                            commit_metadata=commit_metadata)
         else:
             write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
                             schema_mode="overwrite" if mode == "overwrite" else None,
@@ -360,6 +361,11 @@ def _files(dt: "DeltaTable", column: str) -> list[_File]:
                                    col(f"max.{column}"), col(f"null_count.{column}"))]
 
 
+def _by_low(files: list[_File]) -> list[_File]:
+    """``files`` by their lower bound, those without one first."""
+    return sorted(files, key=lambda f: (f.low is not None, f.low if f.low is not None else 0))
+
+
 def _name(path: str) -> str:
     """The file name of a path or URI of a table's file (an unpartitioned table's files lie at
     its root)."""
@@ -437,11 +443,13 @@ def _rows_per_file(rows: pa.Table, file_bytes: int) -> int:
     return max(1, int(file_bytes * rows.num_rows / max(rows.nbytes, 1)))
 
 
-def _write_clustered(path: Path, reader: pa.RecordBatchReader, mode: str, file_bytes: int,
-                     row_group_rows: int | None, commit_metadata: Mapping[str, Any] | None) -> None:
+def write_clustered(path: PathLike, reader: pa.RecordBatchReader, mode: Literal["error", "overwrite"],
+                    file_bytes: int, *, row_group_rows: int | None = None,
+                    commit_metadata: Mapping[str, Any] | None = None) -> None:
     """Create (``mode="error"``) or overwrite the table at ``path`` with the rows of ``reader``,
-    in their order, cut into files of about ``file_bytes`` of Arrow memory: the layout of
-    :func:`rewrite_clustered`."""
+    in their order, cut into files of about ``file_bytes`` of Arrow memory, in one commit: for
+    rows ordered by a key, the layout of :func:`rewrite_clustered`."""
+    path = Path(path)
     from deltalake.transaction import create_table_with_add_actions
 
     from deltalake import Schema
@@ -478,10 +486,14 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     ``keys`` equal (NULL-safely) those of a row of ``deletes``, in one commit that rewrites only
     the files that may hold those keys; return metrics named as :func:`merge_arrow`'s.
 
-    A row of ``upserts`` replaces the row with its key, or is inserted.  The files to rewrite
+    The rows with the key of a row of ``upserts`` or ``deletes`` are removed, and the rows of
+    ``upserts`` inserted: with unique keys, an upsert replaces the row with its key or is
+    inserted (``num_target_rows_updated`` counts the rows replaced, ``..._inserted`` the
+    upserts whose key was not there).  The files to rewrite
     are those whose statistics of the first key column admit a named value (all of them when
     they have none), so the rewrite is exact on any layout, and cheap on the one
-    :func:`write_spark` gives a DataFrame ordered by ``keys`` with ``file_bytes``: files of
+    :func:`write_clustered` gives rows ordered by ``keys`` (:func:`write_spark` a DataFrame, with
+    ``file_bytes``): files of
     narrow, disjoint key ranges.  The rewrite keeps that layout.  An inserted row goes to the
     file whose range starts last at or below its key (the first file for a key below all of
     them or NULL), each rewritten file is written ordered by ``keys``, and one that grows past
@@ -503,7 +515,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     upsert_keys = upserts.select(list(keys))
     named = pa.concat_tables([upsert_keys, deletes.select(list(keys)).cast(upsert_keys.schema)])
     values, null = _sorted_values(named.column(keys[0]))
-    files = sorted(_files(dt, keys[0]), key=lambda f: (f.low is not None, f.low if f.low is not None else 0))
+    files = _by_low(_files(dt, keys[0]))
     touched = {f.path for f in files if f.may_hold(values, null)}
     homes = _homes(files, upserts.column(keys[0]).to_pylist())
     touched.update(h for h in homes if h is not None)
@@ -512,6 +524,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     new = _NewFiles(root, row_group_rows)
     removed: list = []
     updated = deleted = copied = 0
+    found: list[pa.Table] = []  # the keys of the rows removed
     for f in files:
         if f.path not in touched:
             continue
@@ -520,6 +533,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         matched = old.filter(hit)
         n = int(pc.sum(_key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
         updated, deleted = updated + n, deleted + matched.num_rows - n
+        found.append(matched.select(list(keys)))
         kept = old.filter(pc.invert(hit))
         copied += kept.num_rows
         mine = homes.pop(f.path, [])
@@ -532,7 +546,9 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     for rest in homes.values():  # the table had no file
         rows = upserts.take(rest).sort_by([(k, "ascending", "at_start") for k in keys])
         new.write(rows, _rows_per_file(rows, file_bytes))
-    stats = {"num_source_rows": named.num_rows, "num_target_rows_inserted": upserts.num_rows - updated,
+    replaced = _key_mask(upsert_keys, keys, pa.concat_tables(found)) if found and upserts.num_rows else None
+    inserted = upserts.num_rows - (int(pc.sum(replaced).as_py() or 0) if replaced is not None else 0)
+    stats = {"num_source_rows": named.num_rows, "num_target_rows_inserted": inserted,
              "num_target_rows_updated": updated, "num_target_rows_deleted": deleted,
              "num_target_rows_copied": copied, "num_output_rows": new.rows,
              "num_target_files_added": len(new.actions), "num_target_files_removed": len(removed)}
@@ -568,6 +584,20 @@ def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[
     """The rows of a table version as a pyarrow Table (with the table's schema)."""
     dt = open_table(path, version)
     return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
+
+
+def scan_ordered(path: PathLike, version: int | None, column: str,
+                 columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of a table version file by file, the files in the order of their lower bound of
+    ``column`` (files without one first): a table of :func:`rewrite_clustered`'s layout in the
+    order of its key."""
+    import pyarrow.parquet as pq
+
+    dt = open_table(path, version)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    for f in _by_low(_files(dt, column)):
+        yield from pq.read_table(str(Path(path) / unquote(f.path)), schema=table_schema,
+                                 columns=list(columns) if columns is not None else None).to_batches()
 
 
 def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None, *,
