@@ -246,12 +246,13 @@ def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):
     assert sorted(r["v"] for r in view.filter(only).collect()) == [20, 40]
 
 
-def test_a_view_maintained_by_id_is_stored_in_files_of_narrow_id_ranges_a_run_rewrites_few_of(
-        make_warehouse, tmp_path):
+def test_a_view_maintained_by_id_is_stored_in_files_of_narrow_id_ranges_a_run_reads_and_rewrites_few_of(
+        make_warehouse, tmp_path, monkeypatch):
     """Defined from 3,000 rows given in shuffled order, the view is stored in files of disjoint,
     increasing ranges of its ID, in row groups of at most CLUSTERED_ROW_GROUP rows.  A run that
     updates 20 rows all over it and inserts 5 past its end rewrites at most the 21 files that
-    hold or take them, and the files keep disjoint ranges."""
+    hold or take them, and the files keep disjoint ranges.  A run of three changes reads no
+    more than the three files that hold their rows."""
     import json
     import random
 
@@ -292,6 +293,24 @@ def test_a_view_maintained_by_id_is_stored_in_files_of_narrow_id_ranges_a_run_re
     rewrite = json.loads(delta.history(path, 1)[0]["idivm.rewrite"])
     assert 1 <= rewrite["num_target_files_removed"] <= 21, rewrite
     assert len(set(after) & set(before)) >= len(before) - 21
+
+    # a run of two updates and a delete: no Spark action of it reads more than those three
+    # files of the view
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    view_files = {u.removeprefix("file://") for u in delta.open_table(path).file_uris()}
+    read: list[set[str]] = []
+    to_arrow = DataFrame.toArrow
+
+    def recorded(df):
+        read.append({f.removeprefix("file://") for f in df.inputFiles()} & view_files)
+        return to_arrow(df)
+
+    monkeypatch.setattr(DataFrame, "toArrow", recorded)
+    _events(tmp_path, wh, "t", ({"k": 7, "v": 70}, {"k": 7, "v": 71}), ({"k": 2900, "v": 29000}, {"k": 2900, "v": 5}),
+            ({"k": 1500, "v": 15000}, None))
+    _maintained(wh, "w")
+    assert read and max(len(r) for r in read) <= 3, [len(r) for r in read]
 
 
 def test_base_tables_are_stored_in_row_groups_a_restricted_read_can_skip(make_warehouse, tmp_path):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import reduce
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -266,7 +266,8 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 keys = _bound_keys(spark, compiler, s)
                 if keys is None:
                     continue
-                deletes.append(_match(view, keys, s.on, "left_semi").select(*ids))
+                deletes.append(_match(_holding(view, read_view, keys, s.on, ids), keys, s.on, "left_semi")
+                               .select(*ids))
             inserts.append(compiler.evaluate(s.rows).select(*columns))
         else:
             rewrites.append(s)
@@ -295,6 +296,8 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                     continue
             else:
                 q = compiler.evaluate(s.query)
+                if read_view is not None and s.kind not in NESTED_KINDS:
+                    q = _computed(spark, q)  # its values name the files of the rows it updates
             by_id = s.kind == "nested_replace" and s.keys_name_rows()  # the keys name their rows by ID
             found = locate(s, q) if locate is not None and s.kind in NESTED_KINDS and not by_id else None
             if s.kind == "nested_update":
@@ -304,11 +307,13 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 rows_of = elements.select(*s.on)
                 if by_id:
                     rows_of = rows_of.unionByName(q.select(*s.on))
-                named_by.append(_match(view, rows_of, s.on, "left_semi").select(*ids))
+                named_by.append(_match(_holding(view, read_view, rows_of, s.on, ids), rows_of, s.on, "left_semi")
+                                .select(*ids))
                 q = (_element_keys(s, q, view), elements)
             queries.append((s, q))
             if not by_id:
-                named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
+                among = view if s.kind in NESTED_KINDS else _holding(view, read_view, q, s.on, ids)
+                named_by.append((found if found is not None else _named(among, s, q)).select(*ids))
         # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
         # view's rows (whole, with their bags) to the pages whose statistics may hold them
         named, only, values = _named_ids(spark, _union(named_by, spark_empty).distinct())
@@ -333,6 +338,17 @@ def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> Da
         return None
     compiler.bind(s.keys.input, spark.createDataFrame(named))
     return compiler.evaluate(s.keys)
+
+
+def _holding(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None, names: DataFrame,
+             on: Sequence[str], ids: Sequence[str]) -> DataFrame:
+    """The view rows that may match ``names`` on the columns ``on``: the stored view, or, for a
+    view stored in files of narrow ID ranges (``read_view``), its rows in the files that may
+    hold the values ``names`` give the first ID column (computed now: few), when ``on`` has it."""
+    if read_view is None or not ids or ids[0] not in on:
+        return view
+    values = names.select(F.col(f"`{ids[0]}`")).distinct().toArrow().column(0).to_pylist()
+    return view if len(values) > RESTRICT_MAX_VALUES else read_view(ids[0], values)
 
 
 def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column, list | None]:
