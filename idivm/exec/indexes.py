@@ -41,7 +41,7 @@ from idivm.storage import delta
 
 INDEXES = "indexes"  # the directory of a view's index tables: <view path>.indexes
 #: the Arrow memory of a file of an index table (see :func:`apply`)
-INDEX_FILE_BYTES = 512 * 1024
+INDEX_FILE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
