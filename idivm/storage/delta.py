@@ -378,10 +378,6 @@ def _sorted_values(values: pa.Array | pa.ChunkedArray) -> tuple[list, bool]:
     return sorted(distinct.drop_null().to_pylist()), distinct.null_count > 0
 
 
-def _key_types(table_schema: pa.Schema, keys: Sequence[str]) -> pa.Schema:
-    return pa.schema([table_schema.field(k) for k in keys])
-
-
 def _key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array:
     """Which rows of ``table`` have the key (``keys``, NULL-safe) of a row of ``wanted``: a
     first filter by the first key's values, then the exact match of the few rows it keeps."""
@@ -449,11 +445,10 @@ def write_clustered(path: PathLike, reader: pa.RecordBatchReader, mode: Literal[
     """Create (``mode="error"``) or overwrite the table at ``path`` with the rows of ``reader``,
     in their order, cut into files of about ``file_bytes`` of Arrow memory, in one commit: for
     rows ordered by a key, the layout of :func:`rewrite_clustered`."""
-    path = Path(path)
+    from deltalake import Schema
     from deltalake.transaction import create_table_with_add_actions
 
-    from deltalake import Schema
-
+    path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     files = _NewFiles(path, row_group_rows)
     buffered: list[pa.RecordBatch] = []
@@ -489,15 +484,15 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     The rows with the key of a row of ``upserts`` or ``deletes`` are removed, and the rows of
     ``upserts`` inserted: with unique keys, an upsert replaces the row with its key or is
     inserted (``num_target_rows_updated`` counts the rows replaced, ``..._inserted`` the
-    upserts whose key was not there).  The files to rewrite
-    are those whose statistics of the first key column admit a named value (all of them when
-    they have none), so the rewrite is exact on any layout, and cheap on the one
-    :func:`write_clustered` gives rows ordered by ``keys`` (:func:`write_spark` a DataFrame, with
-    ``file_bytes``): files of
-    narrow, disjoint key ranges.  The rewrite keeps that layout.  An inserted row goes to the
-    file whose range starts last at or below its key (the first file for a key below all of
-    them or NULL), each rewritten file is written ordered by ``keys``, and one that grows past
-    twice ``file_bytes`` is split.
+    upserts whose key was not there).
+
+    The files to rewrite are those whose statistics of the first key column admit a named
+    value (all of them when they have none), so the rewrite is exact on any layout.  It is
+    cheap on the layout :func:`write_clustered` gives rows ordered by ``keys`` (and
+    :func:`write_spark` a DataFrame, with ``file_bytes``): files of narrow, disjoint key ranges.
+    The rewrite keeps that layout.  An inserted row goes to the file whose range starts last at
+    or below its key (the first file for a key below all of them or NULL), each rewritten file
+    is written ordered by ``keys``, and one that grows past twice ``file_bytes`` is split.
 
     The commit removes the rewritten files and adds the new ones; the metrics also land in its
     metadata (``idivm.rewrite``).  Its change data feed, which has no change files, is read as
@@ -618,7 +613,8 @@ def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None
     uris = dt.file_uris()
     if holding is not None:
         column, named = holding
-        values, null = sorted(v for v in set(named) if v is not None), None in set(named)
+        distinct = set(named)
+        values, null = sorted(v for v in distinct if v is not None), None in distinct
         kept = {_name(f.path) for f in _files(dt, column) if f.may_hold(values, null)}
         uris = [u for u in uris if _name(u) in kept]
     if not uris:
