@@ -557,11 +557,12 @@ class Warehouse:
             return delta.read_spark(self.spark, tables[table], version)
 
         index_rows = indexes.refresh(stored_indexes, path, metadata, progress, script.view)
+        index_tables: dict = {}  # read once per run
 
         def locate(statement, keys):
             """The IDs of the view rows holding the elements a nested update names, by index."""
             named = keys.select(*[F.col(f"`{c}`").alias(p) for p, c in statement.match]).toArrow()
-            found = indexes.locate(stored_indexes, path, statement, named, progress, script.view)
+            found = indexes.locate(stored_indexes, path, statement, named, progress, script.view, index_tables)
             if found is None or found.num_rows:
                 return found if found is None else self.spark.createDataFrame(found)
             return self.spark.createDataFrame([], view.select(*found.column_names).schema)

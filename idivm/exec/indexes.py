@@ -97,12 +97,20 @@ class StoredIndex:
 
     # --------------------------------------------------------------------- lookups
 
-    def lookup(self, path: Path, keys: pa.Table) -> pa.Table:
+    def lookup(self, path: Path, keys: pa.Table, read: dict[Path, pa.Table] | None = None) -> pa.Table:
         """The ID columns of the top-level rows holding an element named by a row of ``keys``
-        (its columns: the attributes of the index's last level)."""
+        (its columns: the attributes of the index's last level).  ``read``: the index tables
+        read so far in this run, by path (the index is read once per run)."""
         last = len(self.index.levels) - 1
         keys = keys.rename_columns([self._column(last, a) for a in keys.column_names])
-        found = _read_matching(path, self.schema, keys.column_names, keys)
+        if keys.num_rows == 0:
+            return self.schema.empty_table().select(list(self.id_columns))
+        table = read.get(path) if read is not None else None
+        if table is None:
+            table = delta.read_arrow(path).select(self.schema.names).cast(self.schema)
+            if read is not None:
+                read[path] = table
+        found = _matching(table, self.schema, keys.column_names, keys)
         return _distinct(found.select(list(self.id_columns)))
 
 
@@ -263,14 +271,15 @@ def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[st
 
 
 def locate(stored: Sequence[StoredIndex], view_path: Path, statement, keys: pa.Table,
-           progress: Callable[[str], None] | None = None, label: str = "") -> pa.Table | None:
+           progress: Callable[[str], None] | None = None, label: str = "",
+           read: dict[Path, pa.Table] | None = None) -> pa.Table | None:
     """The ID columns of the view rows holding the elements the nested update ``statement``
     names, its i-diff rows being ``keys`` (columns: the attributes of ``statement.match``),
-    by the index that serves it; None when none does."""
+    by the index that serves it; None when none does.  ``read``: see :meth:`StoredIndex.lookup`."""
     index = next((i for i in stored if i.index.serves((statement.path,), dict(statement.match))), None)
     if index is None:
         return None
-    found = index.lookup(index.path(view_path), keys)
+    found = index.lookup(index.path(view_path), keys, read)
     if progress:
         progress(f"{label}: index {index.index}: {keys.num_rows} keys -> {found.num_rows} rows")
     return found
@@ -282,12 +291,9 @@ def _metadata(index: StoredIndex, view_version: int, metadata: Mapping[str, str]
             "idivm.view_version": str(view_version)}
 
 
-def _read_matching(path: Path, schema: pa.Schema, columns: Sequence[str], keys: pa.Table) -> pa.Table:
-    """The rows of the table at ``path`` whose ``columns`` equal (NULL-safely) those of a row of
-    ``keys``."""
-    if keys.num_rows == 0:
-        return schema.empty_table()
-    table = delta.read_arrow(path).select(schema.names).cast(schema)
+def _matching(table: pa.Table, schema: pa.Schema, columns: Sequence[str], keys: pa.Table) -> pa.Table:
+    """The rows of ``table`` (of ``schema``) whose ``columns`` equal (NULL-safely) those of a row
+    of ``keys``."""
     mask = None
     for c in columns:  # a first filter by each column's values, then the exact (NULL-safe) match
         values = keys.column(c).cast(schema.field(c).type)
