@@ -809,8 +809,8 @@ class Layout:
     restricted to a few IDs skips the other row groups by their statistics."""
 
     keys: tuple[str, ...]
-    row_group_rows: int = CLUSTERED_ROW_GROUP
-    file_bytes: int = CLUSTERED_FILE_BYTES
+    row_group_rows: int
+    file_bytes: int
 
     def write(self, df: "DataFrame", path, mode: str, commit_metadata) -> int:
         """Write ``df`` (the view's rows) in this layout; the new version."""
