@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
-from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, TOP, PlanCompiler, key_filter
+from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
@@ -317,8 +317,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
         # view's rows (whole, with their bags) to the pages whose statistics may hold them
         named, only, values = _named_ids(spark, _union(named_by, spark_empty).distinct())
-        source = view if read_view is None or values is None else read_view(ids[0], values)
-        kept = _match(source.filter(only), deleted, ids, "left_anti")
+        kept = _match(_in_files(view, read_view, ids, values).filter(only), deleted, ids, "left_anti")
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
             rows = _REWRITES[s.kind](rows, s, q)
@@ -347,8 +346,18 @@ def _holding(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None
     hold the values ``names`` give the first ID column (computed now: few), when ``on`` has it."""
     if read_view is None or not ids or ids[0] not in on:
         return view
-    values = names.select(F.col(f"`{ids[0]}`")).distinct().toArrow().column(0).to_pylist()
-    return view if len(values) > RESTRICT_MAX_VALUES else read_view(ids[0], values)
+    return _in_files(view, read_view, ids, names.select(F.col(f"`{ids[0]}`")).distinct().toArrow()
+                     .column(0).to_pylist())
+
+
+def _in_files(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None, ids: Sequence[str],
+              values: list | None) -> DataFrame:
+    """The view's rows in the files that may hold ``values`` of its first ID column (with
+    ``read_view``, for a view stored in files of narrow ID ranges); the stored view without
+    it, or when the values are unknown (None) or too many."""
+    if read_view is None or values is None or len(values) > RESTRICT_MAX_VALUES:
+        return view
+    return read_view(ids[0], values)
 
 
 def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column, list | None]:
@@ -359,12 +368,10 @@ def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column, 
     named = spark.createDataFrame(table, ids.schema)
     if table.num_rows > RESTRICT_MAX_VALUES:
         return named, F.lit(True), None
-    parts = []
-    for f in ids.schema.fields:
-        if isinstance(f.dataType, KEY_TYPES):
-            values = table.column(f.name).to_pylist()
-            parts.append(key_filter(f.name, values, None in values))
-    return named, reduce(lambda a, b: a & b, parts, F.lit(True)), table.column(0).to_pylist()
+    values = {f.name: table.column(f.name).to_pylist() for f in ids.schema.fields}
+    parts = [key_filter(f.name, values[f.name], None in values[f.name])
+             for f in ids.schema.fields if isinstance(f.dataType, KEY_TYPES)]
+    return named, reduce(lambda a, b: a & b, parts, F.lit(True)), values[ids.columns[0]]
 
 
 def _computed(spark: SparkSession, df: DataFrame) -> DataFrame:

@@ -19,10 +19,11 @@ the view version it reflects (``idivm.view_version``).
 **Maintenance.**  A maintenance run commits the view first, then each index: the entries of the
 top-level rows the run upserted replace the entries of every row it upserted or deleted.  An
 index table is ordered by the view's ID columns in small files (as the view is), so this
-rewrites only the files of those rows (:func:`idivm.storage.delta.rewrite_clustered`).  Before a run reads an index, it checks that the index reflects
-the view's current version; an index that does not (a crash between the two commits, a run
-that recomputed the view, or one run with ``--no-index``) is rebuilt from the view.  So an
-index never gives a wrong answer, only a late one that is repaired before use.
+rewrites only the files of those rows (:func:`idivm.storage.delta.rewrite_clustered`).
+Before a run reads an index, it checks that the index reflects the view's current version; an
+index that does not (a crash between the two commits, a run that recomputed the view, or one
+run with ``--no-index``) is rebuilt from the view.  So an index never gives a wrong answer,
+only a late one that is repaired before use.
 """
 
 from __future__ import annotations
@@ -242,15 +243,13 @@ def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
     hold them (None: the run changed no element of the collection, the commit only records
     the version).  Returns the rows written."""
     path = index.path(view_path)
+    ids = list(index.id_columns)
     if upserts is None:
-        upserts = deleted = index.schema.empty_table()
-        entries = upserts
-    else:
+        entries = named = index.schema.empty_table()
+    else:  # the rows upserted (which may hold no element now) and deleted lose their entries
         entries = index.entries(upserts)
-        deleted = pa.concat_tables([upserts.select(list(index.id_columns)),
-                                    deleted.select(list(index.id_columns)).cast(
-                                        upserts.select(list(index.id_columns)).schema)])
-    metrics = delta.rewrite_clustered(path, entries, deleted, index.id_columns,
+        named = pa.concat_tables([upserts.select(ids), deleted.select(ids).cast(upserts.select(ids).schema)])
+    metrics = delta.rewrite_clustered(path, entries, named, index.id_columns,
                                       commit_metadata=_metadata(index, view_version, metadata, "maintain index"),
                                       file_bytes=INDEX_FILE_BYTES)
     return int(metrics["num_output_rows"])

@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -372,10 +372,18 @@ def _name(path: str) -> str:
     return unquote(path.rsplit("/", 1)[-1])
 
 
-def _sorted_values(values: pa.Array | pa.ChunkedArray) -> tuple[list, bool]:
-    """(the distinct non-NULL values sorted, whether NULL is among them)."""
-    distinct = pc.unique(values)
-    return sorted(distinct.drop_null().to_pylist()), distinct.null_count > 0
+def _sorted_values(values: Iterable[Any]) -> tuple[list, bool]:
+    """(the distinct non-NULL ``values`` sorted, whether NULL is among them)."""
+    distinct = set(values)
+    return sorted(v for v in distinct if v is not None), None in distinct
+
+
+def _read_file(path: PathLike, file: _File, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of an active file of the table at ``path``, in the table's ``schema``."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(str(Path(path) / unquote(file.path)), schema=schema,
+                         columns=list(columns) if columns is not None else None)
 
 
 def _key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array:
@@ -499,7 +507,6 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     a delete of the rewritten files' rows and an insert of the new ones.  ``row_group_rows``
     caps the rows of a row group, as in :func:`merge_arrow`.
     """
-    import pyarrow.parquet as pq
     from deltalake.transaction import RemoveAction
 
     if not keys:
@@ -509,7 +516,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     upserts = schemas.conform(upserts.select(table_schema.names), table_schema)
     upsert_keys = upserts.select(list(keys))
     named = pa.concat_tables([upsert_keys, deletes.select(list(keys)).cast(upsert_keys.schema)])
-    values, null = _sorted_values(named.column(keys[0]))
+    values, null = _sorted_values(pc.unique(named.column(keys[0])).to_pylist())
     files = _by_low(_files(dt, keys[0]))
     touched = {f.path for f in files if f.may_hold(values, null)}
     homes = _homes(files, upserts.column(keys[0]).to_pylist())
@@ -523,7 +530,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     for f in files:
         if f.path not in touched:
             continue
-        old = pq.read_table(str(root / unquote(f.path)), schema=table_schema)
+        old = _read_file(root, f, table_schema)
         hit = _key_mask(old, keys, named)
         matched = old.filter(hit)
         n = int(pc.sum(_key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
@@ -586,13 +593,10 @@ def scan_ordered(path: PathLike, version: int | None, column: str,
     """The rows of a table version file by file, the files in the order of their lower bound of
     ``column`` (files without one first): a table of :func:`rewrite_clustered`'s layout in the
     order of its key."""
-    import pyarrow.parquet as pq
-
     dt = open_table(path, version)
     table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
     for f in _by_low(_files(dt, column)):
-        yield from pq.read_table(str(Path(path) / unquote(f.path)), schema=table_schema,
-                                 columns=list(columns) if columns is not None else None).to_batches()
+        yield from _read_file(path, f, table_schema, columns).to_batches()
 
 
 def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None, *,
@@ -613,8 +617,7 @@ def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None
     uris = dt.file_uris()
     if holding is not None:
         column, named = holding
-        distinct = set(named)
-        values, null = sorted(v for v in distinct if v is not None), None in distinct
+        values, null = _sorted_values(named)
         kept = {_name(f.path) for f in _files(dt, column) if f.may_hold(values, null)}
         uris = [u for u in uris if _name(u) in kept]
     if not uris:
