@@ -419,7 +419,6 @@ class Warehouse:
                 rows = delta.row_count(path)
                 if n_changes > AUTO_RECOMPUTE_RATIO * max(rows, 1):
                     script, note = None, f"{n_changes} change rows for {rows} view rows"
-            used = script.strategy if script is not None else "recompute"
         cache_paths = {c: catalog.root / rel for c, rel in entry.extra.get("caches", {}).items()}
         if script is None:
             if progress:
@@ -557,12 +556,10 @@ class Warehouse:
             return delta.read_spark(self.spark, tables[table], version)
 
         index_rows = indexes.refresh(stored_indexes, path, metadata, progress, script.view)
-        index_tables: dict = {}  # read once per run
-
         def locate(statement, keys):
             """The IDs of the view rows holding the elements a nested update names, by index."""
             named = keys.select(*[F.col(f"`{c}`").alias(p) for p, c in statement.match]).toArrow()
-            found = indexes.locate(stored_indexes, path, statement, named, progress, script.view, index_tables)
+            found = indexes.locate(stored_indexes, path, statement, named, progress, script.view)
             if found is None or found.num_rows:
                 return found if found is None else self.spark.createDataFrame(found)
             return self.spark.createDataFrame([], view.select(*found.column_names).schema)
@@ -588,6 +585,7 @@ class Warehouse:
             result.release()
         target = delta.schema(path)
         columns = [f.name for f in target]
+        rewrite = None
         if result.direct is not None:
             # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
             if progress:
@@ -600,8 +598,9 @@ class Warehouse:
             if progress:
                 progress(f"{script.view}: rewriting the files of {upserts.num_rows} upserts and "
                          f"{deletes.num_rows} deletes")
-            metrics = delta.rewrite_clustered(path, upserts, deletes, script.id_columns, commit_metadata=metadata,
+            rewrite = delta.rewrite_clustered(path, upserts, deletes, script.id_columns, commit_metadata=metadata,
                                               row_group_rows=layout.row_group_rows, file_bytes=layout.file_bytes)
+            metrics = rewrite.metrics
         else:
             ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
             dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
@@ -618,14 +617,10 @@ class Warehouse:
             ], commit_metadata=metadata)
         written = int(metrics.get("num_output_rows") or 0)
         for index in stored_indexes:
-            if result.direct is None:
-                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, deletes)
-            elif index.index.collection[0] in {c for c, _ in statement.set}:
-                # an update by ID of the indexed bag itself (other ones set top-level attributes:
-                # the nested elements and their provenance stay as they are)
+            if rewrite is not None:
+                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, rewrite.removed)
+            else:  # a MERGE names no rows it removed
                 index_rows += indexes.build(index, path, metrics["version"], metadata)
-            else:
-                index_rows += indexes.apply(index, path, metrics["version"], metadata)
         return {"version": metrics["version"], "diff_rows": diffs.rows(),
                 "inserted": int(metrics.get("num_target_rows_inserted") or 0),
                 "updated": int(metrics.get("num_target_rows_updated") or 0),

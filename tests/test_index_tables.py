@@ -64,6 +64,11 @@ def check_fresh(wh) -> None:
     for index in stored_indexes:
         assert indexes.reflected_version(index.path(path), index) == delta.version(path), str(index.index)
         assert table_rows(path, index) == oracle(path, index), str(index.index)
+        # ordered by the element provenance a lookup names: files of disjoint ranges of it
+        first = index.order[0]
+        assert first == f"l1_{index.index.levels[-1][0]}"
+        values = [v for b in delta.scan_ordered(index.path(path), None, first, [first]) for v in b.column(0).to_pylist()]
+        assert values == sorted(values), str(index.index)
 
 
 @pytest.fixture

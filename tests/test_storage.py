@@ -318,10 +318,14 @@ def test_rewrite_clustered_equals_an_upsert_by_key_and_rewrites_only_the_files_h
             dels.pop(kj, None)
         expected = {kj: r for kj, r in state.items() if kj not in dels}
         expected.update(ups)
-        metrics = delta.rewrite_clustered(path, pa.Table.from_pylist(list(ups.values()), schema=CLUSTER_SCHEMA),
+        rewrite = delta.rewrite_clustered(path, pa.Table.from_pylist(list(ups.values()), schema=CLUSTER_SCHEMA),
                                           pa.Table.from_pylist(list(dels.values()), schema=CLUSTER_SCHEMA),
                                           ["k", "j"], commit_metadata={"idivm.run": str(run)}, file_bytes=512)
+        metrics = rewrite.metrics
         after = delta.read_arrow(path)
+        # the rows removed are the named rows as they were
+        was = [state[kj] for kj in list(ups) + list(dels) if kj in state]
+        assert _as_bag(rewrite.removed) == _as_bag(pa.Table.from_pylist(was, schema=CLUSTER_SCHEMA))
         assert _as_bag(after) == _as_bag(pa.Table.from_pylist(list(expected.values()), schema=CLUSTER_SCHEMA))
         assert metrics["num_target_rows_updated"] == len([kj for kj in ups if kj in state])
         assert metrics["num_target_rows_inserted"] == len([kj for kj in ups if kj not in state])
@@ -364,3 +368,16 @@ def test_read_spark_holding_reads_the_files_that_may_hold_the_values(spark, tmp_
     assert {3, 250} <= {r.k for r in some.collect()}
     with_null = delta.read_spark(spark, path, holding=("k", [None]))
     assert None in {r.k for r in with_null.collect()} and len(with_null.inputFiles()) < every
+
+
+def test_read_arrow_holding_reads_the_files_that_may_hold_the_values(tmp_path):
+    path = tmp_path / "t"
+    _clustered_table(path, [{"k": i, "j": "a", "v": 0.0, "bag": []} for i in range(500)] +
+                     [{"k": None, "j": "n", "v": 0.0, "bag": []}], 2048)
+    every = delta.read_arrow(path)
+    some = delta.read_arrow(path, holding=("k", [3, 250, 10_000]))
+    assert {3, 250} <= set(some.column("k").to_pylist()) and 2 <= some.num_rows < every.num_rows // 2
+    assert some.schema == every.schema
+    assert delta.read_arrow(path, holding=("k", [None]), columns=["k"]).column("k").null_count == 1
+    nothing = delta.read_arrow(path, holding=("k", [-5]), columns=["j"])
+    assert nothing.num_rows == 0 and nothing.column_names == ["j"]

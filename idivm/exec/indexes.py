@@ -16,10 +16,17 @@ table itself, keyed by its ID columns, so only nested collections get tables.
 view's ID columns.  The commit that writes an index records the index (``idivm.index``) and
 the view version it reflects (``idivm.view_version``).
 
-**Maintenance.**  A maintenance run commits the view first, then each index: the entries of the
-top-level rows the run upserted replace the entries of every row it upserted or deleted.  An
-index table is ordered by the view's ID columns in small files (as the view is), so this
-rewrites only the files of those rows (:func:`idivm.storage.delta.rewrite_clustered`).
+**Order.**  An index table is ordered by the provenance a lookup names (the attributes of the
+collection's elements, :attr:`StoredIndex.order`), then by the view's ID columns, in small
+files of narrow ranges (:data:`INDEX_FILE_BYTES`): a lookup of a few dozen elements reads the
+few files whose statistics admit them, not the whole index; on any order the read is exact.
+
+**Maintenance.**  A maintenance run commits the view first, then each index.  The view's
+commit names the rows it removed as they were (those it upserted or deleted); the entries of
+those rows that its upserts no longer have are deleted, and the entries of its upserts that
+the rows did not have are inserted, rewriting only the index files that may hold them
+(:func:`idivm.storage.delta.rewrite_clustered`).  So a run that changes the attributes of
+elements, but no element's place, rewrites no index file.
 Before a run reads an index, it checks that the index reflects the view's current version; an
 index that does not (a crash between the two commits, a run that recomputed the view, or one
 run with ``--no-index``) is rebuilt from the view.  So an index never gives a wrong answer,
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -96,21 +103,28 @@ class StoredIndex:
     def _column(self, level: int, attr: str) -> str:
         return next(c for lv, a, c in self.columns if lv == level and a == attr)
 
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The columns the table is ordered by: the provenance of the last level (what a lookup
+        names), then the other columns."""
+        last = len(self.index.levels) - 1
+        first = [c for lv, _, c in self.columns if lv == last]
+        return (*first, *[n for n in self.schema.names if n not in first])
+
     # --------------------------------------------------------------------- lookups
 
-    def lookup(self, path: Path, keys: pa.Table, read: dict[Path, pa.Table] | None = None) -> pa.Table:
+    def lookup(self, path: Path, keys: pa.Table) -> pa.Table:
         """The ID columns of the top-level rows holding an element named by a row of ``keys``
-        (its columns: the attributes of the index's last level).  ``read``: the index tables
-        read so far in this run, by path (the index is read once per run)."""
+        (its columns: the attributes of the index's last level), read from the index files
+        that may hold them."""
         last = len(self.index.levels) - 1
         keys = keys.rename_columns([self._column(last, a) for a in keys.column_names])
         if keys.num_rows == 0:
             return self.schema.empty_table().select(list(self.id_columns))
-        table = read.get(path) if read is not None else None
-        if table is None:
-            table = delta.read_arrow(path).select(self.schema.names).cast(self.schema)
-            if read is not None:
-                read[path] = table
+        first = self.order[0]
+        holding = (first, keys.column(first).cast(self.schema.field(first).type).to_pylist()) \
+            if first in keys.column_names else None
+        table = delta.read_arrow(path, holding=holding).select(self.schema.names).cast(self.schema)
         found = _matching(table, self.schema, keys.column_names, keys)
         return _distinct(found.select(list(self.id_columns)))
 
@@ -218,41 +232,31 @@ def reflected_version(path: Path, index: StoredIndex) -> int | None:
 
 
 def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str]) -> int:
-    """(Re)write the index table from the view at ``view_version``; return the rows written."""
+    """(Re)write the index table from the view at ``view_version``; return the rows written.
+    The entries are gathered and sorted in memory (two or three narrow columns per element)."""
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
-    written = 0
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        nonlocal written
-        for batch in delta.scan_ordered(view_path, view_version, index.id_columns[0], needed):
-            for b in index.entries(batch).to_batches():
-                written += b.num_rows
-                yield b
-
-    reader = pa.RecordBatchReader.from_batches(index.schema, batches())
+    parts = [index.entries(batch) for batch in delta.scan_ordered(view_path, view_version, index.id_columns[0], needed)]
+    entries = pa.concat_tables([index.schema.empty_table(), *parts]).sort_by(_ascending(index.order))
+    reader = pa.RecordBatchReader.from_batches(index.schema, entries.to_batches())
     delta.write_clustered(index.path(view_path), reader, "overwrite", INDEX_FILE_BYTES,
                           commit_metadata=_metadata(index, view_version, metadata, "build index"))
-    return written
+    return entries.num_rows
 
 
 def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str],
-          upserts: pa.Table | None = None, deleted: pa.Table | None = None) -> int:
+          upserts: pa.Table | None = None, removed: pa.Table | None = None) -> int:
     """Bring the index from the view version before a run to ``view_version``, which upserted
-    the rows ``upserts`` and deleted the rows whose IDs are ``deleted``: the entries of those
-    rows are replaced by the entries of ``upserts``, rewriting only the index files that may
-    hold them (None: the run changed no element of the collection, the commit only records
-    the version).  Returns the rows written."""
-    path = index.path(view_path)
-    ids = list(index.id_columns)
-    if upserts is None:
-        entries = named = index.schema.empty_table()
-    else:  # the rows upserted (which may hold no element now) and deleted lose their entries
-        entries = index.entries(upserts)
-        named = pa.concat_tables([upserts.select(ids), deleted.select(ids).cast(upserts.select(ids).schema)])
-    metrics = delta.rewrite_clustered(path, entries, named, index.id_columns,
+    the rows ``upserts`` and removed the rows ``removed`` (as they were: the rows it replaced
+    or deleted): the entries of ``removed`` that ``upserts`` do not have are deleted and those
+    of ``upserts`` that ``removed`` did not have inserted, rewriting only the index files that
+    may hold them (None: the commit only records the version).  Returns the rows written."""
+    empty = index.schema.empty_table()
+    old = index.entries(removed) if removed is not None else empty
+    new = index.entries(upserts) if upserts is not None else empty
+    rewrite = delta.rewrite_clustered(index.path(view_path), _minus(new, old), _minus(old, new), index.order,
                                       commit_metadata=_metadata(index, view_version, metadata, "maintain index"),
                                       file_bytes=INDEX_FILE_BYTES)
-    return int(metrics["num_output_rows"])
+    return int(rewrite.metrics["num_output_rows"])
 
 
 def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[str, str],
@@ -270,15 +274,14 @@ def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[st
 
 
 def locate(stored: Sequence[StoredIndex], view_path: Path, statement, keys: pa.Table,
-           progress: Callable[[str], None] | None = None, label: str = "",
-           read: dict[Path, pa.Table] | None = None) -> pa.Table | None:
+           progress: Callable[[str], None] | None = None, label: str = "") -> pa.Table | None:
     """The ID columns of the view rows holding the elements the nested update ``statement``
     names, its i-diff rows being ``keys`` (columns: the attributes of ``statement.match``),
-    by the index that serves it; None when none does.  ``read``: see :meth:`StoredIndex.lookup`."""
+    by the index that serves it; None when none does."""
     index = next((i for i in stored if i.index.serves((statement.path,), dict(statement.match))), None)
     if index is None:
         return None
-    found = index.lookup(index.path(view_path), keys, read)
+    found = index.lookup(index.path(view_path), keys)
     if progress:
         progress(f"{label}: index {index.index}: {keys.num_rows} keys -> {found.num_rows} rows")
     return found
@@ -305,6 +308,16 @@ def _matching(table: pa.Table, schema: pa.Schema, columns: Sequence[str], keys: 
         pa.schema([schema.field(c) for c in columns])).to_pylist()}
     exact = [tuple(r.values()) in wanted for r in found.select(list(columns)).to_pylist()]
     return found.filter(pa.array(exact, pa.bool_())) if found.num_rows else found
+
+
+def _minus(table: pa.Table, other: pa.Table) -> pa.Table:
+    """The rows of ``table`` that are not rows of ``other`` (NULL equal to NULL)."""
+    there = {tuple(r.values()) for r in other.to_pylist()}
+    return table.filter(pa.array([tuple(r.values()) not in there for r in table.to_pylist()], pa.bool_()))
+
+
+def _ascending(columns: Sequence[str]) -> list[tuple[str, str, str]]:
+    return [(c, "ascending", "at_start") for c in columns]
 
 
 def _distinct(table: pa.Table) -> pa.Table:

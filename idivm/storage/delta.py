@@ -482,12 +482,22 @@ def write_clustered(path: PathLike, reader: pa.RecordBatchReader, mode: Literal[
                                   commit_properties=_commit_properties(commit_metadata))
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """What :func:`rewrite_clustered` did: its metrics (named as :func:`merge_arrow`'s, with
+    the new ``version``) and the rows it removed (those whose key an upsert or a delete named,
+    as they were before)."""
+
+    metrics: dict[str, Any]
+    removed: pa.Table
+
+
 def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys: Sequence[str], *,
                       commit_metadata: Mapping[str, Any] | None = None,
-                      row_group_rows: int | None = None, file_bytes: int) -> dict[str, Any]:
+                      row_group_rows: int | None = None, file_bytes: int) -> Rewrite:
     """Upsert ``upserts`` (whole rows) into the table at ``path`` and delete the rows whose
     ``keys`` equal (NULL-safely) those of a row of ``deletes``, in one commit that rewrites only
-    the files that may hold those keys; return metrics named as :func:`merge_arrow`'s.
+    the files that may hold those keys.
 
     The rows with the key of a row of ``upserts`` or ``deletes`` are removed, and the rows of
     ``upserts`` inserted: with unique keys, an upsert replaces the row with its key or is
@@ -526,7 +536,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     new = _NewFiles(root, row_group_rows)
     removed: list = []
     updated = deleted = copied = 0
-    found: list[pa.Table] = []  # the keys of the rows removed
+    found: list[pa.Table] = [table_schema.empty_table()]  # the rows removed
     for f in files:
         if f.path not in touched:
             continue
@@ -535,7 +545,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         matched = old.filter(hit)
         n = int(pc.sum(_key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
         updated, deleted = updated + n, deleted + matched.num_rows - n
-        found.append(matched.select(list(keys)))
+        found.append(matched)
         kept = old.filter(pc.invert(hit))
         copied += kept.num_rows
         mine = homes.pop(f.path, [])
@@ -548,7 +558,8 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     for rest in homes.values():  # the table had no file
         rows = upserts.take(rest).sort_by([(k, "ascending", "at_start") for k in keys])
         new.write(rows, _rows_per_file(rows, file_bytes))
-    replaced = _key_mask(upsert_keys, keys, pa.concat_tables(found)) if found and upserts.num_rows else None
+    removed_rows = pa.concat_tables(found)
+    replaced = _key_mask(upsert_keys, keys, removed_rows) if removed_rows.num_rows and upserts.num_rows else None
     inserted = upserts.num_rows - (int(pc.sum(replaced).as_py() or 0) if replaced is not None else 0)
     stats = {"num_source_rows": named.num_rows, "num_target_rows_inserted": inserted,
              "num_target_rows_updated": updated, "num_target_rows_deleted": deleted,
@@ -559,7 +570,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         dt.create_write_transaction([*removed, *new.actions], mode="append", schema=dt.schema(),
                                     commit_properties=_commit_properties(metadata))
     stats["version"] = open_table(path).version()
-    return stats
+    return Rewrite(stats, removed_rows)
 
 
 def _homes(files: Sequence[_File], keys: Sequence[Any]) -> dict[str | None, list[int]]:
@@ -582,10 +593,20 @@ def _homes(files: Sequence[_File], keys: Sequence[Any]) -> dict[str | None, list
 
 # --- reading -------------------------------------------------------------------------------------
 
-def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
-    """The rows of a table version as a pyarrow Table (with the table's schema)."""
+def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[str] | None = None,
+               holding: tuple[str, Iterable[Any]] | None = None) -> pa.Table:
+    """The rows of a table version as a pyarrow Table (with the table's schema).
+    ``holding=(column, values)``: only the rows of the files whose statistics admit a row with
+    ``column`` among ``values`` (NULL included), as :func:`read_spark`'s."""
     dt = open_table(path, version)
-    return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
+    if holding is None:
+        return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    column, named = holding
+    values, null = _sorted_values(named)
+    tables = [_read_file(path, f, table_schema, columns) for f in _files(dt, column) if f.may_hold(values, null)]
+    empty = table_schema if columns is None else pa.schema([table_schema.field(c) for c in columns])
+    return pa.concat_tables([empty.empty_table(), *tables])
 
 
 def scan_ordered(path: PathLike, version: int | None, column: str,
