@@ -44,6 +44,11 @@ SESSION_CONFIG: dict[str, str] = {
     # tables are read by the list of their active files: stat them in the driver, never by a
     # Spark job (which costs about a second once a table has more than 32 files)
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    # a restricted read (``key IN (few values)``) gives Parquet the range of the values, which
+    # the files' statistics prune as well as the values themselves would, but without Parquet's
+    # per-value dictionary filtering: for 2-10 random keys of a table of millions of rows,
+    # 0.15-0.3 s instead of 0.7-0.8 s
+    "spark.sql.parquet.pushdown.inFilterThreshold": "1",
 }
 
 
