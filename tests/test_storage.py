@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -381,3 +382,15 @@ def test_read_arrow_holding_reads_the_files_that_may_hold_the_values(tmp_path):
     assert delta.read_arrow(path, holding=("k", [None]), columns=["k"]).column("k").null_count == 1
     nothing = delta.read_arrow(path, holding=("k", [-5]), columns=["j"])
     assert nothing.num_rows == 0 and nothing.column_names == ["j"]
+
+
+def test_a_table_created_again_at_the_same_path_is_not_read_as_the_old_one(tmp_path):
+    path = tmp_path / "t"
+    delta.create_table(path, pa.table({"x": ["old"]}))
+    delta.write_arrow(path, pa.table({"x": ["older"]}), mode="append")
+    assert delta.read_arrow(path, 0).column("x").to_pylist() == ["old"]
+    assert delta.version(path) == 1
+    shutil.rmtree(path)
+    delta.create_table(path, pa.table({"x": ["new", "rows"]}))
+    assert delta.read_arrow(path, 0).column("x").to_pylist() == ["new", "rows"]
+    assert delta.version(path) == 0 and delta.row_count(path, 0) == 2
