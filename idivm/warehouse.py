@@ -407,7 +407,7 @@ class Warehouse:
         n_changes = sum(c.num_rows for c in changes.values())
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
-        used, note, script, planned = strategy, "", None, None
+        note, script, planned = "", None, None
         if strategy in ("id", "tuple", "auto"):
             script, note = self._script(catalog, view, prov, entry.text, f"<view {view_name}>",
                                         "id" if strategy == "auto" else strategy, strict=False,
@@ -545,7 +545,7 @@ class Warehouse:
             new = {**new, **{c: cache_versions[c] for c in read}}  # type: ignore[index]
             changes = {**changes, **_read_changes(paths, old, {c: new[c] for c in read})}
 
-        schemas = {t: delta.schema(tables[t]) for t in new}
+        schemas = {t: delta.schema(tables[t], new[t]) for t in new}
         diffs = base_diffs(script, changes, schemas)
         if progress:
             progress(f"{script.view}: {diffs.change_rows} change rows -> {diffs.rows()} i-diff rows "
@@ -583,7 +583,7 @@ class Warehouse:
                 deletes = result.deletes.toArrow()
         finally:
             result.release()
-        target = delta.schema(path)
+        target = delta.schema(path, version)
         columns = [f.name for f in target]
         rewrite = None
         if result.direct is not None:

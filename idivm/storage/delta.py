@@ -681,11 +681,17 @@ def _check_readable_as_parquet(dt: "DeltaTable", path: PathLike) -> None:
 
 
 def schema(path: PathLike, version: int | None = None) -> pa.Schema:
-    """The Arrow schema of a table version."""
-    return schemas.as_arrow_schema(open_table(path, version).schema().to_arrow())
+    """The Arrow schema of a table version (default: the latest)."""
+    at = version if version is not None else _latest(path)
+    return schemas.as_arrow_schema(open_table(path, at).schema().to_arrow())
 
 
 def version(path: PathLike) -> int:
+    """The latest version of a table."""
+    return _latest(path)
+
+
+def _latest(path: PathLike) -> int:
     """The latest version of a table: its last commit file (every version has one)."""
     try:
         names = os.listdir(Path(path, "_delta_log"))
