@@ -556,6 +556,7 @@ class Warehouse:
             return delta.read_spark(self.spark, tables[table], version)
 
         index_rows = indexes.refresh(stored_indexes, path, metadata, progress, script.view)
+
         def locate(statement, keys):
             """The IDs of the view rows holding the elements a nested update names, by index."""
             named = keys.select(*[F.col(f"`{c}`").alias(p) for p, c in statement.match]).toArrow()

@@ -236,7 +236,7 @@ def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
     The entries are gathered and sorted in memory (two or three narrow columns per element)."""
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
     parts = [index.entries(batch) for batch in delta.scan_ordered(view_path, view_version, index.id_columns[0], needed)]
-    entries = pa.concat_tables([index.schema.empty_table(), *parts]).sort_by(_ascending(index.order))
+    entries = delta.ordered(pa.concat_tables([index.schema.empty_table(), *parts]), index.order)
     reader = pa.RecordBatchReader.from_batches(index.schema, entries.to_batches())
     delta.write_clustered(index.path(view_path), reader, "overwrite", INDEX_FILE_BYTES,
                           commit_metadata=_metadata(index, view_version, metadata, "build index"))
@@ -244,15 +244,13 @@ def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
 
 
 def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str],
-          upserts: pa.Table | None = None, removed: pa.Table | None = None) -> int:
+          upserts: pa.Table, removed: pa.Table) -> int:
     """Bring the index from the view version before a run to ``view_version``, which upserted
     the rows ``upserts`` and removed the rows ``removed`` (as they were: the rows it replaced
     or deleted): the entries of ``removed`` that ``upserts`` do not have are deleted and those
     of ``upserts`` that ``removed`` did not have inserted, rewriting only the index files that
-    may hold them (None: the commit only records the version).  Returns the rows written."""
-    empty = index.schema.empty_table()
-    old = index.entries(removed) if removed is not None else empty
-    new = index.entries(upserts) if upserts is not None else empty
+    may hold them.  Returns the rows written."""
+    old, new = index.entries(removed), index.entries(upserts)
     rewrite = delta.rewrite_clustered(index.path(view_path), _minus(new, old), _minus(old, new), index.order,
                                       commit_metadata=_metadata(index, view_version, metadata, "maintain index"),
                                       file_bytes=INDEX_FILE_BYTES)
@@ -296,28 +294,13 @@ def _metadata(index: StoredIndex, view_version: int, metadata: Mapping[str, str]
 def _matching(table: pa.Table, schema: pa.Schema, columns: Sequence[str], keys: pa.Table) -> pa.Table:
     """The rows of ``table`` (of ``schema``) whose ``columns`` equal (NULL-safely) those of a row
     of ``keys``."""
-    mask = None
-    for c in columns:  # a first filter by each column's values, then the exact (NULL-safe) match
-        values = keys.column(c).cast(schema.field(c).type)
-        term = pc.is_in(table.column(c), value_set=values.drop_null() if values.null_count else values)
-        if values.null_count:
-            term = pc.or_(term, pc.is_null(table.column(c)))
-        mask = term if mask is None else pc.and_(mask, term)
-    found = table.filter(mask)
-    wanted = {tuple(r.values()) for r in keys.select(list(columns)).cast(
-        pa.schema([schema.field(c) for c in columns])).to_pylist()}
-    exact = [tuple(r.values()) in wanted for r in found.select(list(columns)).to_pylist()]
-    return found.filter(pa.array(exact, pa.bool_())) if found.num_rows else found
+    wanted = keys.select(list(columns)).cast(pa.schema([schema.field(c) for c in columns]))
+    return table.filter(delta.key_mask(table, columns, wanted))
 
 
 def _minus(table: pa.Table, other: pa.Table) -> pa.Table:
     """The rows of ``table`` that are not rows of ``other`` (NULL equal to NULL)."""
-    there = {tuple(r.values()) for r in other.to_pylist()}
-    return table.filter(pa.array([tuple(r.values()) not in there for r in table.to_pylist()], pa.bool_()))
-
-
-def _ascending(columns: Sequence[str]) -> list[tuple[str, str, str]]:
-    return [(c, "ascending", "at_start") for c in columns]
+    return table.filter(pc.invert(delta.key_mask(table, table.column_names, other)))
 
 
 def _distinct(table: pa.Table) -> pa.Table:

@@ -97,7 +97,7 @@ def open_table(path: PathLike, version: int | None = None) -> "DeltaTable":
         try:
             commit = os.stat(Path(path, "_delta_log", f"{version:020d}.json"))
             key = (os.path.abspath(path), version, commit.st_ino, commit.st_mtime_ns, commit.st_size)
-        except (OSError, ValueError):
+        except OSError:
             key = None
         if key in _OPENED:
             return _OPENED[key]
@@ -384,6 +384,14 @@ def _files(dt: "DeltaTable", column: str) -> list[_File]:
                                    col(f"max.{column}"), col(f"null_count.{column}"))]
 
 
+def _files_holding(dt: "DeltaTable", holding: tuple[str, Iterable[Any]]) -> list[_File]:
+    """The active files of ``dt`` whose statistics admit a row with ``column`` among ``values``
+    (NULL included), ``holding`` being (column, values)."""
+    column, named = holding
+    values, null = _sorted_values(named)
+    return [f for f in _files(dt, column) if f.may_hold(values, null)]
+
+
 def _by_low(files: list[_File]) -> list[_File]:
     """``files`` by their lower bound, those without one first."""
     return sorted(files, key=lambda f: (f.low is not None, f.low if f.low is not None else 0))
@@ -409,7 +417,7 @@ def _read_file(path: PathLike, file: _File, schema: pa.Schema, columns: Sequence
                          columns=list(columns) if columns is not None else None)
 
 
-def _key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array:
+def key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array:
     """Which rows of ``table`` have the key (``keys``, NULL-safe) of a row of ``wanted``: a
     first filter by the first key's values, then the exact match of the few rows it keeps."""
     first = wanted.column(keys[0])
@@ -423,6 +431,11 @@ def _key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Arra
     for i, hit in zip(hits, exact):
         out[i] = hit
     return pa.array(out, pa.bool_())
+
+
+def ordered(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``table`` sorted by ``keys`` (NULLs first): the order of a clustered table's rows."""
+    return table.sort_by([(k, "ascending", "at_start") for k in keys])
 
 
 def _file_stats(table: pa.Table) -> str:
@@ -564,9 +577,9 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         if f.path not in touched:
             continue
         old = _read_file(root, f, table_schema)
-        hit = _key_mask(old, keys, named)
+        hit = key_mask(old, keys, named)
         matched = old.filter(hit)
-        n = int(pc.sum(_key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
+        n = int(pc.sum(key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
         updated, deleted = updated + n, deleted + matched.num_rows - n
         found.append(matched)
         kept = old.filter(pc.invert(hit))
@@ -575,14 +588,14 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         rows = pa.concat_tables([kept, upserts.take(mine)]) if mine else kept
         removed.append(RemoveAction(f.path, True, new.now, f.size, {}))
         if rows.num_rows:
-            rows = rows.sort_by([(k, "ascending", "at_start") for k in keys]) if mine else rows
+            rows = ordered(rows, keys) if mine else rows
             new.write(rows, _rows_per_file(old, file_bytes) if old.num_rows else _rows_per_file(rows, file_bytes),
                       slack=2)
     for rest in homes.values():  # the table had no file
-        rows = upserts.take(rest).sort_by([(k, "ascending", "at_start") for k in keys])
+        rows = ordered(upserts.take(rest), keys)
         new.write(rows, _rows_per_file(rows, file_bytes))
     removed_rows = pa.concat_tables(found)
-    replaced = _key_mask(upsert_keys, keys, removed_rows) if removed_rows.num_rows and upserts.num_rows else None
+    replaced = key_mask(upsert_keys, keys, removed_rows) if removed_rows.num_rows and upserts.num_rows else None
     inserted = upserts.num_rows - (int(pc.sum(replaced).as_py() or 0) if replaced is not None else 0)
     stats = {"num_source_rows": named.num_rows, "num_target_rows_inserted": inserted,
              "num_target_rows_updated": updated, "num_target_rows_deleted": deleted,
@@ -625,9 +638,7 @@ def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[
     if holding is None:
         return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
     table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
-    column, named = holding
-    values, null = _sorted_values(named)
-    tables = [_read_file(path, f, table_schema, columns) for f in _files(dt, column) if f.may_hold(values, null)]
+    tables = [_read_file(path, f, table_schema, columns) for f in _files_holding(dt, holding)]
     empty = table_schema if columns is None else pa.schema([table_schema.field(c) for c in columns])
     return pa.concat_tables([empty.empty_table(), *tables])
 
@@ -660,9 +671,7 @@ def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None
     struct = schemas.spark_schema(dt.schema().to_arrow())
     uris = dt.file_uris()
     if holding is not None:
-        column, named = holding
-        values, null = _sorted_values(named)
-        kept = {_name(f.path) for f in _files(dt, column) if f.may_hold(values, null)}
+        kept = {_name(f.path) for f in _files_holding(dt, holding)}
         uris = [u for u in uris if _name(u) in kept]
     if not uris:
         return spark.createDataFrame([], struct)
