@@ -716,6 +716,17 @@ def test_deep_updates_in_v1_change_exactly_the_group_members_they_name(make_ware
         assert canonical(only(only(new, "businesses", "name"), "reviews", "stars")) == \
             canonical(only(only(old, "businesses", "name"), "reviews", "stars"))
 
+    # a business's name alone: its group's row, named by ID (the group key), and no other
+    b1 = TINY[B][0]
+    result = apply((B, b1, {**b1, "name": "Tadich Grill"}))
+    assert result.updated == 1, result.summary()
+    last = wh.rows("v1")
+    changed = changed_members(final, last)
+    assert set(changed) == {("b1", "r1"), ("b1", "r2")}
+    for old, new in changed.values():
+        assert new["businesses"]["name"] == "Tadich Grill"
+        assert canonical(only(new, "businesses", "name")) == canonical(only(old, "businesses", "name"))
+
 
 def test_inserts_and_deletes_in_v1_replace_only_the_group_members_they_name(make_warehouse, tmp_path):
     """Table E.11 for inserts and deletes, with Table C.9's padded rows: in V1 a change of

@@ -176,10 +176,14 @@ EXAMPLE_2_13_1 = {
 }
 
 
-def nested_update_of(text: str, source: str) -> tuple[str, list[str], list[tuple[str, ...]]]:
+def nested_update_of(text: str, source: str, on: tuple[str, ...] = ()) -> tuple[str, list[str], list[tuple[str, ...]]]:
+    """The path, match and set paths of the nested update from ``source``, whose rows are
+    named by the ID columns ``on`` (none: the wildcard #(), every business may hold that
+    user's reviews)."""
     (s,) = from_(script_of(text), source)
     assert s.kind == "nested_update", s.rules
-    assert s.on == ()  # the wildcard #(): every business may hold that user's reviews
+    assert s.on == on
+    assert s.names_rows_by_id() == bool(on)
     assert base_reads(s) == {source}  # path navigation: no base table is read
     return s.path, [p for p, _ in s.match], [f for f, _ in s.set]
 
@@ -201,8 +205,9 @@ def test_example_2_13_1_v_and_v1_turn_an_update_of_users_into_the_same_nested_up
 def test_v1_updates_of_reviews_and_businesses_are_nested_updates_of_their_member_tuples():
     assert nested_update_of(V1, "Δu(reviews)") == (
         "full_reviews", ["review_id"], [("reviews", "stars"), ("reviews", "date"), ("reviews", "text")])
-    # every member of a business's group holds the business: named #(business_id) (one group)
-    assert nested_update_of(V1, "Δu(businesses)") == (
+    # every member of a business's group holds the business: named #(business_id), in the
+    # one row whose ID is that business (the group key)
+    assert nested_update_of(V1, "Δu(businesses)", on=("__idivm_id_business_id",)) == (
         "full_reviews", ["business_id"],
         [("businesses", "name"), ("businesses", "state"), ("businesses", "categories")])
 
@@ -218,7 +223,7 @@ def test_v1_inserts_and_deletes_of_reviews_and_users_replace_members_and_only_bu
     assert set(members) == {"Δ(reviews) AS reviews", "Δ(users) AS users"}
     for table, key in (("reviews", "review_id"), ("users", "user_id")):
         m = members[f"Δ({table}) AS {table}"]
-        assert (m.path, [p for p, _ in m.match], m.keys_name_rows()) == ("full_reviews", ["business_id", key], True)
+        assert (m.path, [p for p, _ in m.match], m.names_rows_by_id()) == ("full_reviews", ["business_id", key], True)
         rules = [r.split("  (")[0] for r in m.rules]
         at = rules.index("LeftJoin[right] replace -> replace, reads Input_pre+Input_post")
         assert rules[at:at + 3] == ["LeftJoin[right] replace -> replace, reads Input_pre+Input_post",

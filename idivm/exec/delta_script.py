@@ -298,9 +298,12 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 q = compiler.evaluate(s.query)
                 if read_view is not None and s.kind not in NESTED_KINDS:
                     q = _computed(spark, q)  # its values name the files of the rows it updates
-            by_id = s.kind == "nested_replace" and s.keys_name_rows()  # the keys name their rows by ID
+            by_id = s.kind in NESTED_KINDS and s.names_rows_by_id()  # the i-diff names its rows by ID
             found = locate(s, q) if locate is not None and s.kind in NESTED_KINDS and not by_id else None
             if s.kind == "nested_update":
+                if by_id:
+                    named_by.append(_match(_holding(view, read_view, q, s.on, ids), q, s.on, "left_semi")
+                                    .select(*ids))
                 q = _element_map(s, q, view)
             elif s.kind == "nested_replace":
                 elements = _computed(spark, compiler.evaluate(s.rows))

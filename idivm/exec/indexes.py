@@ -131,9 +131,10 @@ class StoredIndex:
 
 def read_by(index: GlobalProvenanceIndex, statements: Sequence) -> list[int]:
     """The Δ-script statements (numbered from 1) that find their rows through ``index``: the
-    nested updates and replaces naming the elements of its collection by its attributes."""
+    nested updates and replaces naming the elements of its collection by its attributes (and
+    not their rows by ID)."""
     return [i for i, s in enumerate(statements, 1)
-            if s.kind in NESTED_KINDS and index.serves((s.path,), dict(s.match))]
+            if s.kind in NESTED_KINDS and not s.names_rows_by_id() and index.serves((s.path,), dict(s.match))]
 
 
 def resolve(selection: IndexSelection, view_schema: pa.Schema, view_ids: Sequence[tuple[str, str]],

@@ -64,6 +64,10 @@ class _Navigation:
     column: str
     match: tuple[tuple[str, Term], ...]
     sets: tuple[tuple[tuple[str, ...], Term], ...]
+    #: the view ID columns of the row holding the named elements, and the term (over the
+    #: i-diff's plan) of each (empty: the rows are found by the elements' provenance)
+    on: tuple[str, ...] = ()
+    located: tuple[Term, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -501,22 +505,25 @@ class _Generator:
         return self.strategy == "id" and self._navigation(op if side == "input" else None, diff) is not None
 
     def do_nested_update(self, op: O.ApplyPlan | O.GroupBy, side, diff, rule) -> list[Statement]:
-        """The nested update i-diff of :meth:`_navigation`: the view's rows are not named by
-        their IDs but found by the elements of column ``path`` whose provenance fields
-        ``match`` take the i-diff's values; the fields at the paths ``set`` get the post values."""
+        """The nested update i-diff of :meth:`_navigation`: the elements of column ``path``
+        whose provenance fields ``match`` take the i-diff's values get the post values at the
+        paths ``set``, in the rows holding them: found by those elements (through a global
+        index or by searching the bags), or named by ID when the i-diff holds the view ID
+        columns ``on`` of each (the members of a group: its ID is the group key)."""
         nav = self._navigation(op if side == "input" else None, diff)
         if not nav.sets:  # the elements carry none of the updated attributes
             return []
         keys = tuple((f"{HIDDEN}key_{p}", t) for p, t in nav.match)
-        news, taken = [], {c for c, _ in keys}
+        rows = tuple(zip(nav.on, nav.located))
+        news, taken = [], {c for c, _ in keys + rows}
         for path, t in nav.sets:
             column = f"{HIDDEN}new_{'_'.join(path)}"
             while column in taken:  # ("a_b",) and ("a", "b")
                 column += "_"
             taken.add(column)
             news.append((column, t))
-        query = O.ReturnBag(diff.plan, TupleExpr(keys + tuple(news)))
-        return [Statement("nested_update", diff.origin, query=query, path=nav.column,
+        query = O.ReturnBag(diff.plan, TupleExpr(keys + rows + tuple(news)))
+        return [Statement("nested_update", diff.origin, on=nav.on, query=query, path=nav.column,
                           match=tuple((p, c) for (p, _), (c, _) in zip(nav.match, keys)),
                           set=tuple((path, c) for (path, _), (c, _) in zip(nav.sets, news)),
                           rules=diff.trail + (_rule(rule),))]
@@ -731,8 +738,31 @@ class _Generator:
         if any(_mentions(t, diff.changed) for _, t in op.keys) or \
                 any(a.arg is not None and _mentions(a.arg, diff.changed) for _, a in op.aggregates):
             return None
-        return self._element_navigation(op, Var(op.group_var), op.input, op.group_fields, diff.ids, diff.ids,
-                                        diff)
+        nav = self._element_navigation(op, Var(op.group_var), op.input, op.group_fields, diff.ids, diff.ids,
+                                       diff)
+        return None if nav is None else self._in_named_groups(op, diff, nav)
+
+    def _in_named_groups(self, op: O.GroupBy, diff: Diff, nav: "_Navigation") -> "_Navigation":
+        """``nav`` in the rows named by ID when the update i-diff holds every key of γ (one of
+        its IDs is the key term, or a term equal to it in γ's input): an update never changes
+        its IDs, so each member it names is in the group of those keys, whose view row has
+        them as its IDs (``update businesses`` in ``GROUP BY business_id``).  Otherwise
+        ``nav`` as it is: the rows are found by the members' provenance."""
+        key_terms = dict((Var(k), t) for k, t in op.keys)
+        group_ids = self.canonical_ids(op)
+        located = []
+        for g in group_ids:
+            if g not in key_terms:
+                return nav
+            same = self.equivalents(op.input, key_terms[g]) + (key_terms[g],)
+            term = next((i for i in diff.ids if i in same), None)
+            if term is None:
+                return nav
+            located.append(term)
+        stored = self._stored_column(Var(op.group_var), op, group_ids)
+        if stored is None or not group_ids:
+            return nav
+        return replace(nav, on=stored[1], located=tuple(located))
 
     def _element_navigation(self, container: O.Operator, var: Var, node: O.Operator,
                             fields: tuple[tuple[str, Term], ...], ids: tuple[Term, ...],

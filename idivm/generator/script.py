@@ -165,6 +165,8 @@ class Statement:
     value)`` of ``set``, the new value of the field the path names inside the element: one
     name for a field of the element (``("elite",)``), more for a field of a tuple the element
     holds (``("users", "elite")`` in a GROUP AS member) (thesis §2.12.3, §2.13, §2.14.2).
+    With ID columns ``on`` (also columns of ``query``), the elements a row of ``query`` names
+    are in the view row with those IDs.
     kind ``nested_replace``: in every view row, the elements of the bag in column ``path``
     whose provenance fields ``match`` equal a row of ``keys`` (its columns: the second of each
     pair) are deleted, and each row of ``rows`` -- the view ID columns ``on`` and the element in
@@ -187,10 +189,13 @@ class Statement:
     path: str = ""
     match: tuple[tuple[str, str], ...] = ()
 
-    def keys_name_rows(self) -> bool:
-        """Whether the keys of a nested replace also hold the view ID columns ``on`` of the
-        row holding each element they name (the members of a group: its ID is the group key),
-        so that the rows are found by ID rather than by the elements' provenance."""
+    def names_rows_by_id(self) -> bool:
+        """Whether a nested update's query, or a nested replace's keys, also hold the view ID
+        columns ``on`` of the row holding each element they name (the members of a group: its
+        ID is the group key), so that the rows are found by ID rather than by the elements'
+        provenance."""
+        if self.kind == "nested_update":
+            return bool(self.on)
         element = self.keys.element if isinstance(self.keys, O.ReturnBag) else None
         return self.kind == "nested_replace" and isinstance(element, TupleExpr) and \
             set(self.on) <= {n for n, _ in element.fields}
@@ -239,11 +244,12 @@ class Statement:
                 return f"update by ID ({on}): set " + ", ".join(f"{c} := {v}" for c, v in self.set)
             case "nested_update":
                 named = ", ".join(f"{PROV}.{p} = {c}" for p, c in self.match)
+                found = f"in the rows named by ID ({on})" if self.names_rows_by_id() else "found by path navigation"
                 return (f"update the elements of {self.path} named by partial provenance ({named}), "
-                        f"found by path navigation: set " + ", ".join(f"{'.'.join(f)} := {v}" for f, v in self.set))
+                        f"{found}: set " + ", ".join(f"{'.'.join(f)} := {v}" for f, v in self.set))
             case "nested_replace":
                 named = ", ".join(f"{PROV}.{p} = {c}" for p, c in self.match)
-                found = f"in the rows named by ID ({on})" if self.keys_name_rows() else "found by path navigation"
+                found = f"in the rows named by ID ({on})" if self.names_rows_by_id() else "found by path navigation"
                 return (f"replace the elements of {self.path} named by partial provenance ({named}), {found}: "
                         f"delete them, insert the post-state elements into the rows named by ID ({on})")
             case _:
