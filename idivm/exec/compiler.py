@@ -88,6 +88,12 @@ class PlanCompiler:
         self.cached: list[DataFrame] = []
         #: (table, column, value, null-safe, restrictions of the source's scans), source, values
         self._values: list[tuple[tuple, O.Operator, list | None]] = []
+        #: id(scan) -> the restriction of its read as a value, while a plan is compiled
+        self._keyed: dict[int, tuple] = {}
+        #: the subplans a plan being compiled holds more than once (see :meth:`_repeated`), and
+        #: those computed so far: (subplan, restrictions of its reads, result in memory)
+        self._repeats: list[tuple[O.Operator, tuple]] = []
+        self._computed: list[tuple[O.Operator, tuple, DataFrame]] = []
 
     def bind(self, op: O.Operator, df: DataFrame) -> None:
         """Use ``df`` as the (top-level) result of ``op`` from now on, and of every equal
@@ -117,10 +123,11 @@ class PlanCompiler:
         """The binding tuples of a top-level plan ``op`` (one column per variable), its table
         scans read restricted to the keys its i-diffs name (:meth:`_restricted`)."""
         self._restrictions = self._restricted(op) if self._restrict is not None else {}
+        self._repeats = self._repeated(op)
         try:
             return self.compile(op, TOP)
         finally:
-            self._restrictions = {}
+            self._restrictions, self._keyed, self._repeats = {}, {}, []
 
     def compile(self, op: O.Operator, env: Env) -> DataFrame:
         if env is TOP and (df := self._bound_result(op)) is not None:
@@ -128,7 +135,51 @@ class PlanCompiler:
         fn = _COMPILERS.get(type(op))
         if fn is None:
             raise InternalError(f"no Spark compilation for operator {op.name}")
-        return fn(self, op, env)
+        key = self._small(op) if env is TOP and self._repeats else None
+        if key is None or not any(k == key and o == op for o, k in self._repeats):
+            return fn(self, op, env)
+        done = next((df for o, k, df in self._computed if k == key and o == op), None)
+        if done is None:
+            df = fn(self, op, env)
+            done = self.spark.createDataFrame(df.toArrow(), df.schema)
+            self._computed.append((op, key, done))
+        return done
+
+    def _small(self, op: O.Operator) -> tuple | None:
+        """For a subplan of an i-diff query whose every table scan is an i-diff or a read
+        restricted to the keys its i-diffs name: the restrictions of its reads (equal subplans
+        under equal restrictions have the same result); None for any other subplan, and for
+        a table scan alone (no work to share)."""
+        if self._restrict is None or isinstance(op, O.Ground) or \
+                (isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)):
+            return None
+        scans = restrict.table_scans(op)
+        if not scans or any(self._restrict(s.source.name) and id(s) not in self._restrictions  # type: ignore
+                            for s in scans):
+            return None
+        return tuple(self._keyed.get(id(s)) for s in scans)
+
+    def _repeated(self, plan: O.Operator) -> list[tuple[O.Operator, tuple]]:
+        """The small subplans (:meth:`_small`) that ``plan`` holds more than once (the pre and
+        post state of the pairs a left join's change names, once for the pairs and once for
+        their padded tuples): each is computed once, when first compiled, and its result,
+        few rows, kept in memory for the others (Spark would compute every copy)."""
+        if self._restrict is None:
+            return []
+        seen: list[tuple[O.Operator, tuple]] = []
+        out: list[tuple[O.Operator, tuple]] = []
+        for op in O.walk(plan, into_nested=False):
+            key = self._small(op)
+            if key is None:
+                continue
+            if any(k == key and o == op for o, k in seen):
+                if not any(k == key and o == op for o, k in out):
+                    out.append((op, key))
+            else:
+                seen.append((op, key))
+        # a repeat inside another is computed with it
+        return [(op, key) for op, key in out
+                if not any(o is not op and any(x == op for x in O.walk(o, into_nested=False)) for o, _ in out)]
 
     # ------------------------------------------------------------------ restricted reads
 
@@ -147,7 +198,7 @@ class PlanCompiler:
         open_ = [c for c in restrict.candidates(plan) if id(c.scan) in once]
         reads = {id(c): restrict.table_scans(c.source, bound) for c in open_}  # the scans a source reads
         found: dict[int, DataFrame] = {}
-        keyed: dict[int, tuple] = {}  # id(scan) -> the restriction of its read, as a value
+        keyed = self._keyed = {}  # id(scan) -> the restriction of its read, as a value
         progressed = True
         while progressed:
             progressed = False
