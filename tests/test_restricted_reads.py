@@ -206,6 +206,38 @@ def test_the_values_of_a_restriction_are_computed_once_per_source_and_restrictio
         df.unpersist()
 
 
+def test_a_subplan_a_query_holds_twice_under_the_same_restrictions_is_computed_once(spark, tmp_path):
+    """The keys of a left join's right-side change hold the pairs, and again the pairs with
+    the right IDs NULL (the padded tuples): the pairs' join over restricted reads is computed
+    once, and the query reads it from memory in both places; the result is the same."""
+    import pyarrow as pa
+
+    from idivm.algebra.expressions import NULL
+    from idivm.exec.compiler import PlanCompiler
+    from idivm.storage import delta
+
+    delta.create_table(tmp_path / "t", pa.table({"a": [f"k{i}" for i in range(100)], "x": list(range(100))}))
+    tables = {"t@post": delta.read_spark(spark, tmp_path / "t"),
+              "Δ(s)": spark.createDataFrame(pa.table({"b": ["k3", "k7"], "i": [1, 2]}))}
+
+    def pairs() -> O.Operator:  # new scan objects every time, as the generator's copies are
+        join = O.InnerJoin(scan("Δ(s)", "s"), scan("t@post", "t"), eq("t", "a", "s", "b"))
+        return O.Project(join, (("k", Field(Var("t"), "x")), ("j", Field(Var("s"), "i"))))
+
+    plan = O.ReturnBag(O.UnionAll(pairs(), O.Project(pairs(), (("k", Var("k")), ("j", NULL)))),
+                       TupleExpr((("k", Var("k")), ("j", Var("j")))))
+    for shared in (True, False):
+        compiler = PlanCompiler(spark, tables.__getitem__, restrict=lambda name: "@" in name)
+        if not shared:
+            compiler._repeated = lambda plan: []
+        df = compiler.evaluate(plan)
+        assert sorted(map(tuple, df.collect()), key=str) == [(3, 1), (3, None), (7, 2), (7, None)]
+        scans = df._jdf.queryExecution().executedPlan().toString().count("FileScan")
+        assert (scans == 0) == shared, scans  # shared: computed before, the query reads memory
+        for cached in compiler.cached:
+            cached.unpersist()
+
+
 def test_a_scan_is_restricted_by_the_values_of_a_bound_subplan_whose_own_reads_are_not(spark, tmp_path):
     """The keys of a replace are computed first and bound; the post-state query that reads
     them again restricts its scans by their values, although the keys' own plan reads a
