@@ -136,14 +136,14 @@ class PlanCompiler:
         if fn is None:
             raise InternalError(f"no Spark compilation for operator {op.name}")
         key = self._small(op) if env is TOP and self._repeats else None
-        if key is None or not any(k == key and o == op for o, k in self._repeats):
+        if key is None or _among(self._repeats, op, key) is None:
             return fn(self, op, env)
-        done = next((df for o, k, df in self._computed if k == key and o == op), None)
+        done = _among(self._computed, op, key)
         if done is None:
             df = fn(self, op, env)
-            done = self.spark.createDataFrame(df.toArrow(), df.schema)
-            self._computed.append((op, key, done))
-        return done
+            done = (op, key, self.spark.createDataFrame(df.toArrow(), df.schema))
+            self._computed.append(done)
+        return done[2]
 
     def _small(self, op: O.Operator) -> tuple | None:
         """For a subplan of an i-diff query whose every table scan is an i-diff or a read
@@ -172,11 +172,10 @@ class PlanCompiler:
             key = self._small(op)
             if key is None:
                 continue
-            if any(k == key and o == op for o, k in seen):
-                if not any(k == key and o == op for o, k in out):
-                    out.append((op, key))
-            else:
+            if _among(seen, op, key) is None:
                 seen.append((op, key))
+            elif _among(out, op, key) is None:
+                out.append((op, key))
         # a repeat inside another is computed with it
         return [(op, key) for op, key in out
                 if not any(o is not op and any(x == op for x in O.walk(o, into_nested=False)) for o, _ in out)]
@@ -500,6 +499,12 @@ def _collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
     if fn == "array_avg":
         return F.when(n > 0, total.cast("double") / n)
     raise InternalError(f"no Spark compilation for collection function {fn}")
+
+
+def _among(entries: list, op: O.Operator, key: tuple) -> tuple | None:
+    """The entry of ``entries`` (tuples starting with a subplan and the restrictions of its
+    reads) for a subplan equal to ``op`` under the restrictions ``key``, if any."""
+    return next((e for e in entries if e[1] == key and e[0] == op), None)
 
 
 # ----------------------------------------------------------------------------- operators

@@ -266,8 +266,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 keys = _bound_keys(spark, compiler, s)
                 if keys is None:
                     continue
-                deletes.append(_match(_holding(view, read_view, keys, s.on, ids), keys, s.on, "left_semi")
-                               .select(*ids))
+                deletes.append(_rows_named(view, read_view, keys, s.on, ids))
             inserts.append(compiler.evaluate(s.rows).select(*columns))
         else:
             rewrites.append(s)
@@ -298,25 +297,23 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 q = compiler.evaluate(s.query)
                 if read_view is not None and s.kind not in NESTED_KINDS:
                     q = _computed(spark, q)  # its values name the files of the rows it updates
-            by_id = s.kind in NESTED_KINDS and s.names_rows_by_id()  # the i-diff names its rows by ID
-            found = locate(s, q) if locate is not None and s.kind in NESTED_KINDS and not by_id else None
+            # the i-diff names its rows by ID, or (nested) by the elements they hold
+            by_id = s.kind not in NESTED_KINDS or s.names_rows_by_id()
+            found = locate(s, q) if locate is not None and not by_id else None
+            if by_id and s.kind != "nested_replace":
+                named_by.append(_rows_named(view, read_view, q, s.on, ids))
             if s.kind == "nested_update":
-                if by_id:
-                    named_by.append(_match(_holding(view, read_view, q, s.on, ids), q, s.on, "left_semi")
-                                    .select(*ids))
                 q = _element_map(s, q, view)
             elif s.kind == "nested_replace":
                 elements = _computed(spark, compiler.evaluate(s.rows))
                 rows_of = elements.select(*s.on)
                 if by_id:
                     rows_of = rows_of.unionByName(q.select(*s.on))
-                named_by.append(_match(_holding(view, read_view, rows_of, s.on, ids), rows_of, s.on, "left_semi")
-                                .select(*ids))
+                named_by.append(_rows_named(view, read_view, rows_of, s.on, ids))
                 q = (_element_keys(s, q, view), elements)
             queries.append((s, q))
             if not by_id:
-                among = view if s.kind in NESTED_KINDS else _holding(view, read_view, q, s.on, ids)
-                named_by.append((found if found is not None else _named(among, s, q)).select(*ids))
+                named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
         # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
         # view's rows (whole, with their bags) to the pages whose statistics may hold them
         named, only, values = _named_ids(spark, _union(named_by, spark_empty).distinct())
@@ -340,6 +337,13 @@ def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> Da
         return None
     compiler.bind(s.keys.input, spark.createDataFrame(named))
     return compiler.evaluate(s.keys)
+
+
+def _rows_named(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None, names: DataFrame,
+                on: Sequence[str], ids: Sequence[str]) -> DataFrame:
+    """The ID columns of the view rows whose columns ``on`` take the values of a row of
+    ``names`` (read from the files that may hold them, :func:`_holding`)."""
+    return _match(_holding(view, read_view, names, on, ids), names, on, "left_semi").select(*ids)
 
 
 def _holding(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None, names: DataFrame,
@@ -415,11 +419,9 @@ def _has_input(s: Statement, diffs: BaseDiffs) -> bool:
 
 
 def _named(rows: DataFrame, s: Statement, q) -> DataFrame:
-    """The rows the update ``s`` (query result ``q``; for a nested update, its element map; for
-    a nested replace, its key set and elements) rewrites: named by ID, or holding an element
-    its provenance names (a nested replace also names the rows of its elements by ID)."""
-    if s.kind not in NESTED_KINDS:
-        return _match(rows, q, s.on, "left_semi")
+    """The rows holding an element the nested update or replace ``s`` names by its provenance
+    (``q``: for a nested update, its element map; for a nested replace, its key set and
+    elements)."""
     names = q if s.kind == "nested_update" else q[0]
     hit = F.exists(F.col(f"`{s.path}`"), lambda e: _names(s, e))
     return rows.crossJoin(names).filter(hit).select(*rows.columns)

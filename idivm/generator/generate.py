@@ -592,15 +592,21 @@ class _Generator:
 
     def _naming_groups(self, op: O.GroupBy, diff: Diff, n: int | None = None) -> dict[Var, str] | None:
         """For each key of γ, the key variable of the replace i-diff ``diff`` of its input whose
-        value is the key's (the key term, or a term equal to it in γ's input, is one of the
-        first ``n`` IDs of the i-diff); None if a key has none."""
+        value is the key's (:meth:`_group_key_ids`, among the first ``n`` IDs); None if a key
+        has none."""
+        found = self._group_key_ids(op, diff.ids[:n])
+        return None if found is None else {g: diff.key_vars[j] for g, j in found.items()}
+
+    def _group_key_ids(self, op: O.GroupBy, ids: tuple[Term, ...]) -> dict[Var, int] | None:
+        """For each key of γ, the position in ``ids`` (terms over γ's input) of the key term or
+        of a term equal to it in γ's input; None if a key has none."""
         out = {}
         for k, t in op.keys:
             same = self.equivalents(op.input, t) + (t,)
-            j = next((j for j, i in enumerate(diff.ids[:n]) if i in same), None)
+            j = next((j for j, i in enumerate(ids) if i in same), None)
             if j is None:
                 return None
-            out[Var(k)] = diff.key_vars[j]
+            out[Var(k)] = j
         return out
 
     def _element_replace(self, diff: Diff) -> "_ElementReplace | None":
@@ -748,21 +754,14 @@ class _Generator:
         its IDs, so each member it names is in the group of those keys, whose view row has
         them as its IDs (``update businesses`` in ``GROUP BY business_id``).  Otherwise
         ``nav`` as it is: the rows are found by the members' provenance."""
-        key_terms = dict((Var(k), t) for k, t in op.keys)
         group_ids = self.canonical_ids(op)
-        located = []
-        for g in group_ids:
-            if g not in key_terms:
-                return nav
-            same = self.equivalents(op.input, key_terms[g]) + (key_terms[g],)
-            term = next((i for i in diff.ids if i in same), None)
-            if term is None:
-                return nav
-            located.append(term)
-        stored = self._stored_column(Var(op.group_var), op, group_ids)
-        if stored is None or not group_ids:
+        found = self._group_key_ids(op, diff.ids)
+        if not group_ids or found is None or any(g not in found for g in group_ids):
             return nav
-        return replace(nav, on=stored[1], located=tuple(located))
+        stored = self._stored_column(Var(op.group_var), op, group_ids)
+        if stored is None:
+            return nav
+        return replace(nav, on=stored[1], located=tuple(diff.ids[found[g]] for g in group_ids))
 
     def _element_navigation(self, container: O.Operator, var: Var, node: O.Operator,
                             fields: tuple[tuple[str, Term], ...], ids: tuple[Term, ...],
