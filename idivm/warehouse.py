@@ -581,7 +581,7 @@ class Warehouse:
                 rows = query.toArrow()
             else:
                 upserts = result.upserts.toArrow()
-                deletes = result.deletes.toArrow()
+                deletes = result.deletes(upserts)
         finally:
             result.release()
         target = delta.schema(path, version)

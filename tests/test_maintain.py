@@ -306,3 +306,18 @@ def test_corpus_subset_stays_equal_to_recomputation_and_duckdb(make_warehouse, t
 @pytest.mark.parametrize("seed", [2, 3])
 def test_whole_corpus_stays_equal_to_recomputation_and_duckdb(make_warehouse, tmp_path, seed):
     maintain_corpus(make_warehouse(), SUPPORTED, seed, 4, tmp_path)
+
+
+def test_the_rows_a_run_deletes_are_those_its_upserts_do_not_insert_again():
+    """A replace deletes the rows its keys name and inserts their post state: the IDs deleted
+    for good are the deleted ones no upsert carries, matched NULL-safely on every ID column."""
+    from idivm.exec.delta_script import ViewChanges
+
+    deleted = pa.table({"a": pa.array([1, 1, 2, None, None], pa.int64()),
+                        "b": pa.array(["x", "y", "x", "x", None], pa.string())})
+    upserts = pa.table({"v": [10, 20, 30], "a": pa.array([1, None, 3], pa.int64()),
+                        "b": pa.array(["y", None, "x"], pa.string())})
+    gone = ViewChanges(None, deleted).deletes(upserts)
+    assert sorted(gone.to_pylist(), key=repr) == sorted(
+        [{"a": 1, "b": "x"}, {"a": 2, "b": "x"}, {"a": None, "b": "x"}], key=repr)
+    assert ViewChanges(None, deleted).deletes(upserts.slice(0, 0)).equals(deleted)

@@ -206,6 +206,42 @@ def test_the_values_of_a_restriction_are_computed_once_per_source_and_restrictio
         df.unpersist()
 
 
+def test_the_values_of_a_restriction_by_an_i_diff_the_driver_holds_are_taken_without_a_spark_job(
+        spark, tmp_path, monkeypatch):
+    """t@post restricted by a column of Δ(s), which the driver holds as Arrow, takes the values
+    from those rows: no query computes them (the restricted read of t@post, which gives the
+    values for u@post, still does); the result is the one without the rows in memory."""
+    import pyarrow as pa
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    from idivm.exec.compiler import PlanCompiler
+    from idivm.storage import delta
+
+    delta.create_table(tmp_path / "t", pa.table({"a": [f"k{i}" for i in range(100)], "x": list(range(100))}))
+    delta.create_table(tmp_path / "u", pa.table({"x": list(range(100)), "y": [f"y{i}" for i in range(100)]}))
+    held = {"Δ(s)": pa.table({"b": ["k3", "k7", "k8", "k7", None]})}
+    tables = {"t@post": delta.read_spark(spark, tmp_path / "t"), "u@post": delta.read_spark(spark, tmp_path / "u"),
+              "Δ(s)": spark.createDataFrame(held["Δ(s)"])}
+    plan = O.ReturnBag(O.InnerJoin(O.InnerJoin(scan("Δ(s)", "s"), scan("t@post", "t"), eq("t", "a", "s", "b")),
+                                   scan("u@post", "u"), eq("u", "x", "t", "x")), Field(Var("u"), "y"))
+    jobs: list[str] = []
+    to_arrow = DataFrame.toArrow
+    monkeypatch.setattr(DataFrame, "toArrow", lambda df: jobs.append(df.columns[0]) or to_arrow(df))
+    results, heard = [], []
+    for in_memory in (held.get, None):
+        jobs.clear()
+        said: list[str] = []
+        compiler = PlanCompiler(spark, tables.__getitem__, restrict=lambda name: "@" in name, progress=said.append,
+                                in_memory=in_memory)
+        results.append(sorted(r["value"] for r in compiler.evaluate(plan).collect()))
+        heard.append((said, list(jobs)))
+        for df in compiler.cached:
+            df.unpersist()
+    assert results == [["y3", "y7", "y7", "y8"]] * 2  # k7 is named twice
+    expected = ["t@post: read where a is one of 3 value(s)", "u@post: read where x is one of 3 value(s)"]
+    assert heard == [(expected, ["v"]), (expected, ["v", "v"])]
+
+
 def test_a_subplan_a_query_holds_twice_under_the_same_restrictions_is_computed_once(spark, tmp_path):
     """The keys of a left join's right-side change hold the pairs, and again the pairs with
     the right IDs NULL (the padded tuples): the pairs' join over restricted reads is computed

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
@@ -71,12 +72,17 @@ class PlanCompiler:
     """Compiles plans against base tables given by ``read_table(name) -> DataFrame``."""
 
     def __init__(self, spark: SparkSession, read_table: Callable[[str], DataFrame],
-                 restrict: Callable[[str], bool] | None = None, progress: Callable[[str], None] | None = None):
+                 restrict: Callable[[str], bool] | None = None, progress: Callable[[str], None] | None = None,
+                 in_memory: Callable[[str], pa.Table | None] | None = None):
         """``restrict(name)``: whether scans of table ``name`` (a base-table state, not an
         i-diff) are read restricted to the keys the query's i-diffs name (see
-        :mod:`idivm.exec.restrict`); ``progress`` hears of each restriction."""
+        :mod:`idivm.exec.restrict`); ``progress`` hears of each restriction.
+        ``in_memory(name)``: the rows of table ``name`` when the driver holds them (an
+        i-diff), else None; the values of a restriction that reads such a table alone are
+        taken from them, without a Spark job."""
         self.spark = spark
         self._read_table = read_table
+        self._in_memory = in_memory
         self._tables: dict[str, DataFrame] = {}
         self._bound: list[tuple[O.Operator, DataFrame]] = []
         self._counter = 0
@@ -244,11 +250,30 @@ class PlanCompiler:
         column = table.schema[c.column].dataType if c.column in table.columns else None
         if not isinstance(column, KEY_TYPES):
             return None
+        held = self._held_column(c)
+        if held is not None:
+            name, field = held
+            if self.table(name).schema[field].dataType != column:
+                return None
+            rows = self._in_memory(name).column(field).unique().to_pylist()  # type: ignore[union-attr]
+            return rows if len(rows) <= RESTRICT_MAX_VALUES else None
         values = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
         if values.schema["v"].dataType != column:
             return None
         rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
         return rows if len(rows) <= RESTRICT_MAX_VALUES else None
+
+    def _held_column(self, c: restrict.Candidate) -> tuple[str, str] | None:
+        """(table, column) when the values of candidate ``c`` are a column of a table the
+        driver holds: its source scans that table alone and its value is a field of the
+        scanned tuple."""
+        src, value = c.source, c.value
+        if (self._in_memory is None or not isinstance(src, O.ScanCollection) or not isinstance(src.source, TableRef)
+                or not isinstance(src.input, O.Ground) or not isinstance(value, Field)
+                or value.base != Var(src.var)):
+            return None
+        rows = self._in_memory(src.source.name)
+        return (src.source.name, value.name) if rows is not None and value.name in rows.column_names else None
 
     # ------------------------------------------------------------------ helpers
 

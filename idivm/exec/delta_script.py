@@ -33,6 +33,7 @@ from functools import reduce
 from typing import Callable, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
@@ -40,6 +41,8 @@ from pyspark.sql import types as ST
 from idivm.algebra import operators as O
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
+from idivm.storage.delta import key_mask
+from idivm.storage.schema import arrow_schema
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
     delta_updates, parse_source,
@@ -201,10 +204,19 @@ class ViewChanges:
     """What a run does to the view: full rows to upsert, full IDs to delete."""
 
     upserts: DataFrame
-    deletes: DataFrame  # the ID columns of rows to delete (not re-inserted)
+    #: the ID columns of the rows the replaces delete, computed (an upsert may insert a row again)
+    deleted: pa.Table
     cached: tuple[DataFrame, ...] = ()  # to unpersist once the changes are collected
     #: instead of rows: the single update/increment statement of the run and its i-diff rows
     direct: tuple[Statement, DataFrame] | None = None
+
+    def deletes(self, upserts: pa.Table) -> pa.Table:
+        """The IDs of the rows to delete that ``upserts`` (the collected upserts) do not
+        insert again."""
+        if not self.deleted.num_rows or not upserts.num_rows:
+            return self.deleted
+        ids = self.deleted.column_names
+        return self.deleted.filter(pc.invert(key_mask(self.deleted, ids, upserts.select(ids))))
 
     def release(self) -> None:
         for df in self.cached:
@@ -244,8 +256,12 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         return frames[name]
 
     # the states of base tables are read restricted to the keys the i-diffs name
+    def in_memory(name: str) -> pa.Table | None:
+        kind, table = parse_source(name)
+        return served[kind].get(table) if kind in served else None
+
     compiler = PlanCompiler(spark, read_table, restrict=lambda name: parse_source(name)[0] not in served,
-                            progress=progress)
+                            progress=progress, in_memory=in_memory)
     cached = _share_aggregates(spark, script, diffs, compiler)
     ids = list(script.id_columns)
     columns = view.columns
@@ -271,19 +287,19 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         else:
             rewrites.append(s)
     spark_empty = spark.createDataFrame([], view.select(*ids).schema)
-    deleted = _union(deletes, spark_empty).distinct()
+    # the IDs of the rows to delete are few: computed once, for the rewrite and for the caller
+    deleted_ids = _union(deletes, spark_empty).distinct().toArrow() if deletes else \
+        arrow_schema(spark_empty.schema, nullable=True).empty_table()
+    deleted = spark.createDataFrame(deleted_ids, spark_empty.schema) if deletes else spark_empty
     inserted = _union(inserts, spark.createDataFrame([], view.schema))
     if ids:
         inserted = inserted.dropDuplicates(ids)
-    if inserts:  # read by the upserts and by the deletes: computed once
-        inserted = inserted.cache()
-        cached.append(inserted)
     if (read_view is None and not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment")
             and rewrites[0].on):
         # one update (or increment) alone: the stored view is not read here; the MERGE
         # names its rows by the (partial) IDs of the i-diff
         direct = compiler.evaluate(rewrites[0].query)
-        return ViewChanges(inserted, deleted, (*cached, *compiler.cached), direct=(rewrites[0], direct))
+        return ViewChanges(inserted, deleted_ids, (*cached, *compiler.cached), direct=(rewrites[0], direct))
     rewritten = None
     if rewrites:
         named_by: list[DataFrame] = []
@@ -323,8 +339,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             rows = _REWRITES[s.kind](rows, s, q)
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
-    gone = _match(deleted, inserted, ids, "left_anti")
-    return ViewChanges(upserts, gone, (*cached, *compiler.cached))
+    return ViewChanges(upserts, deleted_ids, (*cached, *compiler.cached))
 
 
 def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> DataFrame | None:
