@@ -251,20 +251,20 @@ class PlanCompiler:
         if not isinstance(column, KEY_TYPES):
             return None
         held = self._held_column(c)
-        if held is not None:
-            name, field = held
-            if self.table(name).schema[field].dataType != column:
-                return None
-            rows = self._in_memory(name).column(field).unique().to_pylist()  # type: ignore[union-attr]
-            return rows if len(rows) <= RESTRICT_MAX_VALUES else None
-        values = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
-        if values.schema["v"].dataType != column:
+        if held is not None:  # a column of rows the driver holds: no Spark job
+            name, values = held
+            kind = self.table(name).schema[c.value.name].dataType  # type: ignore[attr-defined]
+        else:
+            query = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
+            kind = query.schema["v"].dataType
+        if kind != column:
             return None
-        rows = values.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
+        rows = values.unique().to_pylist() if held is not None else \
+            query.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
         return rows if len(rows) <= RESTRICT_MAX_VALUES else None
 
-    def _held_column(self, c: restrict.Candidate) -> tuple[str, str] | None:
-        """(table, column) when the values of candidate ``c`` are a column of a table the
+    def _held_column(self, c: restrict.Candidate) -> tuple[str, pa.ChunkedArray] | None:
+        """(table, its column) when the values of candidate ``c`` are a column of a table the
         driver holds: its source scans that table alone and its value is a field of the
         scanned tuple."""
         src, value = c.source, c.value
@@ -273,7 +273,8 @@ class PlanCompiler:
                 or value.base != Var(src.var)):
             return None
         rows = self._in_memory(src.source.name)
-        return (src.source.name, value.name) if rows is not None and value.name in rows.column_names else None
+        return (src.source.name, rows.column(value.name)) if rows is not None and value.name in rows.column_names \
+            else None
 
     # ------------------------------------------------------------------ helpers
 

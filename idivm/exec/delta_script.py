@@ -246,21 +246,20 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
 
     served = {"Δ": diffs.keys, "Δu": diffs.updates, "Δpre": diffs.pre_rows, "Δpost": diffs.post_rows}
 
+    def in_memory(name: str) -> pa.Table | None:
+        """The rows of an i-diff (the driver holds them), None for a base-table state."""
+        kind, table = parse_source(name)
+        return served[kind][table] if kind in served else None
+
     def read_table(name: str) -> DataFrame:
         if name not in frames:
             kind, table = parse_source(name)
-            if kind in served:
-                frames[name] = spark.createDataFrame(served[kind][table])
-            else:
-                frames[name] = read_state(table, kind)
+            rows = in_memory(name)
+            frames[name] = spark.createDataFrame(rows) if rows is not None else read_state(table, kind)
         return frames[name]
 
     # the states of base tables are read restricted to the keys the i-diffs name
-    def in_memory(name: str) -> pa.Table | None:
-        kind, table = parse_source(name)
-        return served[kind].get(table) if kind in served else None
-
-    compiler = PlanCompiler(spark, read_table, restrict=lambda name: parse_source(name)[0] not in served,
+    compiler = PlanCompiler(spark, read_table, restrict=lambda name: in_memory(name) is None,
                             progress=progress, in_memory=in_memory)
     cached = _share_aggregates(spark, script, diffs, compiler)
     ids = list(script.id_columns)
@@ -288,9 +287,8 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             rewrites.append(s)
     spark_empty = spark.createDataFrame([], view.select(*ids).schema)
     # the IDs of the rows to delete are few: computed once, for the rewrite and for the caller
-    deleted_ids = _union(deletes, spark_empty).distinct().toArrow() if deletes else \
-        arrow_schema(spark_empty.schema, nullable=True).empty_table()
-    deleted = spark.createDataFrame(deleted_ids, spark_empty.schema) if deletes else spark_empty
+    deleted_ids, deleted = _collected(spark, _union(deletes, spark_empty).distinct()) if deletes else \
+        (arrow_schema(spark_empty.schema, nullable=True).empty_table(), spark_empty)
     inserted = _union(inserts, spark.createDataFrame([], view.schema))
     if ids:
         inserted = inserted.dropDuplicates(ids)
@@ -386,8 +384,7 @@ def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column, 
     """The view IDs ``ids`` computed now (an in-memory DataFrame), a filter of view rows that
     holds for them: each ID column among their values (TRUE when they are too many), and the
     values of the first ID column (None when they are too many)."""
-    table = ids.toArrow()
-    named = spark.createDataFrame(table, ids.schema)
+    table, named = _collected(spark, ids)
     if table.num_rows > RESTRICT_MAX_VALUES:
         return named, F.lit(True), None
     values = {f.name: table.column(f.name).to_pylist() for f in ids.schema.fields}
@@ -399,7 +396,13 @@ def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column, 
 def _computed(spark: SparkSession, df: DataFrame) -> DataFrame:
     """``df`` evaluated now, as an in-memory DataFrame (for the small results of i-diff
     queries that later plans read several times)."""
-    return spark.createDataFrame(df.toArrow(), df.schema)
+    return _collected(spark, df)[1]
+
+
+def _collected(spark: SparkSession, df: DataFrame) -> tuple[pa.Table, DataFrame]:
+    """``df`` evaluated now: its rows, and an in-memory DataFrame of them."""
+    table = df.toArrow()
+    return table, spark.createDataFrame(table, df.schema)
 
 
 def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
