@@ -111,6 +111,18 @@ VIEWS = [
                "businesses are nested updates)",
                frozenset({B, R, U}), view_path("sf_reviews_grouped").read_text().replace(
                    "CREATE VIEW sf_reviews_grouped AS", "CREATE VIEW sf_reviews_into AS", 1)),
+    view("sf_reviews_counted", "thesis V1 with GROUP AS g stored as it is and COUNTs and a SUM of the group: "
+         "the members' nested replace composed with increments (Tables E.11-E.13)",
+         {B, R, U}, """
+        SELECT business_id, g AS members, COUNT(review_id) AS n_reviews, COUNT(*) AS n_members,
+               SUM(COALESCE(stars, 0)) AS total_stars
+        FROM businesses NATURAL LEFT OUTER JOIN (
+            reviews NATURAL JOIN
+            users
+        )
+        WHERE city = "San Francisco"
+        GROUP BY business_id GROUP AS g
+    """),
     view("sf_reviews_flat", "thesis V2: flat NATURAL LEFT OUTER JOIN passing users' nested lists through",
          {B, R, U}, """
         SELECT business_id, reviews.*, users.*
@@ -767,6 +779,54 @@ def test_inserts_and_deletes_in_v1_replace_only_the_group_members_they_name(make
     final = by_member(wh.rows("v1"))
     assert set(final) == {("b1", "r1"), ("b2", "r3"), ("b2", "r4"), ("b3", None)}
     assert final[("b3", None)] == before[("b3", None)]
+
+
+def statements_from(text: str, table: str) -> list[str]:
+    """The statements of an ``explain`` printout whose i-diff comes from a change of ``table``."""
+    blocks = re.split(r"\n(?=Δ\d+ from )", text)
+    return [b for b in blocks if re.match(rf"Δ\d+ from Δ\w*\({table}\)", b)]
+
+
+def test_counts_of_v1_groups_change_by_the_members_a_replace_names(make_warehouse, tmp_path):
+    """Tables E.12 and E.13 composed with Table E.11's member replace: in V1 with COUNTs and a SUM
+    of its groups, a change of reviews or users replaces the members it names and increments
+    the aggregates of their groups by the named members' post minus pre contributions; no group
+    is recomputed.  Expected values by hand from :data:`TINY`."""
+    wh = tiny_warehouse(make_warehouse, "counted_v1")
+    wh.define(next(v for v in VIEWS if v.name == "sf_reviews_counted").text.replace(
+        "CREATE VIEW sf_reviews_counted AS", "CREATE VIEW v1c AS", 1), strategy=STRATEGY)
+    text = wh.explain("v1c")
+    for table in ("reviews", "users"):
+        statements = statements_from(text, table)
+        assert any("replace the elements of members named by partial provenance" in s for s in statements), text
+        assert any(": increment by ID (__idivm_id_business_id): n_reviews += " in s for s in statements), text
+        assert not any("Table C.7" in s for s in statements), text
+
+    def counts():
+        return {row["business_id"]: (row["n_reviews"], row["n_members"], row["total_stars"], len(row["members"]))
+                for row in wh.rows("v1c")}
+
+    assert counts() == {"b1": (2, 2, 6, 2), "b2": (3, 3, 9, 3), "b3": (0, 1, 0, 1)}
+    r = {row["review_id"]: row for row in TINY[R]}
+    r7 = {"review_id": "r7", "user_id": "u2", "business_id": "b3", "stars": 4}
+    _events(tmp_path, wh, R,
+            (None, r7),  # b3's first
+            (None, {"review_id": "r8", "user_id": "u3", "business_id": "b4", "stars": 2}),  # not in San Francisco
+            (r["r2"], None),
+            (r["r5"], {**r["r5"], "business_id": "b1"}),  # moves from b2 to b1
+            (r["r3"], {**r["r3"], "stars": 2}))
+    result = _maintained(wh, "v1c")
+    assert (result.inserted, result.updated, result.deleted) == (0, 3, 0), result.summary()
+    assert counts() == {"b1": (2, 2, 5, 2), "b2": (2, 2, 5, 2), "b3": (1, 1, 4, 1)}
+
+    u = {row["user_id"]: row for row in TINY[U]}
+    _events(tmp_path, wh, R, (r7, None))  # b3 loses its only review
+    _events(tmp_path, wh, U, (None, {"user_id": "u4", "user_name": "Cy", "fans": 1, "elite": []}),  # no reviews
+            (u["u3"], None),  # r5 loses its author: the join drops it
+            (u["u1"], {**u["u1"], "user_name": "Seb"}))
+    result = _maintained(wh, "v1c")
+    assert (result.inserted, result.updated, result.deleted) == (0, 3, 0), result.summary()
+    assert counts() == {"b1": (1, 1, 4, 1), "b2": (2, 2, 5, 2), "b3": (0, 1, 0, 1)}
 
 
 # --- element i-diffs of a nested collection the view unnests, by hand (§2.14.2) ------------------------

@@ -542,11 +542,39 @@ class _Generator:
         columns = tuple(f"{HIDDEN}key_{p}" for p in e.match)
         keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(k)) for c, k in zip(columns, diff.key_vars))
                                                 + tuple((c, Var(k)) for c, k in zip(e.on, e.located))))
-        return [Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
-                          match=tuple(zip(e.match, columns)), rules=diff.trail + (_rule(rule),))]
+        out = [Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
+                         match=tuple(zip(e.match, columns)), rules=diff.trail + (_rule(rule),))]
+        if isinstance(op, O.GroupBy) and op.aggregates:
+            out += self._member_increments(op, diff, rule)
+        return out
+
+    def _member_increments(self, op: O.GroupBy, diff: Diff, rule: Rule) -> list[Statement]:
+        """Tables E.12 (SUM) and E.13 (COUNT) composed with the member replace of γ's group
+        bag (:meth:`_find_member_replace`): each aggregate of a group the replace names changes
+        by what its named members contribute in the post state minus what they contributed in
+        the pre state (a COUNT's member contributes 1 when its argument is not NULL, a SUM's its
+        value), read restricted to the replace's keys in both states.  The groups stay (no group
+        appears or disappears), so the sums are increments of their rows."""
+        kv, cv, dv = (self.fresh_vars(len(xs)) for xs in (op.keys, op.aggregates, op.aggregates))
+
+        def contributions(state: str, sign: int) -> O.Operator:
+            members = at_state(self.restricted(op.input, diff.restriction), state)
+            terms = [_contribution(a) for _, a in op.aggregates]
+            terms = terms if sign > 0 else [Call("neg", (t,)) for t in terms]
+            return O.Project(members, tuple(zip(kv, (t for _, t in op.keys))) + tuple(zip(cv, terms)))
+
+        grouped = O.GroupBy(O.UnionAll(contributions(POST, 1), contributions(PRE, -1)),
+                            tuple((k, Var(v)) for (k, _), v in zip(op.keys, kv)),
+                            tuple((d, O.Aggregate("sum", Var(c))) for d, c in zip(dv, cv)))
+        changed = tuple((Var(a), Var(d)) for (a, _), d in zip(op.aggregates, dv))
+        return self.next(op, diff, rule, kind="increment", ids=tuple(Var(k) for k, _ in op.keys), plan=grouped,
+                         changed=changed, keys=None, key_vars=(), restriction=None, pairs_of=None)
 
     def when_members_navigable(self, op: O.GroupBy, side, diff) -> bool:
-        return self.strategy == "id" and self._member_replace(op, diff) is not None
+        return self.strategy == "id" and not op.aggregates and self._member_replace(op, diff) is not None
+
+    def when_members_counted(self, op: O.GroupBy, side, diff) -> bool:
+        return self.strategy == "id" and bool(op.aggregates) and self._member_replace(op, diff) is not None
 
     def _member_replace(self, op: O.GroupBy, diff: Diff) -> "_ElementReplace | None":
         return self._once(("members", id(op)), diff, lambda d: self._find_member_replace(op, d))
@@ -557,13 +585,14 @@ class _Generator:
         disappears: the groups are the preserved tuples of a left join (γ's keys are its left
         side's IDs, and between them only σ reading the left side), and the change is of the
         right side, named by pairs (:meth:`do_to_matching_left`).  γ is a top-level operator with a
-        GROUP AS variable and no other aggregate, whose bag reaches one view column unchanged.
+        GROUP AS variable whose bag reaches one view column unchanged, and whose other aggregates
+        are COUNTs and SUMs of values never NULL (:meth:`_member_increments`).
         The members named are deleted from their groups' bags and the post-state members
         under the same keys inserted (the padded member of a group left without matches
         included)."""
         join = diff.pairs_of
-        if join is None or not op.group_var or op.aggregates or id(op) not in self.top_level \
-                or diff.keys is None:
+        if join is None or not op.group_var or not all(_member_incremental(a) for _, a in op.aggregates) \
+                or id(op) not in self.top_level or diff.keys is None:
             return None
         left = set(join.left.output_variables())
         node = op.input
@@ -1328,6 +1357,20 @@ def _never_null(t: Term) -> bool:
         case Call(function="coalesce", args=args):
             return _never_null(args[-1])
     return False
+
+
+def _member_incremental(a: O.Aggregate) -> bool:
+    """Whether the aggregate of a group changes by the sum of its members' contributions
+    (:func:`_contribution`) whatever the members: COUNT, and SUM of a value never NULL (a
+    SUM of NULLs only is NULL, not 0)."""
+    return not a.distinct and (a.function == "count" or (a.function == "sum" and _never_null(a.arg)))
+
+
+def _contribution(a: O.Aggregate) -> Term:
+    """What one member adds to the COUNT or SUM ``a`` of its group."""
+    if a.function == "sum":
+        return a.arg
+    return Const(1, T.INT) if a.arg is None else _indicator(Call("not", (_is_null(a.arg),)))
 
 
 def _indicator(cond: Term) -> Term:

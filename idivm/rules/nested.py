@@ -53,7 +53,10 @@ are the businesses, the preserved side of the left join, and a change of reviews
 reaches γ as the (business, review) pairs it changes, the padded member of a business that
 gains its first review or loses its last included (Table C.9 completed).
 The members named are deleted from the bag of their group, found by its ID, and the post-state
-members inserted; the businesses are not regrouped.
+members inserted; the businesses are not regrouped.  The group's COUNTs, and SUMs of values never
+NULL, change with it by increments (Tables E.12 and E.13 applied to the group bag's nested
+replace): what the named members contribute in the post state minus what they contributed in
+the pre state, both read restricted to the replace's keys.
 """
 
 from idivm.rules import Rule
@@ -119,4 +122,9 @@ RULES = (
          reads=("Input_post",),
          source="Table E.11 (insert/delete): the group members the replace names are deleted from their "
                 "groups and the post-state members inserted; the groups of a left join's preserved side stay"),
+    Rule("GroupBy", "input", "replace", "members_counted", "nested_replace", "replace+increment",
+         reads=("Input_pre", "Input_post"),
+         source="Table E.11 (insert/delete) with Tables E.12 (SUM), E.13 (COUNT): the group members the "
+                "replace names are replaced as above, and the groups' aggregates incremented by the named "
+                "members' post minus pre contributions"),
 )
