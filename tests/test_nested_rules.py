@@ -233,6 +233,59 @@ def test_v1_inserts_and_deletes_of_reviews_and_users_replace_members_and_only_bu
     assert len(script.statements) == 6
 
 
+V1_WITH_SUBQUERY = """CREATE VIEW v1s AS
+    SELECT business_id, g AS members,
+           (SELECT x.reviews.review_id, x.reviews.stars, x.users.user_name
+            FROM g AS x WHERE x.reviews IS NOT NULL) AS full_reviews,
+           COUNT(review_id) AS n_reviews
+    FROM businesses NATURAL LEFT OUTER JOIN (reviews NATURAL JOIN users)
+    WHERE city = "San Francisco"
+    GROUP BY business_id GROUP AS g"""
+
+
+def test_v1_with_a_subquery_over_g_and_a_count_changes_both_bags_and_increments_the_count():
+    """A subquery that filters and reshapes the members of g one by one stores g element by
+    element: a change of reviews or users replaces the members it names in g and, reshaped
+    (the subquery's σ and π over the post-state members), in the subquery's bag, and the
+    COUNT is incremented (Tables E.11, E.13); an update of reviews or users is a nested update
+    of both bags (the subquery's test of a padded member does not read the update).  Only
+    businesses regroup."""
+    script = script_of(V1_WITH_SUBQUERY)
+    (s,) = [s for s in script.statements if s.kind == "replace"]
+    assert s.origins() == ("Δ(businesses) AS businesses",)
+    for table, key in (("reviews", "review_id"), ("users", "user_id")):
+        own = from_(script, f"Δ({table})")
+        assert sorted((m.kind, m.path) for m in own) == [
+            ("increment", ""), ("nested_replace", "full_reviews"), ("nested_replace", "members")]
+        sub = next(m for m in own if m.path == "full_reviews")
+        assert [p for p, _ in sub.match] == ["business_id", key] and sub.names_rows_by_id()
+        assert str(sub.rows.input.condition) == "NOT reviews IS NULL"
+        assert str(sub.rows.element) == (
+            '{"__idivm_id_business_id": businesses.business_id, "__idivm_element": {"review_id": reviews.review_id, '
+            '"stars": reviews.stars, "user_name": users.user_name, "__idivm_prov": {"business_id": '
+            'businesses.business_id, "review_id": reviews.review_id, "user_id": users.user_id}}}')
+        (inc,) = [m for m in own if m.kind == "increment"]
+        assert [c for c, _ in inc.set] == ["n_reviews"]
+        assert "GroupBy[input] replace if members_counted -> replace+increment" in " ".join(inc.rules)
+    updates = {(m.origin, m.path): [f for f, _ in m.set] for m in script.statements if m.kind == "nested_update"}
+    assert updates[("Δu(users) AS users", "full_reviews")] == [("user_name",)]
+    assert updates[("Δu(users) AS users", "members")][0] == ("users", "user_name")
+    assert updates[("Δu(reviews) AS reviews", "full_reviews")] == [("stars",)]
+
+
+def test_a_subquery_over_g_that_is_not_element_by_element_recomputes_the_groups():
+    """A subquery over g that aggregates, or whose value is not a bag of tuples, does not map
+    members one by one: the groups a change of reviews touches are recomputed (Table C.7)."""
+    for subquery in ("(SELECT VALUE x.reviews.stars FROM g AS x)",
+                     "(SELECT COUNT(*) AS n FROM g AS x)"):
+        text = V1_WITH_SUBQUERY.replace(
+            "(SELECT x.reviews.review_id, x.reviews.stars, x.users.user_name\n"
+            "            FROM g AS x WHERE x.reviews IS NOT NULL)", subquery)
+        assert subquery in text
+        kinds = {m.kind for m in from_(script_of(text), "Δ(reviews)")}
+        assert kinds == {"replace"}, (subquery, kinds)
+
+
 def scans(plan: O.Operator) -> set[str]:
     return {o.source.name for o in O.walk(plan) if isinstance(o, O.ScanCollection) and isinstance(o.source, TableRef)}
 

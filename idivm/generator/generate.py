@@ -71,6 +71,19 @@ class _Navigation:
 
 
 @dataclass(frozen=True)
+class _Stored:
+    """A view column holding γ's GROUP AS bag element by element (:meth:`_Generator._group_forms`):
+    for each member of a group (a tuple of γ's input) for which ``condition`` holds (None: for
+    every member), the element ``fields`` (terms over γ's input, the provenance field included):
+    the bag itself (the members' own fields), or a subquery over it that filters and reshapes
+    its members one by one."""
+
+    column: str
+    fields: tuple[tuple[str, Term], ...]
+    condition: Term | None = None
+
+
+@dataclass(frozen=True)
 class _ElementReplace:
     """A nested replace: the elements of view column ``column`` whose provenance fields
     ``match`` hold the changed keys are replaced by ``rows`` (the view ID columns ``on`` of the
@@ -452,7 +465,7 @@ class _Generator:
         if diff.kind == "update":
             nav = self._navigation(None, diff)
             if nav is not None:
-                apply = nav.container
+                apply = nav[0].container
                 for rule in rules_for(apply.name, "nested", "update"):
                     if getattr(self, f"when_{rule.when}")(apply, "nested", diff):
                         return getattr(self, f"do_{rule.action}")(apply, "nested", diff, rule)
@@ -510,23 +523,25 @@ class _Generator:
         paths ``set``, in the rows holding them: found by those elements (through a global
         index or by searching the bags), or named by ID when the i-diff holds the view ID
         columns ``on`` of each (the members of a group: its ID is the group key)."""
-        nav = self._navigation(op if side == "input" else None, diff)
-        if not nav.sets:  # the elements carry none of the updated attributes
-            return []
-        keys = tuple((f"{HIDDEN}key_{p}", t) for p, t in nav.match)
-        rows = tuple(zip(nav.on, nav.located))
-        news, taken = [], {c for c, _ in keys + rows}
-        for path, t in nav.sets:
-            column = f"{HIDDEN}new_{'_'.join(path)}"
-            while column in taken:  # ("a_b",) and ("a", "b")
-                column += "_"
-            taken.add(column)
-            news.append((column, t))
-        query = O.ReturnBag(diff.plan, TupleExpr(keys + rows + tuple(news)))
-        return [Statement("nested_update", diff.origin, on=nav.on, query=query, path=nav.column,
-                          match=tuple((p, c) for (p, _), (c, _) in zip(nav.match, keys)),
-                          set=tuple((path, c) for (path, _), (c, _) in zip(nav.sets, news)),
-                          rules=diff.trail + (_rule(rule),))]
+        out = []
+        for nav in self._navigation(op if side == "input" else None, diff):
+            if not nav.sets:  # the elements carry none of the updated attributes
+                continue
+            keys = tuple((f"{HIDDEN}key_{p}", t) for p, t in nav.match)
+            rows = tuple(zip(nav.on, nav.located))
+            news, taken = [], {c for c, _ in keys + rows}
+            for path, t in nav.sets:
+                column = f"{HIDDEN}new_{'_'.join(path)}"
+                while column in taken:  # ("a_b",) and ("a", "b")
+                    column += "_"
+                taken.add(column)
+                news.append((column, t))
+            query = O.ReturnBag(diff.plan, TupleExpr(keys + rows + tuple(news)))
+            out.append(Statement("nested_update", diff.origin, on=nav.on, query=query, path=nav.column,
+                                 match=tuple((p, c) for (p, _), (c, _) in zip(nav.match, keys)),
+                                 set=tuple((path, c) for (path, _), (c, _) in zip(nav.sets, news)),
+                                 rules=diff.trail + (_rule(rule),)))
+        return out
 
     def when_elements_navigable(self, op, side, diff) -> bool:
         return self.strategy == "id" and self._element_replace(diff) is not None
@@ -538,12 +553,14 @@ class _Generator:
         bags; or, when the keys also hold the view ID columns ``on``, in the row they name);
         ``rows`` gives the post-state elements with the view ID columns ``on`` of the row each
         belongs to."""
-        e = self._element_replace(diff) if side == "nested" else self._member_replace(op, diff)
-        columns = tuple(f"{HIDDEN}key_{p}" for p in e.match)
-        keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(k)) for c, k in zip(columns, diff.key_vars))
-                                                + tuple((c, Var(k)) for c, k in zip(e.on, e.located))))
-        out = [Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
-                         match=tuple(zip(e.match, columns)), rules=diff.trail + (_rule(rule),))]
+        found = (self._element_replace(diff),) if side == "nested" else self._member_replace(op, diff)
+        out = []
+        for e in found:
+            columns = tuple(f"{HIDDEN}key_{p}" for p in e.match)
+            keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(k)) for c, k in zip(columns, diff.key_vars))
+                                                    + tuple((c, Var(k)) for c, k in zip(e.on, e.located))))
+            out.append(Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
+                                 match=tuple(zip(e.match, columns)), rules=diff.trail + (_rule(rule),)))
         if isinstance(op, O.GroupBy) and op.aggregates:
             out += self._member_increments(op, diff, rule)
         return out
@@ -576,20 +593,21 @@ class _Generator:
     def when_members_counted(self, op: O.GroupBy, side, diff) -> bool:
         return self.strategy == "id" and bool(op.aggregates) and self._member_replace(op, diff) is not None
 
-    def _member_replace(self, op: O.GroupBy, diff: Diff) -> "_ElementReplace | None":
+    def _member_replace(self, op: O.GroupBy, diff: Diff) -> "tuple[_ElementReplace, ...] | None":
         return self._once(("members", id(op)), diff, lambda d: self._find_member_replace(op, d))
 
-    def _find_member_replace(self, op: O.GroupBy, diff: Diff) -> "_ElementReplace | None":
+    def _find_member_replace(self, op: O.GroupBy, diff: Diff) -> "tuple[_ElementReplace, ...] | None":
         """Table E.11 for a replace i-diff of γ's input: a replace of group members, with the
         group keys that name each member's group.  It holds when no group appears or
         disappears: the groups are the preserved tuples of a left join (γ's keys are its left
         side's IDs, and between them only σ reading the left side), and the change is of the
         right side, named by pairs (:meth:`do_to_matching_left`).  γ is a top-level operator with a
-        GROUP AS variable whose bag reaches one view column unchanged, and whose other aggregates
-        are COUNTs and SUMs of values never NULL (:meth:`_member_increments`).
-        The members named are deleted from their groups' bags and the post-state members
-        under the same keys inserted (the padded member of a group left without matches
-        included)."""
+        GROUP AS variable whose bag the view stores element by element (:meth:`_group_forms`: as
+        it is, or through subqueries that filter and reshape its members one by one), and whose
+        other aggregates are COUNTs and SUMs of values never NULL (:meth:`_member_increments`).
+        In each such column the elements of the members named are deleted from their groups'
+        bags and those of the post-state members under the same keys inserted (the padded
+        member of a group left without matches included)."""
         join = diff.pairs_of
         if join is None or not op.group_var or not all(_member_incremental(a) for _, a in op.aggregates) \
                 or id(op) not in self.top_level or diff.keys is None:
@@ -609,15 +627,23 @@ class _Generator:
         where = {g: (key_terms[g], named[g]) for g in group_ids}
         if len(op.keys) != n or len({k for _, k in where.values()}) != n:
             return None
-        match = self._provenance_fields(op.group_fields, op.input, diff.ids)
-        stored = self._stored_column(Var(op.group_var), op, group_ids)
-        if match is None or stored is None:
+        forms = self._group_forms(op, group_ids)
+        if forms is None:
             return None
-        column, on = stored
-        element = TupleExpr(op.group_fields)
-        rows = O.ReturnBag(self.restricted(op.input, diff.restriction),
-                           TupleExpr(tuple((c, where[g][0]) for c, g in zip(on, group_ids)) + ((ELEMENT, element),)))
-        return _ElementReplace(match, column, on, at_state(rows, POST), tuple(where[g][1] for g in group_ids))
+        stored, on = forms
+        out = []
+        for form in stored:
+            match = self._provenance_fields(form.fields, op.input, diff.ids)
+            if match is None:
+                return None
+            members = self.restricted(op.input, diff.restriction)
+            if form.condition is not None:
+                members = O.Select(members, form.condition)
+            rows = O.ReturnBag(members, TupleExpr(tuple((c, where[g][0]) for c, g in zip(on, group_ids))
+                                                  + ((ELEMENT, TupleExpr(form.fields)),)))
+            out.append(_ElementReplace(match, form.column, on, at_state(rows, POST),
+                                       tuple(where[g][1] for g in group_ids)))
+        return tuple(out)
 
     def _naming_groups(self, op: O.GroupBy, diff: Diff, n: int | None = None) -> dict[Var, str] | None:
         """For each key of γ, the key variable of the replace i-diff ``diff`` of its input whose
@@ -681,12 +707,12 @@ class _Generator:
             op = self.parents[id(op)][0]
         return self.enclosing[id(op)]
 
-    def _navigation(self, group: O.GroupBy | None, diff: Diff) -> "_Navigation | None":
-        """How an update i-diff reaches the elements of a stored nested bag without changing
-        anything else (§2.12.3, §2.13): for a change inside a nested plan (``group`` None),
-        :meth:`_find_navigation`; for a change reaching a γ with a GROUP AS variable (``group``),
-        :meth:`_group_navigation`.  None when it does not hold (the outer tuples, or the
-        groups, are replaced instead)."""
+    def _navigation(self, group: O.GroupBy | None, diff: Diff) -> "tuple[_Navigation, ...] | None":
+        """How an update i-diff reaches the elements of the stored nested bags without changing
+        anything else (§2.12.3, §2.13), one nested update per view column: for a change inside a
+        nested plan (``group`` None), :meth:`_find_navigation`; for a change reaching a γ with a
+        GROUP AS variable (``group``), :meth:`_group_navigation`.  None when it does not hold
+        (the outer tuples, or the groups, are replaced instead)."""
         if group is None:
             return self._once("navigation", diff, self._find_navigation)
         return self._once(("group navigation", id(group)), diff, lambda d: self._group_navigation(group, d))
@@ -699,7 +725,7 @@ class _Generator:
             hit = self._found[key] = (diff, find(diff))
         return hit[1]
 
-    def _find_navigation(self, diff: Diff) -> "_Navigation | None":
+    def _find_navigation(self, diff: Diff) -> "tuple[_Navigation, ...] | None":
         """From the changed scan inside a nested plan up to the nested plan's root only σ,
         joins and π whose predicates do not read the updated attributes; every element field
         that reads them is computable from the updated tuple, and so are the element's
@@ -713,7 +739,10 @@ class _Generator:
             return None
         root, apply, node, ids, env = found
         fields = tuple((n, t if n == PROV_FIELD else _substitute(t, env)) for n, t in root.element.fields)
-        return self._element_navigation(apply, Var(apply.var), node, fields, ids, diff.ids, diff)
+        stored = self._stored_column(Var(apply.var), apply)
+        nav = None if stored is None else \
+            self._element_navigation(apply, stored[0], node, fields, ids, diff.ids, diff)
+        return None if nav is None else (nav,)
 
     def _nested_root(self, diff: Diff, passes=lambda op, env: True) -> tuple | None:
         """From the changed operator of ``diff`` up to the root of its nested plan through σ,
@@ -760,22 +789,32 @@ class _Generator:
             out += [p for p, pt in prov.fields if pt in same][:1]
         return tuple(out) if len(out) == len(ids) else None
 
-    def _group_navigation(self, op: O.GroupBy, diff: Diff) -> "_Navigation | None":
+    def _group_navigation(self, op: O.GroupBy, diff: Diff) -> "tuple[_Navigation, ...] | None":
         """Table E.11 for an update the group members only carry: the update i-diff of γ's
         input becomes the nested update of the group bag, named by the members' provenance
         (partial: ``#(user_id)`` under the wildcard ``#()`` when the update does not hold the
-        grouping attributes, Example 2.13.1).  Holds when γ is a top-level operator with a GROUP
-        AS variable whose bag reaches one column of the view unchanged, and no grouping key and
-        no aggregate reads the updated attributes (the predicates and join conditions below
-        were checked by the rules that passed the update up to γ)."""
+        grouping attributes, Example 2.13.1), in every column storing the bag element by element
+        (:meth:`_group_forms`).  Holds when γ is a top-level operator with a GROUP AS variable
+        whose bag the view stores so, and no grouping key, no aggregate and no condition of such
+        a column reads the updated attributes (the predicates and join conditions below were
+        checked by the rules that passed the update up to γ)."""
         if not op.group_var or id(op) not in self.top_level:
             return None
         if any(_mentions(t, diff.changed) for _, t in op.keys) or \
                 any(a.arg is not None and _mentions(a.arg, diff.changed) for _, a in op.aggregates):
             return None
-        nav = self._element_navigation(op, Var(op.group_var), op.input, op.group_fields, diff.ids, diff.ids,
-                                       diff)
-        return None if nav is None else self._in_named_groups(op, diff, nav)
+        forms = self._group_forms(op)
+        if forms is None or any(f.condition is not None and _mentions(_null_tests_dropped(f.condition), diff.changed)
+                                for f in forms[0]):
+            return None
+        out = []
+        for form in forms[0]:
+            nav = self._element_navigation(op, form.column, op.input, form.fields, diff.ids, diff.ids, diff)
+            if nav is None:
+                return None
+            if nav.sets:  # the elements carry none of the updated attributes otherwise
+                out.append(self._in_named_groups(op, diff, nav))
+        return tuple(out)
 
     def _in_named_groups(self, op: O.GroupBy, diff: Diff, nav: "_Navigation") -> "_Navigation":
         """``nav`` in the rows named by ID when the update i-diff holds every key of γ (one of
@@ -787,15 +826,15 @@ class _Generator:
         found = self._group_key_ids(op, diff.ids)
         if not group_ids or found is None or any(g not in found for g in group_ids):
             return nav
-        stored = self._stored_column(Var(op.group_var), op, group_ids)
-        if stored is None:
+        forms = self._group_forms(op, group_ids)
+        if forms is None:
             return nav
-        return replace(nav, on=stored[1], located=tuple(diff.ids[found[g]] for g in group_ids))
+        return replace(nav, on=forms[1], located=tuple(diff.ids[found[g]] for g in group_ids))
 
-    def _element_navigation(self, container: O.Operator, var: Var, node: O.Operator,
+    def _element_navigation(self, container: O.Operator, column: str, node: O.Operator,
                             fields: tuple[tuple[str, Term], ...], ids: tuple[Term, ...],
                             values: tuple[Term, ...], diff: Diff) -> "_Navigation | None":
-        """The nested update of the bag ``var`` of ``container`` whose elements are the tuples
+        """The nested update of the bag of ``container`` stored in view column ``column``, whose elements are the tuples
         ``fields`` (terms over the i-diff's variables, but the provenance field's over ``node``'s
         output): each ID of ``ids`` (over ``node``'s output) is matched by the provenance field
         holding it, with the value of the term of ``values`` (over the i-diff's plan) it
@@ -807,10 +846,53 @@ class _Generator:
             return None
         match = tuple(zip(names, values))
         sets = _element_sets(tuple((n, t) for n, t in fields if n != PROV_FIELD), diff.changed, avail)
-        if sets is None:
-            return None
-        stored = self._stored_column(var, container)
-        return None if stored is None else _Navigation(container, stored[0], match, sets)
+        return None if sets is None else _Navigation(container, column, match, sets)
+
+    def _group_forms(self, op: O.GroupBy, ids: tuple[Term, ...] = ()
+                     ) -> "tuple[tuple[_Stored, ...], tuple[str, ...]] | None":
+        """The view columns holding the GROUP AS bag of γ ``op`` element by element, and the
+        view's ID columns holding ``ids`` (terms over γ's output); None if the view reads the bag
+        otherwise, or stores it nowhere.  From γ up to the view only σ that do not read the bag,
+        renaming π, and applies of subqueries that read it through :func:`_element_wise`; each
+        view column that is the bag or such a subquery's value is one form."""
+        forms: dict[str, tuple[tuple[tuple[str, Term], ...], Term | None]] = {
+            op.group_var: (op.group_fields, None)}
+        outer = {Var(k): t for k, t in op.keys}  # γ's keys as terms over its input
+        node = op
+        while True:
+            parent, side = self.parents[id(node)]
+            if parent is self.plan:
+                out = []
+                for name, t in parent.element.fields:
+                    if isinstance(t, Var) and t.name in forms:
+                        out.append(_Stored(name, *forms[t.name]))
+                    elif t.variables() & forms.keys():
+                        return None
+                return (tuple(out), tuple(self.view_column(node, t) for t in ids)) if out else None
+            if isinstance(parent, O.Select):
+                if parent.condition.variables() & forms.keys():
+                    return None
+            elif isinstance(parent, O.ApplyPlan) and side == "input":
+                if _plan_variables(parent.plan) & forms.keys():
+                    form = _element_wise(parent.plan, forms, outer, set(op.input.output_variables()))
+                    if form is None:
+                        return None
+                    forms[parent.var] = form
+            elif isinstance(parent, O.Project):
+                renamed = {}
+                for v, t in parent.outputs:
+                    if isinstance(t, Var) and t.name in forms:
+                        renamed[v] = forms[t.name]
+                    elif t.variables() & forms.keys():
+                        return None
+                forms = renamed
+                outer = {Var(v): outer[t] for v, t in parent.outputs if t in outer}
+                ids = self.through_project(parent, ids)
+                if ids is None:
+                    return None
+            else:
+                return None
+            node = parent
 
     def _stored_column(self, var: Var, node: O.Operator, ids: tuple[Term, ...] = ()
                        ) -> tuple[str, tuple[str, ...]] | None:
@@ -1357,6 +1439,66 @@ def _never_null(t: Term) -> bool:
         case Call(function="coalesce", args=args):
             return _never_null(args[-1])
     return False
+
+
+def _plan_variables(plan: O.Operator) -> frozenset[str]:
+    """The variables the terms of a (nested) plan read."""
+    return frozenset(v for o in O.walk(plan) for t in o.terms() for v in t.variables())
+
+
+def _element_wise(plan: O.Operator, forms: Mapping[str, tuple], outer: Mapping[Term, Term],
+                  avail: set[str]) -> tuple[tuple[tuple[str, Term], ...], Term | None] | None:
+    """The form of a subquery that filters and reshapes the members of a stored form of a group
+    bag one by one (``SELECT x.a.b, ... FROM g AS x WHERE ...``: σ and π over a scan of the
+    bag, ending in a tuple): its element and its condition as terms over γ's input, the
+    member ``x`` read as its fields and the ``outer`` variables (γ's keys) as their terms;
+    None for any other plan, or one reading other variables than γ's input's ``avail``."""
+    if not isinstance(plan, O.ReturnBag) or not isinstance(plan.element, TupleExpr):
+        return None
+    chain, node = [], plan.input
+    while isinstance(node, (O.Select, O.Project)):
+        chain.append(node)
+        node = node.input
+    if not (isinstance(node, O.ScanCollection) and isinstance(node.input, O.Ground)
+            and isinstance(node.source, Var) and node.source.name in forms
+            and node.position is None and node.occurrence is None):
+        return None
+    fields, condition = forms[node.source.name]
+    env = {**outer, Var(node.var): TupleExpr(fields)}
+    conditions = [] if condition is None else [condition]
+    for op in reversed(chain):
+        if isinstance(op, O.Select):
+            conditions.append(_navigated(_substitute(op.condition, env)))
+        else:
+            env = {**outer, **{Var(v): _navigated(_substitute(t, env)) for v, t in op.outputs}}
+    element = tuple((n, _navigated(_substitute(t, env))) for n, t in plan.element.fields)
+    terms = [t for _, t in element] + conditions
+    if not all(t.variables() <= avail for t in terms):
+        return None
+    return element, (conjunction(conditions) if conditions else None)
+
+
+def _null_tests_dropped(term: Term) -> Term:
+    """``term`` with its tests of whether a tuple variable is NULL taken as true: an update
+    changes attributes of tuples, never whether a tuple is there (a left join's padded
+    member has none), so such a test does not read the updated attributes."""
+    tests = {t: TRUE for t in term.walk()
+             if isinstance(t, Call) and t.function == "is_null" and isinstance(t.args[0], Var)}
+    return _substitute(term, tests) if tests else term
+
+
+def _navigated(term: Term) -> Term:
+    """``term`` with each field of a tuple constructor read as the field's term
+    (``{"a": t}.a`` is ``t``)."""
+    if isinstance(term, Field):
+        base = _navigated(term.base)
+        if isinstance(base, TupleExpr):
+            found = dict(base.fields)
+            if term.name in found:
+                return found[term.name]
+        return term if base is term.base else Field(base, term.name, span=term.span)
+    mapping = {k: n for k in term.children() if (n := _navigated(k)) is not k}
+    return _substitute(term, mapping) if mapping else term
 
 
 def _member_incremental(a: O.Aggregate) -> bool:

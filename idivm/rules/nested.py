@@ -44,8 +44,12 @@ C.9), and γ turns it into an update of the group bag: its i-diff holds no group
 so it is grouped into one wildcard group ``#()`` whose members are named ``#(user_id)`` by the
 provenance γ gives them, and the updated attributes lie one level deeper in a member, under
 its FROM variable (``full_reviews[*].users.elite``).  That holds when γ is a top-level operator
-whose GROUP AS bag the view stores as one of its columns unchanged and neither a grouping key
-nor an aggregate reads the updated attributes; otherwise the groups are recomputed (Table C.7).
+whose GROUP AS bag the view stores element by element and neither a grouping key nor an
+aggregate reads the updated attributes; otherwise the groups are recomputed (Table C.7).  The
+view stores the bag element by element in a column that is the bag itself, or the value of a
+subquery that filters and reshapes its members one by one (``(SELECT x.reviews.review_id, ...
+FROM g AS x WHERE x.reviews IS NOT NULL)``: σ and π over a scan of the bag): each such column
+gets its own nested update, its elements named by the members' provenance they keep.
 
 An insert or a delete of the tuples in a group (Table E.11 for insert and delete i-diffs) is a
 nested replace of the group's members when it cannot create or delete a group: in V1 the groups
@@ -53,7 +57,8 @@ are the businesses, the preserved side of the left join, and a change of reviews
 reaches γ as the (business, review) pairs it changes, the padded member of a business that
 gains its first review or loses its last included (Table C.9 completed).
 The members named are deleted from the bag of their group, found by its ID, and the post-state
-members inserted; the businesses are not regrouped.  The group's COUNTs, and SUMs of values never
+members inserted (in each column storing the bag element by element, reshaped by its subquery);
+the businesses are not regrouped.  The group's COUNTs, and SUMs of values never
 NULL, change with it by increments (Tables E.12 and E.13 applied to the group bag's nested
 replace): what the named members contribute in the post state minus what they contributed in
 the pre state, both read restricted to the replace's keys.
