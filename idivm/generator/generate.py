@@ -873,7 +873,7 @@ class _Generator:
                 if parent.condition.variables() & forms.keys():
                     return None
             elif isinstance(parent, O.ApplyPlan) and side == "input":
-                if _plan_variables(parent.plan) & forms.keys():
+                if O.free_variables(parent.plan) & forms.keys():
                     form = _element_wise(parent.plan, forms, outer, set(op.input.output_variables()))
                     if form is None:
                         return None
@@ -977,8 +977,7 @@ class _Generator:
                 if not _never_null(a.arg):
                     nulls.append(Call("or", (_is_null(post_arg), _is_null(pre_arg))))
             else:  # count
-                d = Call("sub", (_indicator(Call("not", (_is_null(post_arg),))),
-                                 _indicator(Call("not", (_is_null(pre_arg),)))))
+                d = Call("sub", (_counted(post_arg), _counted(pre_arg)))
             aggs.append((dv, O.Aggregate("sum", d)))
             changed.append((Var(v), Var(dv)))
         flag = self.fresh("n")
@@ -1441,11 +1440,6 @@ def _never_null(t: Term) -> bool:
     return False
 
 
-def _plan_variables(plan: O.Operator) -> frozenset[str]:
-    """The variables the terms of a (nested) plan read."""
-    return frozenset(v for o in O.walk(plan) for t in o.terms() for v in t.variables())
-
-
 def _element_wise(plan: O.Operator, forms: Mapping[str, tuple], outer: Mapping[Term, Term],
                   avail: set[str]) -> tuple[tuple[tuple[str, Term], ...], Term | None] | None:
     """The form of a subquery that filters and reshapes the members of a stored form of a group
@@ -1512,7 +1506,12 @@ def _contribution(a: O.Aggregate) -> Term:
     """What one member adds to the COUNT or SUM ``a`` of its group."""
     if a.function == "sum":
         return a.arg
-    return Const(1, T.INT) if a.arg is None else _indicator(Call("not", (_is_null(a.arg),)))
+    return Const(1, T.INT) if a.arg is None else _counted(a.arg)
+
+
+def _counted(t: Term) -> Term:
+    """1 where COUNT(t) counts the tuple (``t`` is not NULL), else 0."""
+    return _indicator(Call("not", (_is_null(t),)))
 
 
 def _indicator(cond: Term) -> Term:
