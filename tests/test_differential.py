@@ -822,6 +822,15 @@ def _short(text: str, limit: int = 800) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
+def _error(e: BaseException) -> str:
+    """An exception in a line or a few: a JVM error's message and the causes of its stack trace
+    (the "Caused by" lines say what failed; the frames between them do not)."""
+    text = str(e)
+    causes = [line.strip() for line in text.splitlines() if line.startswith("Caused by")]
+    head = _short(text.split("\n\tat ")[0], 600)
+    return head + "".join(f"\n    {_short(c, 600)}" for c in causes)
+
+
 @dataclass
 class Corpus:
     """A warehouse with both schemas' tables and the corpus defined in it, and the oracle's copy.
@@ -857,7 +866,7 @@ def build(make_warehouse, scenario: Scenario, maintained: list[Maintained] = MAI
         try:
             view.define(wh) if isinstance(view, Maintained) else wh.define(view.sqlpp)
         except Exception as e:  # noqa: BLE001 -- reported with the other problems of the run
-            errors.append(f"define {view.name}: {type(e).__name__}: {_short(str(e))}")
+            errors.append(f"define {view.name}: {type(e).__name__}: {_error(e)}")
         else:
             views.append(view)
     return Corpus(wh, Oracle(tables), views, errors)
@@ -884,7 +893,7 @@ def check_views(corpus: Corpus, context: str, verify: bool = True) -> list[str]:
     for name, (result, _) in stored.items():
         if isinstance(result, Exception):
             problems.append(f"{context}: reading/verifying {name} raised {type(result).__name__}: "
-                            f"{_short(str(result))}")
+                            f"{_error(result)}")
         elif result is not None and not result.ok:
             problems.append(f"{context}: {_short(result.summary(), 1500)}")
     con = oracle.duckdb(DEVICE_TABLES)
@@ -936,7 +945,7 @@ def run_batch(corpus: Corpus, batch: Batch, directory: Path, context: str) -> li
     # writes only that view, and most of its time is Spark's per-job latency
     with ThreadPoolExecutor(4) as pool:
         outcomes = dict(zip([v.name for v in views], pool.map(maintain, [v.name for v in views])))
-    problems = [f"{context}: maintain {name} raised {type(e).__name__}: {_short(str(e))}"
+    problems = [f"{context}: maintain {name} raised {type(e).__name__}: {_error(e)}"
                 for name, e in outcomes.items() if isinstance(e, Exception)]
     results = {name: r for name, r in outcomes.items() if not isinstance(r, Exception)}
     for view in views:

@@ -218,6 +218,29 @@ def test_session_settings(spark):
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
 
 
+def test_a_cache_is_its_callers_own(spark):
+    """Two callers caching equal plans (two views' runs in two threads) keep their own entries:
+    one unpersisting its cache leaves the other's cached and readable.  A plain ``cache()`` of
+    the second plan shares the first one's entry, which the first caller's unpersist removes."""
+    def frame():
+        return spark.range(100).selectExpr("id", "id % 7 AS m").filter("m < 3")
+
+    first, second = [], []
+    a, b = spark_setup.cache(frame(), first), spark_setup.cache(frame(), second)
+    assert a.collect() == b.collect() and len(a.collect()) == 44
+    assert first[0].is_cached and second[0].is_cached and "InMemoryRelation" in b._jdf.queryExecution().optimizedPlan().toString()
+    first[0].unpersist(blocking=True)
+    assert second[0].is_cached and second[0].storageLevel.useMemory
+    assert "InMemoryRelation" in b._jdf.queryExecution().optimizedPlan().toString()
+    assert b.columns == ["id", "m"] and b.count() == 44
+    second[0].unpersist(blocking=True)
+
+    shared_a, shared_b = frame().cache(), frame().cache()  # what the caches are kept from
+    shared_a.count()
+    shared_a.unpersist(blocking=True)
+    assert not shared_b.storageLevel.useMemory
+
+
 def test_read_spark_versions(spark, table):
     delta.merge_arrow(table, pa.table({"id": [2]}), "t.id = s.id", [delta.MatchedDelete()])
     v0 = delta.read_spark(spark, table, version=0)

@@ -34,6 +34,7 @@ from idivm.algebra.expressions import (
 from idivm.errors import InternalError
 from idivm.exec import restrict
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
+from idivm.storage.spark import cache
 
 #: the run-time error of a scalar subquery with several values (raised inside Spark)
 SCALAR_SUBQUERY_ERROR = "a subquery used as a scalar returned more than one value"
@@ -229,8 +230,7 @@ class PlanCompiler:
                 keyed[id(c.scan)] = (name, c.column, c.null_safe, frozenset(rows))
                 if any(s is c.scan for o in open_ if id(o.scan) not in found and o.scan is not c.scan
                        for s in reads[id(o)]):
-                    read = read.persist()
-                    self.cached.append(read)
+                    read = cache(read, self.cached)
                 found[id(c.scan)] = read
                 progressed = True
                 if self._progress:

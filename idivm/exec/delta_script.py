@@ -42,6 +42,7 @@ from idivm.algebra import operators as O
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.storage.delta import key_mask
+from idivm.storage.spark import cache
 from idivm.storage.schema import arrow_schema
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
@@ -419,9 +420,7 @@ def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs
     cached = []
     for op, n in uses.values():
         if n > 1:
-            df = compiler.bindings(op).cache()
-            compiler.bind(op, df)
-            cached.append(df)
+            compiler.bind(op, cache(compiler.bindings(op), cached))
     return cached
 
 

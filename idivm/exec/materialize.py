@@ -20,6 +20,7 @@ from pyspark.sql import types as ST
 from idivm.algebra.operators import Operator
 from idivm.errors import DataError
 from idivm.exec.compiler import HIDDEN_PREFIX, SCALAR_SUBQUERY_ERROR, PlanCompiler
+from idivm.storage.spark import cache
 
 
 @contextmanager
@@ -130,7 +131,8 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
         types = {f.name: f.dataType for f in df.schema.fields}
         return df.select(*[canonical(F.col(f"`{n}`"), types[n]).alias(n) for n in columns])
 
-    a, e = canon(actual).cache(), canon(expected).cache()  # each side is computed once
+    held: list[DataFrame] = []
+    a, e = cache(canon(actual), held), cache(canon(expected), held)  # each side is computed once
     try:
         missing = e.exceptAll(a)
         extra = a.exceptAll(e)
@@ -139,5 +141,5 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
                          tuple(collect_rows(missing, limit)) if n_missing else (),
                          tuple(collect_rows(extra, limit)) if n_extra else ())
     finally:
-        a.unpersist()
-        e.unpersist()
+        for df in held:
+            df.unpersist()

@@ -1,4 +1,4 @@
-"""The one place that creates a SparkSession.
+"""The one place that creates a SparkSession, and caches of its DataFrames.
 
 Everything else receives a session (``Warehouse.spark``, test fixtures) and
 never builds its own.  The embedded default is ``local[*]``; a cluster is
@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from idivm.errors import SetupError
+from idivm.provenance.ids import HIDDEN
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "IDIVM_SPARK_MASTER"
@@ -107,3 +109,22 @@ def get_session(master: str | None = None) -> "SparkSession":
         raise
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+#: the column that makes a cached plan its caller's own (see :func:`cache`)
+_CACHE_TOKEN = f"{HIDDEN}cache_token"
+
+
+def cache(df: "DataFrame", held: list["DataFrame"]) -> "DataFrame":
+    """``df``, cached for this caller alone; what to unpersist is appended to ``held``.
+
+    Spark keys its cache by plan: a second ``cache()`` of an equal plan (another view's run in
+    another thread, reading the same base rows) shares the first one's entry, and when the first
+    caller unpersists it the blocks go from under the other's running job, which Spark then fails
+    ("Block rdd_N does not exist").  The cached plan here carries a column with a literal unique
+    to this call, which the returned frame projects away again, so no other plan matches it."""
+    from pyspark.sql import functions as F
+
+    own = df.select("*", F.lit(uuid.uuid4().hex).alias(_CACHE_TOKEN)).cache()
+    held.append(own)
+    return own.drop(_CACHE_TOKEN)
