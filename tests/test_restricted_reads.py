@@ -147,7 +147,7 @@ def test_the_restriction_reaches_the_parquet_reader(spark, tmp_path):
     df = compiler.evaluate(plan)
     assert sorted(r["value"] for r in df.collect()) == [3, 7]
     assert heard == ["t@post: read where a is one of 2 value(s)"]
-    assert compiler.cached == []  # no other restriction reads it
+    assert len(compiler.cached) == 0  # no other restriction reads it
     executed = df._jdf.queryExecution().executedPlan().toString()
     assert re.search(r"PushedFilters: \[[^\]]*In\(a, \[k3,k7\]\)", executed), executed
 
@@ -173,7 +173,7 @@ def test_a_restricted_read_that_restricts_another_scan_is_read_once(spark, tmp_p
     assert heard == ["t@post: read where a is one of 3 value(s)", "u@post: read where x is one of 3 value(s)"]
     (kept,) = compiler.cached
     assert kept.is_cached and sorted(r["x"] for r in kept.collect()) == [3, 7, 8]
-    kept.unpersist()
+    compiler.cached.release()
 
 
 def test_the_values_of_a_restriction_are_computed_once_per_source_and_restrictions(spark, tmp_path):
@@ -202,8 +202,7 @@ def test_the_values_of_a_restriction_are_computed_once_per_source_and_restrictio
     results = [sorted(r["value"] for r in compiler.evaluate(plan(d)).collect()) for d in ("Δ(s)", "Δ(s)", "Δ(r)")]
     assert results == [["y3", "y7"], ["y3", "y7"], ["y5"]]
     assert computed == ["t@post", "u@post", "t@post", "u@post"]  # the second plan computed nothing
-    for df in compiler.cached:
-        df.unpersist()
+    compiler.cached.release()
 
 
 def test_the_values_of_a_restriction_by_an_i_diff_the_driver_holds_are_taken_without_a_spark_job(
@@ -235,8 +234,7 @@ def test_the_values_of_a_restriction_by_an_i_diff_the_driver_holds_are_taken_wit
                                 in_memory=in_memory)
         results.append(sorted(r["value"] for r in compiler.evaluate(plan).collect()))
         heard.append((said, list(jobs)))
-        for df in compiler.cached:
-            df.unpersist()
+        compiler.cached.release()
     assert results == [["y3", "y7", "y7", "y8"]] * 2  # k7 is named twice
     expected = ["t@post: read where a is one of 3 value(s)", "u@post: read where x is one of 3 value(s)"]
     assert heard == [(expected, ["v"]), (expected, ["v", "v"])]
@@ -270,8 +268,7 @@ def test_a_subplan_a_query_holds_twice_under_the_same_restrictions_is_computed_o
         assert sorted(map(tuple, df.collect()), key=str) == [(3, 1), (3, None), (7, 2), (7, None)]
         scans = df._jdf.queryExecution().executedPlan().toString().count("FileScan")
         assert (scans == 0) == shared, scans  # shared: computed before, the query reads memory
-        for cached in compiler.cached:
-            cached.unpersist()
+        compiler.cached.release()
 
 
 def test_a_scan_is_restricted_by_the_values_of_a_bound_subplan_whose_own_reads_are_not(spark, tmp_path):

@@ -218,22 +218,26 @@ def test_session_settings(spark):
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
 
 
-def test_a_cache_is_its_callers_own(spark):
-    """Two callers caching equal plans (two views' runs in two threads) keep their own entries:
-    one unpersisting its cache leaves the other's cached and readable.  A plain ``cache()`` of
-    the second plan shares the first one's entry, which the first caller's unpersist removes."""
+def test_caches_are_their_owners_own(spark):
+    """Two owners caching equal plans (two views' runs in two threads) keep their own entries:
+    one releasing its caches leaves the other's cached and readable.  Equal plans of one owner
+    share an entry.  A plain ``cache()`` of an equal plan shares the first one's entry, which
+    the first owner's unpersist removes."""
     def frame():
         return spark.range(100).selectExpr("id", "id % 7 AS m").filter("m < 3")
 
-    first, second = [], []
-    a, b = spark_setup.cache(frame(), first), spark_setup.cache(frame(), second)
+    def reads_cache(df) -> bool:  # (a new frame: a frame's plan is made once, on first use)
+        return "InMemoryRelation" in df.select("*")._jdf.queryExecution().optimizedPlan().toString()
+
+    first, second = spark_setup.Caches(), spark_setup.Caches()
+    a, b, b_again = first.add(frame()), second.add(frame()), second.add(frame())
     assert a.collect() == b.collect() and len(a.collect()) == 44
-    assert first[0].is_cached and second[0].is_cached and "InMemoryRelation" in b._jdf.queryExecution().optimizedPlan().toString()
-    first[0].unpersist(blocking=True)
-    assert second[0].is_cached and second[0].storageLevel.useMemory
-    assert "InMemoryRelation" in b._jdf.queryExecution().optimizedPlan().toString()
-    assert b.columns == ["id", "m"] and b.count() == 44
-    second[0].unpersist(blocking=True)
+    assert b.columns == ["id", "m"] and reads_cache(a) and reads_cache(b)
+    first.release()
+    assert not reads_cache(a) and reads_cache(b) and reads_cache(b_again)
+    assert b.count() == 44 and b_again.count() == 44
+    second.release()
+    assert not reads_cache(b) and not reads_cache(b_again)
 
     shared_a, shared_b = frame().cache(), frame().cache()  # what the caches are kept from
     shared_a.count()

@@ -34,7 +34,7 @@ from idivm.algebra.expressions import (
 from idivm.errors import InternalError
 from idivm.exec import restrict
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
-from idivm.storage.spark import cache
+from idivm.storage.spark import Caches
 
 #: the run-time error of a scalar subquery with several values (raised inside Spark)
 SCALAR_SUBQUERY_ERROR = "a subquery used as a scalar returned more than one value"
@@ -91,8 +91,9 @@ class PlanCompiler:
         self._progress = progress
         #: id(scan) -> its table's rows restricted to the keys named, while a plan is compiled
         self._restrictions: dict[int, DataFrame] = {}
-        #: restricted reads kept in memory (read again by the restriction of another scan)
-        self.cached: list[DataFrame] = []
+        #: what the run keeps in memory: restricted reads read again by the restriction of
+        #: another scan, and the aggregates several statements read (see delta_script)
+        self.cached = Caches()
         #: (table, column, value, null-safe, restrictions of the source's scans), source, values
         self._values: list[tuple[tuple, O.Operator, list | None]] = []
         #: id(scan) -> the restriction of its read as a value, while a plan is compiled
@@ -230,7 +231,7 @@ class PlanCompiler:
                 keyed[id(c.scan)] = (name, c.column, c.null_safe, frozenset(rows))
                 if any(s is c.scan for o in open_ if id(o.scan) not in found and o.scan is not c.scan
                        for s in reads[id(o)]):
-                    read = cache(read, self.cached)
+                    read = self.cached.add(read)
                 found[id(c.scan)] = read
                 progressed = True
                 if self._progress:

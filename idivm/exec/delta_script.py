@@ -42,7 +42,7 @@ from idivm.algebra import operators as O
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.storage.delta import key_mask
-from idivm.storage.spark import cache
+from idivm.storage.spark import Caches
 from idivm.storage.schema import arrow_schema
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
@@ -207,7 +207,7 @@ class ViewChanges:
     upserts: DataFrame
     #: the ID columns of the rows the replaces delete, computed (an upsert may insert a row again)
     deleted: pa.Table
-    cached: tuple[DataFrame, ...] = ()  # to unpersist once the changes are collected
+    cached: Caches | None = None  # to release once the changes are collected
     #: instead of rows: the single update/increment statement of the run and its i-diff rows
     direct: tuple[Statement, DataFrame] | None = None
 
@@ -220,8 +220,8 @@ class ViewChanges:
         return self.deleted.filter(pc.invert(key_mask(self.deleted, ids, upserts.select(ids))))
 
     def release(self) -> None:
-        for df in self.cached:
-            df.unpersist()
+        if self.cached is not None:
+            self.cached.release()
 
 
 #: the column of a nested update's element map (see :func:`_element_map`)
@@ -262,7 +262,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     # the states of base tables are read restricted to the keys the i-diffs name
     compiler = PlanCompiler(spark, read_table, restrict=lambda name: in_memory(name) is None,
                             progress=progress, in_memory=in_memory)
-    cached = _share_aggregates(spark, script, diffs, compiler)
+    _share_aggregates(script, diffs, compiler)
     ids = list(script.id_columns)
     columns = view.columns
     deletes: list[DataFrame] = []
@@ -298,7 +298,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         # one update (or increment) alone: the stored view is not read here; the MERGE
         # names its rows by the (partial) IDs of the i-diff
         direct = compiler.evaluate(rewrites[0].query)
-        return ViewChanges(inserted, deleted_ids, (*cached, *compiler.cached), direct=(rewrites[0], direct))
+        return ViewChanges(inserted, deleted_ids, compiler.cached, direct=(rewrites[0], direct))
     rewritten = None
     if rewrites:
         named_by: list[DataFrame] = []
@@ -338,7 +338,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             rows = _REWRITES[s.kind](rows, s, q)
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
-    return ViewChanges(upserts, deleted_ids, (*cached, *compiler.cached))
+    return ViewChanges(upserts, deleted_ids, compiler.cached)
 
 
 def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> DataFrame | None:
@@ -406,8 +406,7 @@ def _collected(spark: SparkSession, df: DataFrame) -> tuple[pa.Table, DataFrame]
     return table, spark.createDataFrame(table, df.schema)
 
 
-def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
-                      compiler: PlanCompiler) -> list[DataFrame]:
+def _share_aggregates(script: DeltaScript, diffs: BaseDiffs, compiler: PlanCompiler) -> None:
     """Aggregates of i-diffs that several statements read (increments, and the groups they
     recompute instead) are computed once: cached and bound in the compiler."""
     uses: dict[int, tuple[O.Operator, int]] = {}
@@ -417,11 +416,9 @@ def _share_aggregates(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs
         for _, plan in s.plans():
             for op in {id(o): o for o in O.walk(plan, into_nested=False) if isinstance(o, O.GroupBy)}.values():
                 uses[id(op)] = (op, uses.get(id(op), (op, 0))[1] + 1)
-    cached = []
     for op, n in uses.values():
         if n > 1:
-            compiler.bind(op, cache(compiler.bindings(op), cached))
-    return cached
+            compiler.bind(op, compiler.cached.add(compiler.bindings(op)))
 
 
 def _has_input(s: Statement, diffs: BaseDiffs) -> bool:

@@ -20,7 +20,7 @@ from pyspark.sql import types as ST
 from idivm.algebra.operators import Operator
 from idivm.errors import DataError
 from idivm.exec.compiler import HIDDEN_PREFIX, SCALAR_SUBQUERY_ERROR, PlanCompiler
-from idivm.storage.spark import cache
+from idivm.storage.spark import Caches
 
 
 @contextmanager
@@ -131,8 +131,8 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
         types = {f.name: f.dataType for f in df.schema.fields}
         return df.select(*[canonical(F.col(f"`{n}`"), types[n]).alias(n) for n in columns])
 
-    held: list[DataFrame] = []
-    a, e = cache(canon(actual), held), cache(canon(expected), held)  # each side is computed once
+    held = Caches()
+    a, e = held.add(canon(actual)), held.add(canon(expected))  # each side is computed once
     try:
         missing = e.exceptAll(a)
         extra = a.exceptAll(e)
@@ -141,5 +141,4 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
                          tuple(collect_rows(missing, limit)) if n_missing else (),
                          tuple(collect_rows(extra, limit)) if n_extra else ())
     finally:
-        for df in held:
-            df.unpersist()
+        held.release()

@@ -111,20 +111,41 @@ def get_session(master: str | None = None) -> "SparkSession":
     return spark
 
 
-#: the column that makes a cached plan its caller's own (see :func:`cache`)
+#: the column that makes a cached plan its owner's own (see :class:`Caches`)
 _CACHE_TOKEN = f"{HIDDEN}cache_token"
 
 
-def cache(df: "DataFrame", held: list["DataFrame"]) -> "DataFrame":
-    """``df``, cached for this caller alone; what to unpersist is appended to ``held``.
+class Caches:
+    """The DataFrames one owner (a maintenance run, a comparison) keeps cached, apart from every
+    other owner's; :meth:`release` unpersists them.
 
     Spark keys its cache by plan: a second ``cache()`` of an equal plan (another view's run in
     another thread, reading the same base rows) shares the first one's entry, and when the first
-    caller unpersists it the blocks go from under the other's running job, which Spark then fails
-    ("Block rdd_N does not exist").  The cached plan here carries a column with a literal unique
-    to this call, which the returned frame projects away again, so no other plan matches it."""
-    from pyspark.sql import functions as F
+    owner unpersists it the blocks go from under the other's running job, which Spark then fails
+    ("Block rdd_N does not exist").  Here the cached plan carries a column holding a literal of
+    this owner, which the frame returned projects away again: equal plans of one owner still
+    share an entry (one run reads them one after the other), no other owner's plan matches."""
 
-    own = df.select("*", F.lit(uuid.uuid4().hex).alias(_CACHE_TOKEN)).cache()
-    held.append(own)
-    return own.drop(_CACHE_TOKEN)
+    def __init__(self) -> None:
+        self._token = uuid.uuid4().hex
+        self._frames: list["DataFrame"] = []
+
+    def add(self, df: "DataFrame") -> "DataFrame":
+        """``df``, cached by this owner."""
+        from pyspark.sql import functions as F
+
+        own = df.select("*", F.lit(self._token).alias(_CACHE_TOKEN)).cache()
+        self._frames.append(own)
+        return own.drop(_CACHE_TOKEN)
+
+    def __iter__(self):
+        """The frames held (with the owner's column)."""
+        return iter(self._frames)
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def release(self) -> None:
+        for df in self._frames:
+            df.unpersist()
+        self._frames.clear()
