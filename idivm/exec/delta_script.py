@@ -28,7 +28,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import Callable, Mapping, Sequence
 
@@ -42,8 +42,8 @@ from idivm.algebra import operators as O
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.storage.delta import key_mask
-from idivm.storage.spark import Caches
 from idivm.storage.schema import arrow_schema
+from idivm.storage.spark import Caches
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
     delta_updates, parse_source,
@@ -207,7 +207,7 @@ class ViewChanges:
     upserts: DataFrame
     #: the ID columns of the rows the replaces delete, computed (an upsert may insert a row again)
     deleted: pa.Table
-    cached: Caches | None = None  # to release once the changes are collected
+    cached: Caches = field(default_factory=Caches)  # to release once the changes are collected
     #: instead of rows: the single update/increment statement of the run and its i-diff rows
     direct: tuple[Statement, DataFrame] | None = None
 
@@ -220,8 +220,7 @@ class ViewChanges:
         return self.deleted.filter(pc.invert(key_mask(self.deleted, ids, upserts.select(ids))))
 
     def release(self) -> None:
-        if self.cached is not None:
-            self.cached.release()
+        self.cached.release()
 
 
 #: the column of a nested update's element map (see :func:`_element_map`)
