@@ -210,15 +210,28 @@ def explain(ctx: click.Context, target: str, fmt: str) -> None:
 @click.option("--no-index", "no_index", is_flag=True,
               help="Find the rows holding changed nested elements by scanning the view, not through "
                    "its provenance indexes (which this run leaves alone).")
+@click.option("--verify-every", "verify_every", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Compare every N-th run of a view with its recomputation; a view that differs is "
+                   "reported, repaired by recomputation, and the command exits with code 1.")
 @click.pass_context
-def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_index: bool) -> None:
+def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_index: bool,
+             verify_every: int | None) -> int:
     """Bring views up to date with their base tables (one commit per view)."""
     if bool(names) == all_views:
         raise click.UsageError("name the views to maintain, or give --all")
     wh = open_warehouse(ctx)
+    diverged = []
     for name in (names or [None]):
-        for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True), use_indexes=not no_index):
+        for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True), use_indexes=not no_index,
+                                  verify_every=verify_every):
             click.echo(result.summary())
+            if result.diverged:
+                diverged.append(result.name)
+    if diverged:
+        click.echo(f"error: {len(diverged)} view(s) differed from their recomputation and were repaired: "
+                   f"{', '.join(diverged)}", err=True)
+        return 1
+    return 0
 
 
 @cli.command()

@@ -83,6 +83,10 @@ class UnsupportedError(IdivmError):
     """A known construct that idivm does not support (in this position)."""
 
 
+class UnknownIdsError(UnsupportedError):
+    """The view's IDs cannot be inferred: it can be recomputed, not maintained by ID."""
+
+
 class DataError(IdivmError):
     """Bad input data: unreadable files, key violations, type mismatches."""
 

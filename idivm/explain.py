@@ -36,11 +36,13 @@ class Explanation:
     index_notes: Mapping[GlobalProvenanceIndex, str] = field(default_factory=dict)
 
     def to_text(self) -> str:
-        ids = ", ".join(n for _, n in self.provenance.view_ids)
+        unknown = self.provenance.unknown
+        ids = f"unknown ({unknown.message}): the view is recomputed" if unknown is not None else \
+            "{" + ", ".join(n for _, n in self.provenance.view_ids) + "}"
         script = self.script.render() if self.script is not None else f"no Δ-script: {self.no_script}"
         return "\n".join([
             f"view {self.view.name}: {self.view.type}",
-            f"IDs: {{{ids}}}",
+            f"IDs: {ids}",
             "",
             "plan (IDs of each operator, thesis Table 2.1 / 2.6):",
             format_plan(self.view.plan, self.provenance.annotate),

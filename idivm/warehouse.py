@@ -109,14 +109,29 @@ class MaintenanceResult:
     deleted: int = 0
     rows_written: int = 0
     note: str = ""
+    #: the comparison with the recomputation, when the run was checked (``verify_every``)
+    verification: "Verification | None" = None
+    #: the version that repaired the view, when the check found it differed
+    repaired_version: int | None = None
+
+    @property
+    def diverged(self) -> bool:
+        return self.verification is not None and not self.verification.ok
 
     def summary(self) -> str:
         if self.version is None:
             return f"{self.name}: up to date at {_versions(self.new_watermark)} ({self.seconds:.1f} s)"
         note = f" ({self.note})" if self.note else ""
-        return (f"{self.name}: {self.strategy}{note}, {self.changes} change rows read, {self.diff_rows} i-diff rows, "
+        line = (f"{self.name}: {self.strategy}{note}, {self.changes} change rows read, {self.diff_rows} i-diff rows, "
                 f"+{self.inserted} ~{self.updated} -{self.deleted} rows ({self.rows_written} written), "
                 f"now at {_versions(self.new_watermark)}, view version {self.version} ({self.seconds:.1f} s)")
+        if self.diverged:
+            v = self.verification
+            line += (f"; DIVERGED from its recomputation ({v.missing} row(s) missing, {v.extra} unexpected), "
+                     f"repaired by recomputation in version {self.repaired_version}")
+        elif self.verification is not None:
+            line += "; verified"
+        return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +379,7 @@ class Warehouse:
         return self.view_info(view.name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None,
-                 use_indexes: bool = True) -> list["MaintenanceResult"]:
+                 use_indexes: bool = True, verify_every: int | None = None) -> list["MaintenanceResult"]:
         """Bring view ``name`` (default: every view) up to date with its base tables.
 
         The current version of every base table the view reads is pinned (the new
@@ -379,10 +394,28 @@ class Warehouse:
         run, each in its own commit after the view's.  ``use_indexes=False`` finds them by
         scanning the view instead and leaves the indexes alone (the next run that uses them
         rebuilds them first).
+
+        ``verify_every=N`` checks every N-th run of a view (a run that commits a view version
+        divisible by N) against the view's recomputation (:meth:`verify`); a view that differs
+        is reported (``MaintenanceResult.verification``, and a warning through ``progress``)
+        and repaired by overwriting it with the recomputation (``repaired_version``).
         """
+        if verify_every is not None and verify_every < 1:
+            raise ValueError(f"verify_every must be a positive number of runs, not {verify_every}")
         catalog = self.catalog
         names = [name] if name is not None else sorted(catalog.views)
-        return [self._maintain_one(catalog, n, progress, use_indexes) for n in names]
+        results = []
+        for n in names:
+            result = self._maintain_one(catalog, n, progress, use_indexes)
+            if verify_every and result.version is not None and result.version % verify_every == 0:
+                check = self.verify(n)
+                result = replace(result, verification=check)
+                if not check.ok:
+                    if progress:
+                        progress(f"WARNING: {check.summary()}\n{n}: repairing by recomputation")
+                    result = replace(result, repaired_version=self._repair(self.catalog, n))
+            results.append(result)
+        return results
 
     def _maintain_one(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True
                       ) -> "MaintenanceResult":
@@ -423,26 +456,7 @@ class Warehouse:
         if script is None:
             if progress:
                 progress(f"{view_name}: recomputing at {_versions(new)}")
-            written = 0
-            if planned is not None and cache_paths:
-                # the caches are recomputed too, so that the next ID-based run starts from them
-                versions = {}
-                for cache in planned.caches:
-                    cdf = self._evaluate_at(catalog, cache.plan, new)
-                    cmeta = {**metadata, "idivm.cache": cache.name, "idivm.strategy": "recompute"}
-                    if versions:
-                        cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
-                    with data_errors(view_name):
-                        versions[cache.name] = delta.write_spark(cdf, cache_paths[cache.name], mode="overwrite",
-                                                                 commit_metadata=cmeta)
-                    written += delta.row_count(cache_paths[cache.name])
-                metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
-            df = self._evaluate_at(catalog, prov.plan, new)
-            metadata["idivm.strategy"] = "recompute"
-            with data_errors(view_name):
-                version = _write_view(df, path, "overwrite", metadata, prov,
-                                      planned.strategy if planned is not None else None)
-            rows = delta.row_count(path)
+            version, rows, written = self._recompute(catalog, view_name, prov, planned, new, metadata, cache_paths)
             return MaintenanceResult(view_name, "recompute", n_changes, version, old, new,
                                      time.monotonic() - started, inserted=rows, rows_written=rows + written,
                                      note=note)
@@ -478,6 +492,53 @@ class Warehouse:
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
                                  rows_written=written + stats["rows_written"], note=note)
 
+    def _recompute(self, catalog: Catalog, view_name: str, prov, planned, at: Mapping[str, int],
+                   metadata: dict, cache_paths: Mapping[str, Path]) -> tuple[int, int, int]:
+        """Recompute view ``view_name`` (and its caches, so that the next ID-based run starts
+        from them) at base-table versions ``at`` and overwrite it in one commit carrying
+        ``metadata``: (view version, view rows, cache rows written)."""
+        from idivm.exec.materialize import data_errors
+
+        entry = catalog.view(view_name)
+        path = catalog.path_of(entry)
+        metadata = dict(metadata)
+        written = 0
+        if planned is not None and cache_paths:
+            versions = {}
+            for cache in planned.caches:
+                cdf = self._evaluate_at(catalog, cache.plan, at)
+                cmeta = {**metadata, "idivm.cache": cache.name, "idivm.strategy": "recompute"}
+                if versions:
+                    cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
+                with data_errors(view_name):
+                    versions[cache.name] = delta.write_spark(cdf, cache_paths[cache.name], mode="overwrite",
+                                                             commit_metadata=cmeta)
+                written += delta.row_count(cache_paths[cache.name])
+            metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
+        df = self._evaluate_at(catalog, prov.plan, at)
+        metadata["idivm.strategy"] = "recompute"
+        with data_errors(view_name):
+            version = _write_view(df, path, "overwrite", metadata, prov,
+                                  planned.strategy if planned is not None else None)
+        return version, delta.row_count(path), written
+
+    def _repair(self, catalog: Catalog, view_name: str) -> int:
+        """Overwrite view ``view_name`` with its recomputation at its watermark (after
+        :meth:`verify` found it differs): the new view version."""
+        entry = catalog.view(view_name)
+        view, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
+        watermark = view_watermark(catalog.path_of(entry), entry)
+        planned = None
+        if entry.extra.get("strategy") in ("id", "tuple", "auto"):
+            planned, _ = self._script(catalog, view, prov, entry.text, f"<view {view_name}>",
+                                      "tuple" if entry.extra.get("strategy") == "tuple" else "id", strict=False,
+                                      caches=bool(entry.extra.get("caches")))
+        metadata = {"idivm.operation": "repair", "idivm.view": view_name,
+                    "idivm.watermark": json.dumps(watermark, sort_keys=True)}
+        cache_paths = {c: catalog.root / rel for c, rel in entry.extra.get("caches", {}).items()}
+        version, _, _ = self._recompute(catalog, view_name, prov, planned, watermark, metadata, cache_paths)
+        return version
+
     def _script(self, catalog: Catalog, view, prov, text: str, filename: str | None,
                 strategy: str, strict: bool, caches: bool = True):
         """(Δ-script, "") or, when the view has constructs without rules and not ``strict``,
@@ -487,6 +548,10 @@ class Warehouse:
         from idivm.errors import UnsupportedError
         from idivm.generator.caches import generate_view
 
+        if prov.unknown is not None:
+            if strict:
+                raise prov.unknown
+            return None, f"recompute: {prov.unknown.message}"
         base = catalog.base_tables()
         try:
             return generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys,
@@ -712,14 +777,17 @@ class Warehouse:
     def _plan(self, text: str, filename: str | None, catalog: Catalog):
         """Parse, plan and infer provenance; errors carry the view text."""
         from idivm.algebra.builder import build_view
-        from idivm.errors import IdivmError
-        from idivm.provenance.ids import infer_provenance
+        from idivm.errors import IdivmError, UnknownIdsError
+        from idivm.provenance.ids import infer_provenance, without_ids
         from idivm.sqlpp import parse_view
 
         base = catalog.base_tables()
         try:
             view = build_view(parse_view(text, filename), base.types)
-            return view, infer_provenance(view.plan, base.keys, base.types, base.element_keys)
+            try:
+                return view, infer_provenance(view.plan, base.keys, base.types, base.element_keys)
+            except UnknownIdsError as e:  # recomputed (auto, recompute); id and tuple refuse it
+                return view, without_ids(view.plan, e.with_source(text, filename))
         except IdivmError as e:
             raise e.with_source(text, filename)
 

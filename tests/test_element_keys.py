@@ -183,8 +183,39 @@ def test_explain_ids_and_signatures(tmp_path, businesses):
 def test_without_element_key_the_view_has_no_key(tmp_path, businesses):
     wh = Warehouse(tmp_path / "wh")
     wh.create_table("businesses", "business_id", businesses)
-    with pytest.raises(UnsupportedError, match="nested collection 'hours' has no declared element key"):
-        wh.explain(HOURS_VIEW)
+    text = wh.explain(HOURS_VIEW)
+    assert "IDs: unknown (the view has no inferable key: " in text
+    assert "nested collection 'hours' has no declared element key): the view is recomputed" in text
+
+
+ITEMS_VIEW = "CREATE VIEW items_flat AS SELECT d.id, it.sku, it.qty FROM docs d, d.items AS it WHERE it.qty >= 2"
+
+
+def test_a_view_without_ids_is_recomputed_by_auto_and_recompute(spark, tmp_path):
+    """Equal objects repeat in ``items``, so no element key can be declared: ``id`` and
+    ``tuple`` refuse the view, ``auto`` and ``recompute`` recompute it (duplicates kept)."""
+    wh = Warehouse(tmp_path / "wh", spark=spark)
+    wh.create_table("docs", "id", [{"id": 1, "items": [{"sku": "a", "qty": 2}, {"sku": "a", "qty": 2},
+                                                       {"sku": "b", "qty": 1}]},
+                                   {"id": 2, "items": [{"sku": "c", "qty": 5}]}])
+    for strategy in ("id", "tuple"):
+        with pytest.raises(UnsupportedError, match="1:27: the view has no inferable key: .*'items' has no "
+                                                   "declared element key"):
+            wh.define(ITEMS_VIEW, strategy=strategy)
+    assert wh.views() == []
+    info = wh.define(ITEMS_VIEW)
+    assert info.strategy == "auto" and "no inferable key" in info.strategy_note
+    wh.define(ITEMS_VIEW.replace("items_flat", "items_again"), strategy="recompute")
+    expected = [(1, "a", 2), (1, "a", 2), (2, "c", 5)]
+    for name in ("items_flat", "items_again"):
+        assert sorted((r["id"], r["sku"], r["qty"]) for r in wh.rows(name)) == expected
+    wh.ingest("docs", write_jsonl(tmp_path / "c.jsonl", [
+        {"id": 2, "items": [{"sku": "c", "qty": 5}, {"sku": "c", "qty": 5}]}]), format="rows")
+    for result in wh.maintain():
+        assert result.strategy == "recompute" and result.version == 1
+    for name in ("items_flat", "items_again"):
+        assert sorted((r["id"], r["sku"], r["qty"]) for r in wh.rows(name)) == expected[:2] + [(2, "c", 5)] * 2
+        assert wh.verify(name).ok
 
 
 def test_ingest_checks_element_keys(tmp_path):

@@ -23,6 +23,7 @@ the view rows by ID.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import reduce
 from typing import Iterable, Mapping
 
 from idivm.algebra import operators as O
@@ -163,6 +164,8 @@ class _Generator:
         #: what :meth:`_once` found for an i-diff: (what, id(diff)) -> (the diff, the result)
         self._found: dict[tuple, tuple[Diff, object]] = {}
         self.restricted_replaces: dict[int, Diff] = {}
+        #: γ with increments to make -> (γ, [(kind "members" or "update", i-diff, rule)])
+        self._deferred: dict[int, tuple[O.GroupBy, list[tuple[str, Diff, Rule]]]] = {}
         check_supported(self.plan)
         self.element_columns = self._element_columns()
 
@@ -185,6 +188,7 @@ class _Generator:
                 statements.extend(self.propagate(diff) if self._top_level(scan) else self.to_outer(diff))
         for unnest, var, td, elements in unnests:
             statements.extend(self.propagate(self._element_diff(unnest, var, td, elements)))
+        statements.extend(self._emit_increments())
         statements = self.merge_replaces(statements)
         return DeltaScript(self.view_name, self.strategy, tuple(tables.values()), tuple(statements),
                            tuple(c for c, _ in self.element_columns.values()))
@@ -562,30 +566,8 @@ class _Generator:
             out.append(Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
                                  match=tuple(zip(e.match, columns)), rules=diff.trail + (_rule(rule),)))
         if isinstance(op, O.GroupBy) and op.aggregates:
-            out += self._member_increments(op, diff, rule)
+            self._defer(op, "members", diff, rule)  # Tables E.12, E.13: :meth:`_member_increments`
         return out
-
-    def _member_increments(self, op: O.GroupBy, diff: Diff, rule: Rule) -> list[Statement]:
-        """Tables E.12 (SUM) and E.13 (COUNT) composed with the member replace of γ's group
-        bag (:meth:`_find_member_replace`): each aggregate of a group the replace names changes
-        by what its named members contribute in the post state minus what they contributed in
-        the pre state (a COUNT's member contributes 1 when its argument is not NULL, a SUM's its
-        value), read restricted to the replace's keys in both states.  The groups stay (no group
-        appears or disappears), so the sums are increments of their rows."""
-        kv, cv, dv = (self.fresh_vars(len(xs)) for xs in (op.keys, op.aggregates, op.aggregates))
-
-        def contributions(state: str, sign: int) -> O.Operator:
-            members = at_state(self.restricted(op.input, diff.restriction), state)
-            terms = [_contribution(a) for _, a in op.aggregates]
-            terms = terms if sign > 0 else [Call("neg", (t,)) for t in terms]
-            return O.Project(members, tuple(zip(kv, (t for _, t in op.keys))) + tuple(zip(cv, terms)))
-
-        grouped = O.GroupBy(O.UnionAll(contributions(POST, 1), contributions(PRE, -1)),
-                            tuple((k, Var(v)) for (k, _), v in zip(op.keys, kv)),
-                            tuple((d, O.Aggregate("sum", Var(c))) for d, c in zip(dv, cv)))
-        changed = tuple((Var(a), Var(d)) for (a, _), d in zip(op.aggregates, dv))
-        return self.next(op, diff, rule, kind="increment", ids=tuple(Var(k) for k, _ in op.keys), plan=grouped,
-                         changed=changed, keys=None, key_vars=(), restriction=None, pairs_of=None)
 
     def when_members_navigable(self, op: O.GroupBy, side, diff) -> bool:
         return self.strategy == "id" and not op.aggregates and self._member_replace(op, diff) is not None
@@ -954,9 +936,167 @@ class _Generator:
         return self.propagate(new) if op is not self.plan else []
 
     def do_aggregate_increment(self, op: O.GroupBy, side, diff, rule) -> list[Statement]:
-        """SUM/COUNT increments per group (Tables C.8, C.10); groups where a pre or post
-        value of a SUM is NULL are recomputed instead (not checked for a SUM whose argument
-        is never NULL)."""
+        """SUM/COUNT increments per group (Tables C.8, C.10), made once every i-diff of the
+        run has reached γ (:meth:`_emit_increments`)."""
+        self._defer(op, "update", diff, rule)
+        return []
+
+    # ------------------------------------------------------------------ increments
+
+    def _defer(self, op: O.GroupBy, kind: str, diff: Diff, rule: Rule) -> None:
+        self._deferred.setdefault(id(op), (op, []))[1].append((kind, diff, rule))
+
+    def _emit_increments(self) -> list[Statement]:
+        """The increments of every γ that i-diffs reached with additive changes, γ by γ from
+        the deepest up (an increment of one γ may reach another above it).
+
+        Replaces may name one tuple several times in a run (each deletes what it names and
+        writes its post state), but increments add up: two i-diffs of one run that name the
+        same tuple of γ's input -- the two inputs of a join both changed, or one table read
+        under two variables -- must not both add its change.  Δ(R ⋈ S) is ΔR ⋈ S_pre +
+        R_post ⋈ ΔS, not ΔR ⋈ S_post + R_post ⋈ ΔS, which counts ΔR ⋈ ΔS twice (DBToaster
+        §3.4).  So where the increments of several i-diffs could meet on one aggregate, they
+        are made by one statement over the tuples any of them names, each once
+        (:meth:`_named_once`): its post contribution minus its pre contribution."""
+        out = []
+        while self._deferred:
+            key = max(self._deferred, key=lambda k: self._depth(self._deferred[k][0]))
+            op, entries = self._deferred.pop(key)
+            members = [(d, r) for kind, d, r in entries if kind == "members"]
+            updates = [(d, r) for kind, d, r in entries if kind == "update"]
+            if members:
+                out += self._member_increments(op, members)
+            if not updates:
+                continue
+            shared = any(sum(_mentions(a.arg, d.changed) for d, _ in updates) > 1
+                         for _, a in op.aggregates if a.arg is not None)
+            if not shared:  # each aggregate reads the changes of one i-diff at most
+                for d, r in updates:
+                    out += self._update_increment(op, d, r)
+            elif self._known_ids(op.input) is None:
+                for d, r in updates:
+                    out += self.do_to_replace(op, "input", d, r)
+            else:
+                out += self._joint_update_increment(op, updates)
+        return out
+
+    def _depth(self, op: O.Operator) -> int:
+        n = 0
+        while (up := self.parents.get(id(op))) is not None or id(op) in self.enclosing:
+            op = up[0] if up is not None else self.enclosing[id(op)]
+            n += 1
+        return n
+
+    def _known_ids(self, op: O.Operator) -> tuple[Term, ...] | None:
+        ids = self.ids.get(op)
+        return tuple(g.term for g in ids.groups) if ids is not None and ids.known else None
+
+    def _named_once(self, op: O.GroupBy, restrictions: list[Restriction], state: str,
+                    columns: tuple[tuple[str, Term], ...]) -> O.Operator:
+        """The tuples of γ's input at ``state`` that any of ``restrictions`` names, as
+        ``columns``; a tuple several restrictions name is there once (distinct by its IDs)."""
+        if len(restrictions) == 1:
+            return O.Project(at_state(self.restricted(op.input, restrictions[0]), state), columns)
+        iv = tuple(zip(self.fresh_vars(len(self.canonical_ids(op.input))), self.canonical_ids(op.input)))
+        named = O.Distinct(reduce(O.UnionAll, [
+            O.Project(at_state(self.restricted(op.input, r), state), iv + columns) for r in restrictions]))
+        return O.Project(named, tuple((v, Var(v)) for v, _ in columns))
+
+    def _increment_of(self, op: O.GroupBy, named, aggregates: list[tuple[str, O.Aggregate]],
+                      nullable: list[Term]) -> tuple[O.Operator, tuple[tuple[Term, Term], ...], str | None]:
+        """Per group, the sum of the post minus the pre contributions of the tuples ``named(state,
+        columns)`` gives to each of ``aggregates`` (:func:`_contribution`), and, if ``nullable``,
+        the number of those tuples where one of its terms is NULL before or after (a flag
+        column): (plan, (aggregate, its increment) pairs, flag column or None)."""
+        kv, cv, dv = (self.fresh_vars(len(xs)) for xs in (op.keys, aggregates, aggregates))
+        flag = self.fresh("n") if nullable else None
+
+        def contributions(state: str, sign: int) -> O.Operator:
+            columns = tuple(zip(kv, (t for _, t in op.keys))) + tuple(zip(cv, (_contribution(a) for _, a in aggregates)))
+            if flag is not None:
+                null = Call("or", tuple(_is_null(t) for t in nullable)) if len(nullable) > 1 else _is_null(nullable[0])
+                columns += ((flag, _indicator(null)),)
+            rows = named(state, columns)
+            signed = tuple((v, Var(v) if sign > 0 else Call("neg", (Var(v),))) for v in cv)
+            return O.Project(rows, tuple((v, Var(v)) for v in kv) + signed
+                             + (((flag, Var(flag)),) if flag is not None else ()))
+
+        sums = tuple((d, O.Aggregate("sum", Var(c))) for d, c in zip(dv, cv))
+        if flag is not None:
+            sums += ((flag, O.Aggregate("sum", Var(flag))),)
+        grouped = O.GroupBy(O.UnionAll(contributions(POST, 1), contributions(PRE, -1)),
+                            tuple((k, Var(v)) for (k, _), v in zip(op.keys, kv)), sums)
+        return grouped, tuple((Var(a), Var(d)) for (a, _), d in zip(aggregates, dv)), flag
+
+    def _combined(self, diffs: list[Diff]) -> Diff:
+        """The first of ``diffs``, standing for all of them in the statements they make together."""
+        if len(diffs) == 1:
+            return diffs[0]
+        origins = tuple(dict.fromkeys(d.origin for d in diffs))
+        return replace(diffs[0], origin="; ".join(origins),
+                       trail=tuple(f"{d.origin}: {r}" for d in diffs for r in d.trail))
+
+    def _member_increments(self, op: O.GroupBy, members: list[tuple[Diff, Rule]]) -> list[Statement]:
+        """Tables E.12 (SUM) and E.13 (COUNT) composed with the member replaces of γ's group
+        bag (:meth:`_find_member_replace`): each aggregate of a group the replaces name
+        changes by what the named members contribute in the post state minus what they
+        contributed in the pre state (a COUNT's member contributes 1 when its argument is not
+        NULL, a SUM's its value), read restricted to the replaces' keys in both states, each
+        member once however many replaces name it.  The groups stay (no group appears or
+        disappears), so the sums are increments of their rows."""
+        diffs = [d for d, _ in members]
+        restrictions = [d.restriction for d in diffs]
+        grouped, changed, _ = self._increment_of(
+            op, lambda state, columns: self._named_once(op, restrictions, state, columns), list(op.aggregates), [])
+        return self.next(op, self._combined(diffs), members[0][1], kind="increment",
+                         ids=tuple(Var(k) for k, _ in op.keys), plan=grouped, changed=changed, keys=None,
+                         key_vars=(), restriction=None, pairs_of=None)
+
+    def _joint_update_increment(self, op: O.GroupBy, updates: list[tuple[Diff, Rule]]) -> list[Statement]:
+        """Tables C.8 and C.10 for several update i-diffs whose changes one aggregate reads
+        (``SUM(e.salary * m.salary)`` with ``salary`` updated under both variables): the
+        tuples of γ's input any of them names, each once, contribute their post minus their
+        pre value.  An update changes no group's tuples (a change that does replaces the
+        group), so the same tuples are read before and after.  Groups where a SUM's argument
+        is NULL before or after are recomputed instead."""
+        diffs = [d for d, _ in updates]
+        touched = [(v, a) for v, a in op.aggregates
+                   if a.arg is not None and any(_mentions(a.arg, d.changed) for d in diffs)]
+        nullable = [a.arg for _, a in touched if a.function == "sum" and not _never_null(a.arg)]
+        restrictions = []
+        for d in diffs:
+            kv = self.fresh_vars(len(d.ids))
+            keys = O.Project(d.plan, tuple(zip(kv, d.ids)))
+            restrictions.append(self.restriction(op.input, d.ids, keys, kv))
+        grouped, changed, flag = self._increment_of(
+            op, lambda state, columns: self._named_once(op, restrictions, state, columns), touched, nullable)
+        return self._increments_or_recompute(op, self._combined(diffs), updates[0][1], grouped, changed, flag,
+                                             recompute=flag is not None)
+
+    def _increments_or_recompute(self, op: O.GroupBy, diff: Diff, rule: Rule, grouped: O.Operator,
+                                 changed, flag: str | None, recompute: bool) -> list[Statement]:
+        """The increments of ``grouped``'s groups whose ``flag`` is 0; the others are replaced
+        (if ``recompute``: a flag may count nothing)."""
+        group_ids = tuple(Var(k) for k, _ in op.keys)
+        exact = grouped if flag is None else O.Select(grouped, Call("eq", (Var(flag), Const(0, T.INT))))
+        out = self.next(op, diff, rule, kind="increment", ids=group_ids, plan=exact, changed=tuple(changed),
+                        keys=None, key_vars=(), restriction=None, pairs_of=None)
+        if recompute:
+            flagged = O.Select(grouped, Call("gt", (Var(flag), Const(0, T.INT))))
+            gk = self.fresh_vars(len(op.keys))
+            keys = O.Project(flagged, tuple((g, Var(k)) for g, (k, _) in zip(gk, op.keys)))
+            rep = Diff("replace", op, group_ids, diff.origin, keys=keys, key_vars=gk,
+                       restriction=self.restriction(op.input, tuple(t for _, t in op.keys), keys, gk),
+                       trail=diff.trail + (_rule(rule) + ": groups with NULL values are recomputed",))
+            out += self.propagate(rep) if op is not self.plan else []
+        return out
+
+    def _update_increment(self, op: O.GroupBy, diff: Diff, rule: Rule) -> list[Statement]:
+        """Tables C.8 (SUM) and C.10 (COUNT) for one update i-diff: each tuple of γ's input it
+        names, read in the post state, adds its post minus its pre value, the pre value the
+        post term with the i-diff's pre values put in (no state is read for it); groups where
+        a pre or post value of a SUM is NULL are recomputed instead (not checked for a SUM
+        whose argument is never NULL)."""
         kv = self.fresh_vars(len(diff.ids))
         pre = dict(diff.changed)
         pv = {t: self.fresh("p") for t in pre}
@@ -984,18 +1124,7 @@ class _Generator:
         null_test = Call("or", tuple(nulls)) if len(nulls) > 1 else (nulls[0] if nulls else Const(False, T.BOOL))
         aggs.append((flag, O.Aggregate("sum", _indicator(null_test))))
         grouped = O.GroupBy(joined, op.keys, tuple(aggs))
-        group_ids = tuple(Var(k) for k, _ in op.keys)
-        exact = O.Select(grouped, Call("eq", (Var(flag), Const(0, T.INT))))
-        out = self.next(op, diff, rule, kind="increment", ids=group_ids, plan=exact, changed=tuple(changed))
-        if nulls:
-            recompute = O.Select(grouped, Call("gt", (Var(flag), Const(0, T.INT))))
-            gk = self.fresh_vars(len(op.keys))
-            keys = O.Project(recompute, tuple((g, Var(k)) for g, (k, _) in zip(gk, op.keys)))
-            rep = Diff("replace", op, group_ids, diff.origin, keys=keys, key_vars=gk,
-                       restriction=self.restriction(op.input, tuple(t for _, t in op.keys), keys, gk),
-                       trail=diff.trail + (_rule(rule) + ": groups with NULL values are recomputed",))
-            out += self.propagate(rep) if op is not self.plan else []
-        return out
+        return self._increments_or_recompute(op, diff, rule, grouped, changed, flag, recompute=bool(nulls))
 
     def do_to_view(self, op: O.ReturnBag, side, diff, rule) -> list[Statement]:
         trail = diff.trail + (_rule(rule),)

@@ -51,7 +51,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
     Call, Const, Field, TableRef, Term, TupleExpr, Var, conjuncts,
 )
-from idivm.errors import UnsupportedError
+from idivm.errors import UnknownIdsError, UnsupportedError
 
 HIDDEN = "__idivm_"  # prefix of hidden (provenance) columns and fields of stored views
 ELEMENT = Var("@")  # placeholder for "the element" in provenance of collection elements
@@ -109,6 +109,8 @@ class ProvenanceResult:
     view_ids: tuple[tuple[str, str], ...]  # (hidden column, ID name) of the view's top level
     #: IDs of each operator of the RETOUCHED plan (what maintenance plans are built on)
     plan_ids: Mapping[O.Operator, Ids] = field(default_factory=dict, compare=False)
+    #: why the view's IDs cannot be inferred (:func:`without_ids`); None when they are known
+    unknown: UnknownIdsError | None = field(default=None, compare=False)
 
     def annotate(self, op: O.Operator) -> str:
         ids = self.ids.get(op)
@@ -138,11 +140,17 @@ def infer_provenance(plan: O.Operator, table_keys: Mapping[str, tuple[str, ...]]
     new_input, info = inf.infer(plan.input, {})
     inf.record(plan, info.ids)
     if not info.ids.known:
-        raise UnsupportedError(f"the view has no inferable key: {info.ids.unknown}", plan.span)
+        raise UnknownIdsError(f"the view has no inferable key: {info.ids.unknown}", plan.span)
     element, hidden = _top_level_element(plan.element, info.ids)
     new_plan = replace(plan, input=new_input, element=element)
     inf.retouched[new_plan] = info.ids
     return ProvenanceResult(new_plan, inf.ids, hidden, inf.retouched)
+
+
+def without_ids(plan: O.Operator, reason: UnknownIdsError) -> ProvenanceResult:
+    """The provenance of a view whose IDs cannot be inferred (``reason``): its plan as it
+    is, with no hidden ID columns.  Such a view can be recomputed, not maintained by ID."""
+    return ProvenanceResult(plan, {}, (), {}, unknown=reason)
 
 
 def _top_level_element(element: Term, ids: Ids) -> tuple[Term, tuple[tuple[str, str], ...]]:
