@@ -407,8 +407,11 @@ def run_family(make_warehouse, tmp_path: Path, seed: int, views: int, batches: i
 
 
 def test_generated_views_through_batches_changing_every_input(make_warehouse, tmp_path):
-    views, checked = run_family(make_warehouse, tmp_path, seed=3, views=len(SHAPES), batches=3)
-    assert (views, checked) == (len(SHAPES), 3 * len(SHAPES))
+    """The default run: the first three shapes (GROUP AS with COUNT over a left join of a
+    join, aggregates over a left join, aggregates over a self-join), two batches; the slow
+    runs below take every shape, more views and batches."""
+    views, checked = run_family(make_warehouse, tmp_path, seed=3, views=3, batches=2)
+    assert (views, checked) == (3, 6)
 
 
 @pytest.mark.slow
