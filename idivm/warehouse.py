@@ -85,6 +85,11 @@ def _read_changes(paths: Mapping[str, Path], old: Mapping[str, int], new: Mappin
     return {t: delta.read_changes(paths[t], old[t] + 1, v) for t, v in new.items() if v > old[t]}
 
 
+def _cache_paths(catalog: Catalog, entry: ViewEntry) -> dict[str, Path]:
+    """Cache name -> the path of the view's intermediate cache table."""
+    return {c: catalog.root / rel for c, rel in entry.extra.get("caches", {}).items()}
+
+
 def _versions(watermark: Mapping[str, int]) -> str:
     return ", ".join(f"{t}@{v}" for t, v in sorted(watermark.items()))
 
@@ -442,9 +447,7 @@ class Warehouse:
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
         note, script, planned = "", None, None
         if strategy in ("id", "tuple", "auto"):
-            script, note = self._script(catalog, view, prov, entry.text, f"<view {view_name}>",
-                                        "id" if strategy == "auto" else strategy, strict=False,
-                                        caches=bool(entry.extra.get("caches")))
+            script, note = self._stored_script(catalog, entry, view, prov)
             planned = script
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
@@ -452,7 +455,7 @@ class Warehouse:
                 rows = delta.row_count(path)
                 if n_changes > AUTO_RECOMPUTE_RATIO * max(rows, 1):
                     script, note = None, f"{n_changes} change rows for {rows} view rows"
-        cache_paths = {c: catalog.root / rel for c, rel in entry.extra.get("caches", {}).items()}
+        cache_paths = _cache_paths(catalog, entry)
         if script is None:
             if progress:
                 progress(f"{view_name}: recomputing at {_versions(new)}")
@@ -528,16 +531,21 @@ class Warehouse:
         entry = catalog.view(view_name)
         view, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
         watermark = view_watermark(catalog.path_of(entry), entry)
-        planned = None
-        if entry.extra.get("strategy") in ("id", "tuple", "auto"):
-            planned, _ = self._script(catalog, view, prov, entry.text, f"<view {view_name}>",
-                                      "tuple" if entry.extra.get("strategy") == "tuple" else "id", strict=False,
-                                      caches=bool(entry.extra.get("caches")))
+        planned = self._stored_script(catalog, entry, view, prov)[0] \
+            if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
         metadata = {"idivm.operation": "repair", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
-        cache_paths = {c: catalog.root / rel for c, rel in entry.extra.get("caches", {}).items()}
-        version, _, _ = self._recompute(catalog, view_name, prov, planned, watermark, metadata, cache_paths)
+        version, _, _ = self._recompute(catalog, view_name, prov, planned, watermark, metadata,
+                                        _cache_paths(catalog, entry))
         return version
+
+    def _stored_script(self, catalog: Catalog, entry: ViewEntry, view, prov):
+        """The Δ-script a view defined with an ``id``, ``tuple`` or ``auto`` strategy is
+        maintained by, or None and why (:meth:`_script`)."""
+        strategy = entry.extra.get("strategy")
+        return self._script(catalog, view, prov, entry.text, f"<view {entry.name}>",
+                            "id" if strategy == "auto" else strategy, strict=False,
+                            caches=bool(entry.extra.get("caches")))
 
     def _script(self, catalog: Catalog, view, prov, text: str, filename: str | None,
                 strategy: str, strict: bool, caches: bool = True):

@@ -997,7 +997,8 @@ class _Generator:
         ``columns``; a tuple several restrictions name is there once (distinct by its IDs)."""
         if len(restrictions) == 1:
             return O.Project(at_state(self.restricted(op.input, restrictions[0]), state), columns)
-        iv = tuple(zip(self.fresh_vars(len(self.canonical_ids(op.input))), self.canonical_ids(op.input)))
+        ids = self.canonical_ids(op.input)
+        iv = tuple(zip(self.fresh_vars(len(ids)), ids))
         named = O.Distinct(reduce(O.UnionAll, [
             O.Project(at_state(self.restricted(op.input, r), state), iv + columns) for r in restrictions]))
         return O.Project(named, tuple((v, Var(v)) for v, _ in columns))
@@ -1032,9 +1033,8 @@ class _Generator:
         """The first of ``diffs``, standing for all of them in the statements they make together."""
         if len(diffs) == 1:
             return diffs[0]
-        origins = tuple(dict.fromkeys(d.origin for d in diffs))
-        return replace(diffs[0], origin="; ".join(origins),
-                       trail=tuple(f"{d.origin}: {r}" for d in diffs for r in d.trail))
+        origin, trail = _together([(d.origin, d.trail) for d in diffs])
+        return replace(diffs[0], origin=origin, trail=trail)
 
     def _member_increments(self, op: O.GroupBy, members: list[tuple[Diff, Rule]]) -> list[Statement]:
         """Tables E.12 (SUM) and E.13 (COUNT) composed with the member replaces of γ's group
@@ -1196,9 +1196,8 @@ class _Generator:
                 kv = self.fresh_vars(len(s.on))
                 keys = _union_renamed([(d.keys, d.key_vars) for d in diffs], kv)
             rows = self.restricted(self.plan, Restriction(r.at, r.terms, restricted, rv, r.branches))
-            origins = tuple(dict.fromkeys(m.origin for m in members))
-            rules = tuple(f"{m.origin}: {rule}" for m in members for rule in m.rules)
-            out.append(Statement("replace", "; ".join(origins), on=s.on,
+            origin, rules = _together([(m.origin, m.rules) for m in members])
+            out.append(Statement("replace", origin, on=s.on,
                                  keys=O.ReturnBag(keys, TupleExpr(tuple((c, Var(v)) for c, v in zip(s.on, kv)))),
                                  rows=at_state(rows, POST), rules=rules))
         return out
@@ -1213,10 +1212,10 @@ class _Generator:
         return tuple(self.fresh("k") for _ in range(n))
 
     def canonical_ids(self, op: O.Operator) -> tuple[Term, ...]:
-        ids = self.ids.get(op)
-        if ids is None or not ids.known:
+        ids = self._known_ids(op)
+        if ids is None:
             raise UnsupportedError(f"the IDs of {op.name} are unknown, so its changes cannot be named", op.span)
-        return tuple(g.term for g in ids.groups)
+        return ids
 
     def equivalents(self, op: O.Operator, t: Term) -> tuple[Term, ...]:
         ids: Ids | None = self.ids.get(op)
@@ -1383,6 +1382,13 @@ def _flattened(body: O.Operator, outer: O.Operator) -> O.Operator | None:
     except _Correlated:
         return None
     return flat if carried else O.InnerJoin(flat, outer, TRUE)
+
+
+def _together(parts: list[tuple[str, tuple[str, ...]]]) -> tuple[str, tuple[str, ...]]:
+    """The origin and the rules of a statement made from several i-diffs' (origin, rules): the
+    origins listed once each, every rule marked with the origin it was instantiated from."""
+    origins = tuple(dict.fromkeys(o for o, _ in parts))
+    return "; ".join(origins), tuple(f"{o}: {r}" for o, rules in parts for r in rules)
 
 
 def _union_renamed(parts: list[tuple[O.Operator, tuple[str, ...]]], names: tuple[str, ...]) -> O.Operator:
