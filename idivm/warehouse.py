@@ -198,12 +198,16 @@ class Warehouse:
     ``path`` defaults to ``$IDIVM_WAREHOUSE`` or ``./idivm-warehouse``; the
     directory is created on the first write.  ``spark`` is an existing
     SparkSession to use as it is; otherwise one is created on first need with
-    ``idivm.storage.spark.get_session(spark_master)``.
+    ``idivm.storage.spark.get_session(spark_master)``.  ``storage`` is the engine that writes
+    what Spark computes (``delta-rs``, ``delta-spark``, ``delta-spark-dv``; default
+    ``$IDIVM_STORAGE``, else ``delta-rs``; see :mod:`idivm.storage.delta`).
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, spark: "SparkSession | None" = None,
-                 spark_master: str | None = None):
+                 spark_master: str | None = None, storage: str | None = None):
         self.path = Path(path if path is not None else os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE).absolute()
+        #: the storage engine of what Spark computes (:func:`idivm.storage.delta.engine`)
+        self.storage = delta.engine(storage)
         self._spark = spark
         self._spark_master = spark_master
         Catalog.load(self.path)  # fail early on a corrupt catalog or a path that is a file
@@ -262,7 +266,8 @@ class Warehouse:
                 check_spark_element_key(df, key_columns, path, columns, "DataFrame")
 
             def write(p: Path) -> None:
-                delta.write_spark(df, p, mode="error", commit_metadata=metadata, row_group_rows=delta.BASE_ROW_GROUP)
+                delta.write_spark(df, p, mode="error", commit_metadata=metadata, row_group_rows=delta.BASE_ROW_GROUP,
+                                  engine=self.storage)
         else:
             rows = load_source(source, format=format)
             target = schemas.delta_schema(rows.table.schema)
@@ -298,7 +303,7 @@ class Warehouse:
     def read_table(self, name: str, version: int | None = None) -> "DataFrame":
         """Base table ``name`` (at Delta ``version``, default latest) as a Spark DataFrame."""
         path = self.table_path(name)  # an unknown name fails before Spark starts
-        return delta.read_spark(self.spark, path, version)
+        return delta.read_spark(self.spark, path, version, engine=self.storage)
 
     def ingest(self, table: str, path: str | os.PathLike, format: str = "debezium") -> "IngestResult":
         """Apply the changes in file ``path`` to base table ``table`` in one Delta commit.
@@ -361,7 +366,8 @@ class Warehouse:
                 cmeta = {**metadata, "idivm.operation": "define cache", "idivm.cache": cache.name}
                 if caches:  # the versions of the caches before it (which it may read)
                     cmeta["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
-                writes.append((crel, lambda p, d=cdf, m=cmeta: delta.write_spark(d, p, mode="error", commit_metadata=m)))
+                writes.append((crel, lambda p, d=cdf, m=cmeta: delta.write_spark(
+                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True)))
                 caches[cache.name] = crel
             if caches:
                 extra["caches"] = caches
@@ -370,7 +376,7 @@ class Warehouse:
         from idivm.exec.materialize import data_errors
 
         strategy = script.strategy if script is not None else None
-        writes.insert(0, (rel, lambda p: _write_view(df, p, "error", metadata, prov, strategy)))
+        writes.insert(0, (rel, lambda p: _write_view(df, p, "error", metadata, prov, strategy, self.storage)))
         with data_errors(view.name):
             self._install(writes, lambda cat: cat.add_view(entry))
             if script is not None and script.strategy == "id":
@@ -515,14 +521,15 @@ class Warehouse:
                     cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
                 with data_errors(view_name):
                     versions[cache.name] = delta.write_spark(cdf, cache_paths[cache.name], mode="overwrite",
-                                                             commit_metadata=cmeta)
+                                                             commit_metadata=cmeta, engine=self.storage,
+                                                             deletion_vectors=True)
                 written += delta.row_count(cache_paths[cache.name])
             metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
         df = self._evaluate_at(catalog, prov.plan, at)
         metadata["idivm.strategy"] = "recompute"
         with data_errors(view_name):
             version = _write_view(df, path, "overwrite", metadata, prov,
-                                  planned.strategy if planned is not None else None)
+                                  planned.strategy if planned is not None else None, self.storage)
         return version, delta.row_count(path), written
 
     def _repair(self, catalog: Catalog, view_name: str) -> int:
@@ -626,7 +633,7 @@ class Warehouse:
 
         def read_state(table: str, state: str):
             version = old[table] if state == "@pre" else new[table]
-            return delta.read_spark(self.spark, tables[table], version)
+            return delta.read_spark(self.spark, tables[table], version, engine=self.storage)
 
         index_rows = indexes.refresh(stored_indexes, path, metadata, progress, script.view)
 
@@ -639,15 +646,23 @@ class Warehouse:
             return self.spark.createDataFrame([], view.select(*found.column_names).schema)
 
         version = delta.version(path)
-        view = delta.read_spark(self.spark, path, version)
+        view = delta.read_spark(self.spark, path, version, engine=self.storage)
 
         def read_view(column: str, values: Sequence) -> "DataFrame":
             """The view's rows in the files that may hold these values of ``column``."""
-            return delta.read_spark(self.spark, path, version, holding=(column, values))
+            return delta.read_spark(self.spark, path, version, holding=(column, values), engine=self.storage)
 
         result = evaluate(self.spark, script, diffs, read_state, view, progress,
                           locate if stored_indexes else None,
                           read_view if layout is not None else None)
+        if self.storage.spark or delta.needs_delta_spark(path):
+            try:
+                stats = self._merge_by_spark(script, path, view, result, metadata, progress, stored_indexes)
+            finally:
+                result.release()
+            stats["diff_rows"] = diffs.rows()
+            stats["rows_written"] += index_rows
+            return stats
         try:
             if result.direct is not None:
                 statement, query = result.direct
@@ -701,6 +716,69 @@ class Warehouse:
                 "deleted": int(metrics.get("num_target_rows_deleted") or 0),
                 "rows_written": written + index_rows}
 
+    def _merge_by_spark(self, script, path: Path, view: "DataFrame", result, metadata, progress,
+                        stored_indexes: Sequence) -> dict:
+        """Land a run's changes ``result`` in the table at ``path`` (whose rows at the run's
+        start are ``view``) with one delta-spark MERGE executed by Spark: the rows are not
+        collected.  The view's index tables, kept by delta-rs, are brought along from the rows
+        the MERGE replaced or deleted (read from ``view``) and its upserts, which are collected
+        (as many as the run changes) only when there are indexes."""
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        from idivm.exec import indexes
+        from idivm.exec.delta_script import ACTION
+
+        def same(c: str) -> str:
+            return f"(t.`{c}` IS NOT DISTINCT FROM s.`{c}`)"
+
+        if result.direct is not None:
+            # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
+            statement, query = result.direct
+            if progress:
+                progress(f"{script.view}: merging the i-diff rows ({statement.kind}) by delta-spark")
+            sets = {c: (f"s.`{v}`" if statement.kind == "update" else f"t.`{c}` + s.`{v}`")
+                    for c, v in statement.set}
+            metrics = delta.merge_spark(path, query, " AND ".join(same(c) for c in statement.on),
+                                        [delta.MatchedUpdate(sets)], commit_metadata=metadata)
+            upserts = removed = None
+        else:
+            ids = list(script.id_columns)
+            columns = [f.name for f in view.schema.fields]
+            upserts_df = result.upserts.select(*[F.col(f"`{c}`") for c in columns])
+            deleted = self.spark.createDataFrame(result.deleted) if result.deleted.num_rows \
+                else self.spark.createDataFrame([], view.select(*[F.col(f"`{c}`") for c in ids]).schema)
+            on = [deleted[f"`{c}`"].eqNullSafe(upserts_df[f"`{c}`"]) for c in ids]
+            deletes = deleted.join(upserts_df, on, "left_anti") if on else deleted
+            source = upserts_df.withColumn(ACTION, F.lit("upsert")).unionByName(
+                deletes.withColumn(ACTION, F.lit("delete")), allowMissingColumns=True)
+            if stored_indexes:  # the rows the MERGE replaces or deletes, as they were
+                named = source.select(*[F.col(f"`{c}`") for c in ids])
+                removed = view.join(named, [view[f"`{c}`"].eqNullSafe(named[f"`{c}`"]) for c in ids],
+                                    "left_semi").toArrow()
+                upserts = upserts_df.toArrow()
+            else:
+                upserts = removed = None
+            if progress:
+                progress(f"{script.view}: merging the upserts and deletes by delta-spark")
+            assign = {c: f"s.`{c}`" for c in columns}
+            metrics = delta.merge_spark(path, source, " AND ".join(same(c) for c in ids), [
+                delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
+                delta.MatchedUpdate(assign),
+                delta.NotMatchedInsert(assign, f"s.{ACTION} = 'upsert'"),
+            ], commit_metadata=metadata)
+        index_rows = 0
+        for index in stored_indexes:
+            if upserts is not None:
+                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
+            else:  # an update by partial IDs names no rows
+                index_rows += indexes.build(index, path, metrics["version"], metadata)
+        return {"version": metrics["version"],
+                "inserted": int(metrics.get("num_target_rows_inserted") or 0),
+                "updated": int(metrics.get("num_target_rows_updated") or 0),
+                "deleted": int(metrics.get("num_target_rows_deleted") or 0),
+                "rows_written": int(metrics.get("num_output_rows") or 0) + index_rows}
+
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
         reflects) and compare it with the stored view, hidden IDs included, as bags."""
@@ -727,7 +805,7 @@ class Warehouse:
         from idivm.exec.materialize import compare_frames, data_errors
 
         expected = self._evaluate_at(self.catalog, plan, watermark)
-        stored = delta.read_spark(self.spark, path)
+        stored = delta.read_spark(self.spark, path, engine=self.storage)
         with data_errors(name):
             diff = compare_frames(stored, expected, limit)
         return Verification(name, dict(watermark), diff.rows, diff.missing, diff.extra,
@@ -748,7 +826,7 @@ class Warehouse:
 
         catalog = self.catalog
         path = catalog.path_of(catalog.view(name))  # an unknown name fails before Spark starts
-        return user_visible(delta.read_spark(self.spark, path))
+        return user_visible(delta.read_spark(self.spark, path, engine=self.storage))
 
     def rows(self, name: str, limit: int | None = None) -> list[dict]:
         """View ``name`` as plain Python values (user-visible columns only)."""
@@ -810,7 +888,8 @@ class Warehouse:
         from idivm.exec.materialize import evaluate_plan
 
         return evaluate_plan(self.spark, plan,
-                             lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t]))
+                             lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t],
+                                                         engine=self.storage))
 
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
         path = catalog.path_of(entry)
@@ -884,13 +963,15 @@ class Layout:
     row_group_rows: int
     file_bytes: int
 
-    def write(self, df: "DataFrame", path, mode: str, commit_metadata) -> int:
-        """Write ``df`` (the view's rows) in this layout; the new version."""
+    def write(self, df: "DataFrame", path, mode: str, commit_metadata, engine: "delta.Engine" = delta.DELTA_RS) -> int:
+        """Write ``df`` (the view's rows) in this layout; the new version.  A delta-spark engine
+        writes the rows ordered by the keys in Spark's partitions of ranges of them."""
         from pyspark.sql import functions as F
 
         ordered = df.orderBy(*[F.col(f"`{c}`") for c in self.keys])
         return delta.write_spark(ordered, path, mode=mode, commit_metadata=commit_metadata,
-                                 row_group_rows=self.row_group_rows, file_bytes=self.file_bytes)
+                                 row_group_rows=self.row_group_rows, file_bytes=self.file_bytes,
+                                 engine=engine, deletion_vectors=True)
 
 
 def _layout(columns: Sequence[str], prov, strategy: str | None) -> Layout | None:
@@ -900,12 +981,14 @@ def _layout(columns: Sequence[str], prov, strategy: str | None) -> Layout | None
     return Layout(ids, CLUSTERED_ROW_GROUP, CLUSTERED_FILE_BYTES) if strategy == "id" and ids else None
 
 
-def _write_view(df: "DataFrame", path, mode: str, commit_metadata, prov, strategy: str | None) -> int:
-    """Write a view's rows ``df`` in the layout of ``strategy``; the new version."""
+def _write_view(df: "DataFrame", path, mode: str, commit_metadata, prov, strategy: str | None,
+                engine: "delta.Engine" = delta.DELTA_RS) -> int:
+    """Write a view's rows ``df`` in the layout of ``strategy`` with ``engine``; the new version."""
     layout = _layout(df.columns, prov, strategy)
     if layout is not None:
-        return layout.write(df, path, mode, commit_metadata)
-    return delta.write_spark(df, path, mode=mode, commit_metadata=commit_metadata)
+        return layout.write(df, path, mode, commit_metadata, engine)
+    return delta.write_spark(df, path, mode=mode, commit_metadata=commit_metadata, engine=engine,
+                             deletion_vectors=True)
 
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:

@@ -1,7 +1,19 @@
-"""Delta Lake tables through delta-rs (the ``deltalake`` package; no delta-spark).
+"""Delta Lake tables, written through delta-rs (the ``deltalake`` package) in the driver or
+through delta-spark by Spark's executors.
 
 Every table idivm creates has ``delta.enableChangeDataFeed=true``, so the
 changes between two versions can be read back (:func:`read_changes`).
+
+**Engines.**  What Spark computes is written by one of the :data:`ENGINES`
+(:class:`Engine`): ``delta-rs`` streams it from Spark through the driver into delta-rs, and
+rewrites the files an i-diff names in the driver (copy-on-write); ``delta-spark`` writes with
+``format("delta")`` and MERGEs by the executors, reading with ``format("delta")`` at pinned
+versions; ``delta-spark-dv`` also gives views and caches deletion vectors, so a MERGE marks
+the rows it replaces in the files that hold them instead of rewriting those files
+(merge-on-read).  Tables of both engines are plain Delta tables that the other reads and
+writes, except that a table with deletion vectors is always read and written through
+delta-spark (:func:`needs_delta_spark`): delta-rs and plain Parquet readers would see the
+rows its deletion vectors remove.
 
 Reading into Spark goes by the list of a version's active Parquet files and
 the table's own schema (``DeltaTable(path, version=v).file_uris()`` →
@@ -11,7 +23,8 @@ streamed as Arrow batches into delta-rs (:func:`write_spark`); nothing is
 collected into the driver.
 
 Commit metadata (``commit_metadata=``) is a flat ``dict`` of JSON values that
-lands in the commit's ``commitInfo`` and comes back from :func:`history`;
+lands in the commit's ``commitInfo`` (delta-rs: as keys of it; delta-spark: as the JSON object
+of its ``userMetadata``) and comes back from :func:`history` as keys of the commit;
 keys should be prefixed (``"idivm.watermark"``) so they do not collide with
 Delta's own commitInfo fields, and keys that do collide are rejected.
 
@@ -24,6 +37,7 @@ import bisect
 import json
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -64,6 +78,40 @@ _RESERVED_COMMIT_KEYS = frozenset({
 })
 
 PathLike = str | os.PathLike
+
+#: the storage engines of the tables Spark computes (see the module doc)
+ENGINES = ("delta-rs", "delta-spark", "delta-spark-dv")
+#: the environment variable naming the engine when none is given
+ENGINE_ENV = "IDIVM_STORAGE"
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """The storage engine of the tables Spark computes (one of :data:`ENGINES`)."""
+
+    name: str = "delta-rs"
+
+    def __post_init__(self) -> None:
+        if self.name not in ENGINES:
+            raise ValueError(f"unknown storage engine {self.name!r}: use one of {', '.join(ENGINES)}")
+
+    @property
+    def spark(self) -> bool:
+        """Whether Spark writes (and reads) the tables, through delta-spark."""
+        return self.name != "delta-rs"
+
+    @property
+    def deletion_vectors(self) -> bool:
+        """Whether views and caches get deletion vectors (merge-on-read)."""
+        return self.name == "delta-spark-dv"
+
+
+DELTA_RS = Engine()
+
+
+def engine(name: str | None = None) -> Engine:
+    """The engine named (default: ``$IDIVM_STORAGE``, else ``delta-rs``)."""
+    return Engine(name or os.environ.get(ENGINE_ENV) or DELTA_RS.name)
 
 
 # --- opening -------------------------------------------------------------------------------------
@@ -165,7 +213,7 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
 
 def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite"] = "error",
                 commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None,
-                file_bytes: int | None = None) -> int:
+                file_bytes: int | None = None, engine: Engine = DELTA_RS, deletion_vectors: bool = False) -> int:
     """Write a Spark DataFrame to the Delta table at ``path``; return the new version.
 
     ``mode="error"`` creates the table (failing if one exists);
@@ -180,15 +228,36 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     ``file_bytes`` cuts the rows, in the DataFrame's order, into files of about that much
     Arrow memory (default: delta-rs's files, about 100 MB): a DataFrame ordered by a key then
     fills files of narrow key ranges, the layout :func:`rewrite_clustered` maintains.
+
+    With a delta-spark ``engine`` (or onto a table with deletion vectors) the executors write
+    the table with ``format("delta")`` instead, in the DataFrame's partitions, and nothing
+    passes through the driver; ``deletion_vectors`` then gives a table it creates deletion
+    vectors when the engine has them (views and caches; ``row_group_rows`` and ``file_bytes``
+    do not apply).
     """
     import pyarrow.dataset as ds
     from deltalake import write_deltalake
 
     _check_mode(mode, ("error", "overwrite"))
     target = Path(path)
-    if mode == "error" and exists(target):
+    existing = exists(target)
+    if mode == "error" and existing:
         raise CatalogError(f"a Delta table already exists at {target}")
     df = _without_void_columns(df)
+    if engine.spark or (existing and needs_delta_spark(target)):
+        writer = df.write.format("delta").mode("overwrite" if mode == "overwrite" else "errorifexists")
+        if commit_metadata:
+            writer = writer.option("userMetadata", _user_metadata(commit_metadata))
+        if mode == "overwrite":
+            writer = writer.option("overwriteSchema", "true")
+        if not existing:
+            for key, value in TABLE_CONFIGURATION.items():
+                writer = writer.option(key, value)
+            if deletion_vectors and engine.deletion_vectors:
+                writer = writer.option("delta.enableDeletionVectors", "true")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        writer.save(str(target.absolute()))
+        return version(target)
     arrow = schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -325,6 +394,78 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
         empty = schemas.as_arrow_schema(dt.schema().to_arrow()).empty_table()
         write_deltalake(dt, empty, mode="append", commit_properties=_commit_properties(commit_metadata))
     metrics["version"] = dt.version()
+    return metrics
+
+
+#: delta-spark's MERGE metrics, by the names :func:`merge_arrow` gives them
+_SPARK_MERGE_METRICS = {
+    "numSourceRows": "num_source_rows", "numTargetRowsInserted": "num_target_rows_inserted",
+    "numTargetRowsUpdated": "num_target_rows_updated", "numTargetRowsDeleted": "num_target_rows_deleted",
+    "numTargetRowsCopied": "num_target_rows_copied", "numOutputRows": "num_output_rows",
+    "numTargetFilesAdded": "num_target_files_added", "numTargetFilesRemoved": "num_target_files_removed",
+    "numTargetDeletionVectorsAdded": "num_target_deletion_vectors_added",
+    "numTargetDeletionVectorsRemoved": "num_target_deletion_vectors_removed",
+}
+
+#: the session's commit metadata is a setting of the session: one MERGE at a time sets it
+_SESSION_METADATA = threading.Lock()
+
+
+def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Sequence[MergeClause], *,
+                source_alias: str = "s", target_alias: str = "t",
+                commit_metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """MERGE the Spark DataFrame ``source`` into the table at ``path`` through delta-spark, in
+    one commit executed by Spark (nothing is collected); the clauses, predicates and metrics
+    are :func:`merge_arrow`'s (predicates in Spark SQL), and so is the commit of
+    ``commit_metadata`` when the MERGE changes nothing.  A table with deletion vectors marks
+    the rows it replaces or deletes instead of rewriting their files."""
+    from delta.tables import DeltaTable
+
+    if not clauses:
+        raise ValueError("merge_spark needs at least one clause")
+    spark = source.sparkSession
+    before = version(path)
+    merger = DeltaTable.forPath(spark, str(Path(path).absolute())).alias(target_alias) \
+        .merge(source.alias(source_alias), predicate)
+    for clause in clauses:
+        match clause:
+            case MatchedUpdate(set=None, predicate=p):
+                merger = merger.whenMatchedUpdateAll(condition=p)
+            case MatchedUpdate(set=updates, predicate=p):
+                merger = merger.whenMatchedUpdate(condition=p, set=dict(updates))
+            case MatchedDelete(predicate=p):
+                merger = merger.whenMatchedDelete(condition=p)
+            case NotMatchedInsert(values=None, predicate=p):
+                merger = merger.whenNotMatchedInsertAll(condition=p)
+            case NotMatchedInsert(values=values, predicate=p):
+                merger = merger.whenNotMatchedInsert(condition=p, values=dict(values))
+            case NotMatchedBySourceDelete(predicate=p):
+                merger = merger.whenNotMatchedBySourceDelete(condition=p)
+            case NotMatchedBySourceUpdate(set=updates, predicate=p):
+                merger = merger.whenNotMatchedBySourceUpdate(condition=p, set=dict(updates))
+            case _:
+                raise TypeError(f"not a merge clause: {clause!r}")
+    key = "spark.databricks.delta.commitInfo.userMetadata"
+    with _SESSION_METADATA:
+        if commit_metadata:
+            spark.conf.set(key, _user_metadata(commit_metadata))
+        try:
+            merger.execute()
+        finally:
+            spark.conf.unset(key)
+    after = version(path)
+    metrics: dict[str, Any] = {}
+    if after > before:
+        last = open_table(path, after).history(1)[0]
+        metrics = {ours: int(v) for theirs, ours in _SPARK_MERGE_METRICS.items()
+                   if (v := (last.get("operationMetrics") or {}).get(theirs)) is not None}
+    elif commit_metadata:
+        # nothing changed and nothing was committed: an empty commit carries the metadata
+        dt = open_table(path)
+        dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                    commit_properties=_commit_properties(commit_metadata))
+        after = version(path)
+    metrics["version"] = after
     return metrics
 
 
@@ -558,6 +699,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     if not keys:
         raise ValueError("rewrite_clustered needs at least one key column")
     dt = open_table(path)
+    _check_driver_readable(dt, path)
     table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
     upserts = schemas.conform(upserts.select(table_schema.names), table_schema)
     upsert_keys = upserts.select(list(keys))
@@ -635,6 +777,7 @@ def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[
     ``holding=(column, values)``: only the rows of the files whose statistics admit a row with
     ``column`` among ``values`` (NULL included), as :func:`read_spark`'s."""
     dt = open_table(path, version)
+    _check_driver_readable(dt, path)
     if holding is None:
         return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
     table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
@@ -649,25 +792,50 @@ def scan_ordered(path: PathLike, version: int | None, column: str,
     ``column`` (files without one first): a table of :func:`rewrite_clustered`'s layout in the
     order of its key."""
     dt = open_table(path, version)
+    if needs_delta_spark(path, dt):  # read by delta-spark, in the order of the column
+        from pyspark.sql import SparkSession, functions as F
+
+        df = read_spark(SparkSession.active(), path, version).orderBy(F.col(f"`{column}`"))
+        if columns is not None:
+            df = df.select(*[F.col(f"`{c}`") for c in columns])
+        schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+        target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+        yield from schemas.conform(df.toArrow(), target).to_batches()
+        return
     table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
     for f in _by_low(_files(dt, column)):
         yield from _read_file(path, f, table_schema, columns).to_batches()
 
 
 def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None, *,
-               holding: tuple[str, Sequence[Any]] | None = None) -> "DataFrame":
+               holding: tuple[str, Sequence[Any]] | None = None, engine: Engine = DELTA_RS) -> "DataFrame":
     """A Spark DataFrame over one version of a table (default: the latest).
 
-    Reads exactly that version's active Parquet files with the Spark schema
-    converted from the table's Arrow schema; an empty version gives an empty
-    DataFrame with that schema.  ``holding=(column, values)`` reads only the files
-    whose statistics admit a row with ``column`` among ``values`` (NULL included): a
-    superset of those rows, which the caller still filters.  Tables that need a
-    Delta-aware reader (partitioned, column mapping, deletion vectors) raise
-    :class:`DataError` instead of being read wrongly.
+    With the ``delta-rs`` engine, reads exactly that version's active Parquet files with the
+    Spark schema converted from the table's Arrow schema (no Spark job); an empty version
+    gives an empty DataFrame with that schema.  ``holding=(column, values)`` reads only the
+    files whose statistics admit a row with ``column`` among ``values`` (NULL included): a
+    superset of those rows, which the caller still filters.
+
+    With a delta-spark engine, and for tables that need a Delta-aware reader (deletion vectors,
+    partitions, column mapping), delta-spark reads the version (``format("delta")`` with
+    ``versionAsOf``); ``holding`` then filters the rows, which Delta's data skipping turns into
+    a read of the files whose statistics admit them.
     """
     dt = open_table(path, version)
-    _check_readable_as_parquet(dt, path)
+    if engine.spark or needs_delta_spark(path, dt):
+        from pyspark.sql import functions as F
+
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        df = reader.load(str(Path(path).absolute()))
+        if holding is not None:
+            column, named = holding
+            values, null = _sorted_values(named)
+            col = F.col(f"`{column}`")
+            df = df.filter((col.isin(values) if values else F.lit(False)) | (col.isNull() if null else F.lit(False)))
+        return df
     struct = schemas.spark_schema(dt.schema().to_arrow())
     uris = dt.file_uris()
     if holding is not None:
@@ -678,15 +846,21 @@ def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None
     return spark.read.schema(struct).parquet(*uris)
 
 
-def _check_readable_as_parquet(dt: "DeltaTable", path: PathLike) -> None:
+def needs_delta_spark(path: PathLike, dt: "DeltaTable | None" = None) -> bool:
+    """Whether the table at ``path`` must be read (and written) through delta-spark: it has
+    deletion vectors, partitions or column mapping, which a reader of its Parquet files (and
+    the driver-side rewrite of :func:`rewrite_clustered`) would get wrong."""
+    dt = dt if dt is not None else open_table(path)
     meta = dt.metadata()
-    if meta.partition_columns:
-        raise DataError(f"{path}: partitioned Delta tables cannot be read by Spark without delta-spark "
-                        f"(partition columns: {', '.join(meta.partition_columns)})")
-    if meta.configuration.get("delta.columnMapping.mode", "none") != "none":
-        raise DataError(f"{path}: Delta tables with column mapping cannot be read by Spark without delta-spark")
-    if "deletionVectors" in (dt.protocol().reader_features or ()):
-        raise DataError(f"{path}: Delta tables with deletion vectors cannot be read by Spark without delta-spark")
+    return bool(meta.partition_columns) \
+        or meta.configuration.get("delta.columnMapping.mode", "none") != "none" \
+        or "deletionVectors" in (dt.protocol().reader_features or ())
+
+
+def _check_driver_readable(dt: "DeltaTable", path: PathLike) -> None:
+    if needs_delta_spark(path, dt):
+        raise DataError(f"{path}: a Delta table with deletion vectors, partitions or column mapping "
+                        "is read and written through delta-spark only")
 
 
 def schema(path: PathLike, version: int | None = None) -> pa.Schema:
@@ -712,8 +886,13 @@ def _latest(path: PathLike) -> int:
 
 def row_count(path: PathLike, version: int | None = None) -> int:
     """Rows in a table version: from the add actions' statistics when every
-    file has them, otherwise by counting rows of the files."""
+    file has them, otherwise by counting rows of the files (by delta-spark, in the active
+    session, for a table with deletion vectors)."""
     dt = open_table(path, version)
+    if needs_delta_spark(path, dt):  # the files' row counts include the rows deleted by vector
+        from pyspark.sql import SparkSession
+
+        return read_spark(SparkSession.active(), path, version).count()
     actions = pa.table(dt.get_add_actions(flatten=True))
     if "num_records" in actions.column_names:
         counts = actions.column("num_records")
@@ -725,8 +904,20 @@ def row_count(path: PathLike, version: int | None = None) -> int:
 def history(path: PathLike, limit: int | None = None) -> list[dict[str, Any]]:
     """Commits of a table, newest first: dicts with ``version``, ``timestamp``
     (ms since the epoch), ``operation``, ``operationMetrics``, ... and the
-    keys of the commit's custom metadata."""
-    return open_table(path).history(limit)
+    keys of the commit's custom metadata (delta-rs's keys, or the keys of the JSON object of
+    delta-spark's ``userMetadata``)."""
+    commits = open_table(path).history(limit)
+    for commit in commits:
+        user = commit.get("userMetadata")
+        if isinstance(user, str) and user.startswith("{"):
+            try:
+                keys = json.loads(user)
+            except ValueError:
+                continue
+            if isinstance(keys, dict):
+                for k, v in keys.items():
+                    commit.setdefault(k, v)
+    return commits
 
 
 def read_changes(path: PathLike, start_version: int, end_version: int | None = None) -> pa.Table:
@@ -775,3 +966,11 @@ def _commit_properties(commit_metadata: Mapping[str, Any] | None):
     if clash:
         raise ValueError(f"commit metadata keys collide with Delta commitInfo fields: {', '.join(clash)}")
     return CommitProperties(custom_metadata=dict(commit_metadata))
+
+
+def _user_metadata(commit_metadata: Mapping[str, Any]) -> str:
+    """Commit metadata as delta-spark's ``userMetadata``: a JSON object (see :func:`history`)."""
+    clash = sorted(set(commit_metadata) & _RESERVED_COMMIT_KEYS)
+    if clash:
+        raise ValueError(f"commit metadata keys collide with Delta commitInfo fields: {', '.join(clash)}")
+    return json.dumps(dict(commit_metadata), sort_keys=True)
