@@ -69,6 +69,8 @@ class Measurement:
     view_files_added: int | None
     view_files_removed: int | None
     diff_rows: int | None = None
+    spark_jobs: int | None = None  # the Spark jobs the run started
+    commits: int | None = None     # the commits of the run (view, caches, index tables)
     inserted: int | None = None
     updated: int | None = None
     deleted: int | None = None
@@ -130,14 +132,26 @@ def generate_dataset(dataset: str, options: Sequence[str], spec: Mapping[str, An
     return data
 
 
-def fresh_warehouse(out: Path) -> Warehouse:
-    """An empty warehouse at ``out/warehouse``, replacing the one a previous invocation left."""
+def fresh_warehouse(out: Path, storage: str | None = None) -> Warehouse:
+    """An empty warehouse at ``out/warehouse`` whose tables the ``storage`` engine writes (None:
+    the running idivm's default), replacing the one a previous invocation left."""
     path = out / "warehouse"
     if path.exists():
         if not (path / "catalog.json").is_file() and any(path.iterdir()):
             raise BenchmarkError(f"{path} exists and is not an idivm warehouse; remove it or choose another --out")
         shutil.rmtree(path)
-    return Warehouse(path)
+    if storage is None:
+        return Warehouse(path)
+    if "storage" not in inspect.signature(Warehouse).parameters:
+        raise BenchmarkError(f"this idivm has no storage engines: leave out --storage {storage}")
+    return Warehouse(path, storage=storage)
+
+
+def add_storage_argument(parser: argparse.ArgumentParser) -> None:
+    """``--storage``: the engine that writes the tables Spark computes."""
+    parser.add_argument("--storage", default=None,
+                        help="storage engine: delta-rs, delta-spark or delta-spark-dv (default: idivm's, "
+                             "$IDIVM_STORAGE or delta-rs)")
 
 
 def load_tables(wh: Warehouse, data: Path, keys: Mapping[str, Sequence[str]]) -> dict[str, int]:
@@ -205,20 +219,30 @@ def commit_metrics(wh: Warehouse, name: str, version: int | None) -> tuple[int |
             m = commit.get("operationMetrics") or {}
             if "idivm.rewrite" in commit:
                 m = json.loads(commit["idivm.rewrite"])
-            rows = m.get("num_output_rows", m.get("num_added_rows"))
-            files_added = m.get("num_target_files_added", m.get("num_added_files"))
-            files_removed = m.get("num_target_files_removed", m.get("num_removed_files"))
+            # delta-rs's names, then delta-spark's (MERGE, then WRITE)
+            rows = _first(m, "num_output_rows", "num_added_rows", "numOutputRows")
+            files_added = _first(m, "num_target_files_added", "num_added_files", "numTargetFilesAdded", "numFiles")
+            files_removed = _first(m, "num_target_files_removed", "num_removed_files", "numTargetFilesRemoved",
+                                   "numRemovedFiles")
             return (None if rows is None else int(rows), None if files_added is None else int(files_added),
                     None if files_removed is None else int(files_removed))
     return None, None, None
 
 
+def _first(metrics: Mapping[str, Any], *names: str) -> Any:
+    return next((metrics[n] for n in names if metrics.get(n) is not None), None)
+
+
 def maintain_once(wh: Warehouse, run: int, name: str, view: str, strategy: str,
                   batch_size: int | None = None) -> Measurement:
     """Maintain view ``name`` once, timed by a wall clock around ``Warehouse.maintain``."""
+    versions, jobs = table_versions(wh, name), spark_jobs(wh)
     started = time.perf_counter()
     results = wh.maintain(name, use_indexes=False) if strategy == "id_noindex" else wh.maintain(name)
     seconds = time.perf_counter() - started
+    jobs_after = spark_jobs(wh)
+    after = table_versions(wh, name)
+    commits = sum(v - versions.get(t, -1) for t, v in after.items())
     (r,) = results
     rows, added, removed = commit_metrics(wh, name, r.version)
     counts = {f: getattr(r, f, None) for f in RESULT_COUNTS}
@@ -226,7 +250,24 @@ def maintain_once(wh: Warehouse, run: int, name: str, view: str, strategy: str,
     return Measurement(run=run, view=view, strategy=strategy, maintained_as=maintained_as, seconds=seconds,
                        reported_seconds=r.seconds, changes=r.changes, version=r.version,
                        view_rows_written=rows, view_files_added=added, view_files_removed=removed,
-                       note=getattr(r, "note", "") or "", batch_size=batch_size, **counts)
+                       note=getattr(r, "note", "") or "", batch_size=batch_size, commits=commits,
+                       spark_jobs=None if jobs is None or jobs_after is None else jobs_after - jobs, **counts)
+
+
+def spark_jobs(wh: Warehouse) -> int | None:
+    """The number of Spark jobs the warehouse's session has started (None: not known)."""
+    try:
+        return int(wh.spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+    except Exception:  # noqa: BLE001 -- an internal of Spark's, reported as unknown when absent
+        return None
+
+
+def table_versions(wh: Warehouse, name: str) -> dict[str, int]:
+    """The latest version of every Delta table of view ``name``: the view, its caches and its
+    index tables (``<view>.caches/*``, ``<view>.indexes/*``)."""
+    path = wh.view_info(name).path
+    tables = [path, *(d for kind in ("caches", "indexes") for d in sorted(path.parent.glob(f"{path.name}.{kind}/*")))]
+    return {str(t): delta.version(t) for t in tables if (t / "_delta_log").is_dir()}
 
 
 def describe(label: str, name: str, m: Measurement) -> str:
@@ -269,6 +310,8 @@ def summary_row(view: str, strategy: str, timed: Sequence[Measurement], verified
         "rows_written": median_or_none([m.rows_written for m in timed]),
         "view_rows_written": median_or_none([m.view_rows_written for m in timed]),
         "view_files_added": median_or_none([m.view_files_added for m in timed]),
+        "spark_jobs": median_or_none([m.spark_jobs for m in timed]),
+        "commits": median_or_none([m.commits for m in timed]),
         "verified": verified,
     })
     return row
@@ -325,19 +368,22 @@ def markdown_table(summary: Sequence[Mapping[str, Any]]) -> str:
     times; a column ``batch`` appears when the rows have a ``batch_size``."""
     batches = any(r.get("batch_size") is not None for r in summary)
     header = ("view", *(("batch",) if batches else ()), "strategy", "median s", "min s", "max s",
-              "rows written/run", "view commit rows/run", "verify")
+              "rows written/run", "view commit rows/run", "view files added/run", "Spark jobs/run",
+              "commits/run", "verify")
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in summary:
         first = (r["view"], *((fmt_count(r.get("batch_size")),) if batches else ()))
         strategy = r["strategy"]
         if r.get("not_measured"):
-            cells = (*first, strategy, *("—" for _ in range(5)), r["not_measured"])
+            cells = (*first, strategy, *("—" for _ in range(8)), r["not_measured"])
         else:
             if r["maintained_as"] != [strategy]:
                 strategy += f" (as {', '.join(r['maintained_as'])})"
             verify = {True: "ok", False: "DIFFERS", None: "not verified"}[r["verified"]]
             cells = (*first, strategy, f"{r['median_s']:.2f}", f"{r['min_s']:.2f}", f"{r['max_s']:.2f}",
-                     fmt_count(r["rows_written"]), fmt_count(r["view_rows_written"]), verify)
+                     fmt_count(r["rows_written"]), fmt_count(r["view_rows_written"]),
+                     fmt_count(r.get("view_files_added")), fmt_count(r.get("spark_jobs")),
+                     fmt_count(r.get("commits")), verify)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -47,6 +47,7 @@ from typing import Any
 from common import (  # puts this checkout first on sys.path: import it before idivm
     STRATEGIES,
     Measurement,
+    add_storage_argument,
     as_json,
     check_strategies,
     define_view,
@@ -92,6 +93,7 @@ class Config:
     views: tuple[str, ...]
     selectivity: float
     seed: int
+    storage: str | None = None
 
     @property
     def spec(self) -> devices.DevicesSpec:
@@ -174,7 +176,7 @@ def benchmark(config: Config) -> dict[str, Any]:
     env = environment()  # before the runs: the code measured is the code at this commit
     warn_if_busy(env)
     data = generate_data(config)
-    wh = fresh_warehouse(config.out)
+    wh = fresh_warehouse(config.out, config.storage)
     keys = devices.keys(config.spec)
     tables = load_tables(wh, data, {t: keys[t] for t in config.spec.table_names})
     start_spark(wh)
@@ -198,7 +200,8 @@ def benchmark(config: Config) -> dict[str, Any]:
         "total_seconds": time.perf_counter() - started,
     }
     title = (f"devices/parts, scale {config.scale:,} (devices_parts {tables.get('devices_parts', 0):,}), "
-             f"f={config.fanout}, s={config.selectivity:g}, d={config.updates}, {config.runs} timed runs")
+             f"f={config.fanout}, s={config.selectivity:g}, d={config.updates}, {config.runs} timed runs"
+             + (f", storage {config.storage}" if config.storage else ""))
     write_results(config.out, results, title, table, ratio_lines(speedups))
     return results
 
@@ -225,6 +228,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     parser.add_argument("--views", default=",".join(VIEW_FILES),
                         type=lambda s: parse_list(s, tuple(VIEW_FILES), "view"),
                         help=f"comma-separated, of {', '.join(VIEW_FILES)} (default all)")
+    add_storage_argument(parser)
     args = parser.parse_args(argv)
     if args.scale < 1 or args.runs < 1 or args.updates < 1:
         parser.error("--scale, --runs and --updates must be >= 1")
@@ -234,7 +238,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         parser.error("--updates cannot exceed --scale (the number of parts)")
     return Config(scale=args.scale, fanout=args.fanout, updates=args.updates, runs=args.runs,
                   out=args.out.absolute(), strategies=args.strategies, views=args.views,
-                  selectivity=args.selectivity, seed=args.seed)
+                  selectivity=args.selectivity, seed=args.seed, storage=args.storage)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

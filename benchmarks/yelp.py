@@ -124,6 +124,7 @@ class Config:
     out: Path
     strategies: tuple[str, ...]
     views: tuple[str, ...]
+    storage: str | None = None
 
     @property
     def spec(self) -> yelp.YelpSpec:
@@ -281,7 +282,7 @@ def benchmark(config: Config) -> dict[str, Any]:
     env = environment()  # before the runs: the code measured is the code at this commit
     warn_if_busy(env)
     data = generate_data(config)
-    wh = fresh_warehouse(config.out)
+    wh = fresh_warehouse(config.out, config.storage)
     tables = load_tables(wh, data, yelp.keys(config.spec))
     start_spark(wh)
     views = define_views(wh, config)
@@ -311,7 +312,8 @@ def benchmark(config: Config) -> dict[str, Any]:
     spec = config.spec
     title = (f"Yelp-like, {spec.businesses:,} businesses ({spec.sf_businesses:,} in San Francisco), "
              f"{tables.get('reviews', 0):,} reviews, {tables.get('users', 0):,} users; "
-             f"batches of {', '.join(f'{n:,}' for n in config.batches)} changes, {config.runs} timed runs each")
+             f"batches of {', '.join(f'{n:,}' for n in config.batches)} changes, {config.runs} timed runs each"
+             + (f", storage {config.storage}" if config.storage else ""))
     write_results(config.out, results, title, table, ratio_lines(speedups) + problems)
     return results
 
@@ -359,6 +361,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
                         help=f"comma-separated, of {', '.join(STRATEGIES)} (default all)")
     parser.add_argument("--views", default=",".join(VIEWS), type=lambda s: parse_list(s, tuple(VIEWS), "view"),
                         help=f"comma-separated, of {', '.join(VIEWS)} (default all)")
+    add_storage_argument(parser)
     args = parser.parse_args(argv)
     if args.businesses < 1 or args.runs < 1:
         parser.error("--businesses and --runs must be >= 1")
@@ -366,7 +369,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
                     users_per_business=args.users_per_business, sf_fraction=args.sf_fraction,
                     elite_fraction=args.elite_fraction, friends_per_user=args.friends_per_user, seed=args.seed,
                     changes_seed=args.changes_seed, batches=args.batches, runs=args.runs,
-                    out=args.out.absolute(), strategies=args.strategies, views=args.views)
+                    out=args.out.absolute(), strategies=args.strategies, views=args.views,
+                    storage=args.storage)
     try:
         config.spec
     except ValueError as e:

@@ -1,6 +1,6 @@
 """The ``idivm`` command.
 
-    idivm [--warehouse DIR] [--spark-master URL] [--debug] COMMAND ...
+    idivm [--warehouse DIR] [--spark-master URL] [--storage ENGINE] [--debug] COMMAND ...
 
 Exit codes: 0 success; 1 an idivm error (printed as ``error: <message>``, plus
 the source excerpt when the error has one) or an internal error (``internal
@@ -29,6 +29,7 @@ from idivm import __version__
 from idivm.errors import CatalogError, IdivmError
 from idivm.ingest import INGEST_FORMATS
 from idivm.ingest.load import FORMATS
+from idivm.storage.delta import ENGINE_ENV, ENGINES
 from idivm.warehouse import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, Warehouse
 
 
@@ -38,6 +39,7 @@ class CliState:
 
     warehouse_path: str = DEFAULT_WAREHOUSE
     spark_master: str | None = None
+    storage: str | None = None
     debug: bool = False
     warehouse: Warehouse | None = field(default=None, repr=False)
 
@@ -46,7 +48,7 @@ def open_warehouse(ctx: click.Context) -> Warehouse:
     """The invocation's Warehouse (opened on first use)."""
     state = ctx.find_object(CliState)
     if state.warehouse is None:
-        state.warehouse = Warehouse(state.warehouse_path, spark_master=state.spark_master)
+        state.warehouse = Warehouse(state.warehouse_path, spark_master=state.spark_master, storage=state.storage)
     return state.warehouse
 
 
@@ -55,14 +57,18 @@ def open_warehouse(ctx: click.Context) -> Warehouse:
               show_default=True, help=f"Warehouse directory (or ${WAREHOUSE_ENV}).")
 @click.option("--spark-master", metavar="URL", envvar="IDIVM_SPARK_MASTER", default=None,
               help="Spark master URL (or $IDIVM_SPARK_MASTER); default local[*].")
+@click.option("--storage", type=click.Choice(ENGINES), envvar=ENGINE_ENV, default=None,
+              help=f"Storage engine of what Spark computes (or ${ENGINE_ENV}); default delta-rs.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(__version__, prog_name="idivm")
 @click.pass_context
-def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, debug: bool) -> None:
+def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, storage: str | None,
+        debug: bool) -> None:
     """Incrementally maintained SQL++ views on Spark and Delta Lake."""
     state = ctx.ensure_object(CliState)
     state.warehouse_path = warehouse_path
     state.spark_master = spark_master
+    state.storage = storage
     state.debug = debug
 
 

@@ -45,11 +45,11 @@ def spark():
 @pytest.fixture
 def make_warehouse(spark, tmp_path_factory):
     """Factory: ``make_warehouse()`` returns a Warehouse in a fresh temporary directory
-    that uses the session's SparkSession."""
+    that uses the session's SparkSession (``storage=``: its storage engine)."""
     from idivm.warehouse import Warehouse
 
-    def make(name: str = "wh") -> Warehouse:
-        return Warehouse(tmp_path_factory.mktemp(name), spark=spark)
+    def make(name: str = "wh", storage: str | None = None) -> Warehouse:
+        return Warehouse(tmp_path_factory.mktemp(name), spark=spark, storage=storage)
 
     return make
 

@@ -852,17 +852,19 @@ class Corpus:
         return [v for v in self.views if isinstance(v, NestedView)]
 
 
-def build(make_warehouse, scenario: Scenario, maintained: list[Maintained] = MAINTAINED) -> Corpus:
-    """Create the tables and define the corpus (the relational views ``maintained`` and the nested
-    ones); a view whose ``define`` fails is left out of the run and its error kept, so that one
-    unsupported view does not hide how the others behave."""
+def build(make_warehouse, scenario: Scenario, maintained: list[Maintained] = MAINTAINED,
+          nested: list[NestedView] = NESTED, storage: str | None = None) -> Corpus:
+    """Create the tables and define the corpus (the relational views ``maintained`` and the
+    ``nested`` ones) in a warehouse of the ``storage`` engine; a view whose ``define`` fails is
+    left out of the run and its error kept, so that one unsupported view does not hide how the
+    others behave."""
     tables = {**{n: list(rows) for n, rows in devices.tables(scenario.devices).items()},
               **{n: list(rows) for n, rows in yelp.tables(scenario.yelp).items()}}
-    wh = make_warehouse("differential")
+    wh = make_warehouse("differential", storage=storage)
     for name, rows in tables.items():
         wh.create_table(name, list(KEYS[name]), pa.Table.from_pylist(rows, schema=SCHEMAS[name]))
     views, errors = [], []
-    for view in [*maintained, *NESTED]:
+    for view in [*maintained, *nested]:
         try:
             view.define(wh) if isinstance(view, Maintained) else wh.define(view.sqlpp)
         except Exception as e:  # noqa: BLE001 -- reported with the other problems of the run
@@ -1024,6 +1026,42 @@ def test_maintained_views_match_recomputation_and_duckdb(make_warehouse, tmp_pat
     batches = (merged(dev.batch(), yel.batch()) if i == 0 else merged(dev.batch([]), yel.batch([]))
                for i in range(SMALL.batches))
     run_batches(corpus, batches, tmp_path, "")
+
+
+#: the relational views of the default run with each delta-spark engine: the thesis' join and
+#: its aggregate (with an intermediate cache, its own table); with the thesis' V1 with GROUP AS
+#: (with index tables)
+SPARK_STORED = ("phone_parts", "phone_cost")
+
+
+@pytest.mark.parametrize("storage", ["delta-spark-dv", pytest.param("delta-spark", marks=pytest.mark.slow)])
+def test_views_stored_by_delta_spark_match_recomputation_and_duckdb(make_warehouse, tmp_path, storage):
+    """The same checks with the tables Spark computes written and MERGEd by delta-spark (views and
+    caches with deletion vectors by ``delta-spark-dv``); ``--runslow`` runs the whole corpus."""
+    maintained = [m for m in MAINTAINED if m.strategy == "id" and m.view.name in SPARK_STORED]
+    nested = [v for v in NESTED if v.name == "sf_reviews_grouped"]
+    corpus = build(make_warehouse, SMALL, maintained, nested, storage=storage)
+    assert corpus.relational, "no view of SPARK_STORED is in the corpus"
+    dev, yel = generators(corpus.oracle, SMALL.seed)
+    batches = (merged(dev.batch(), yel.batch()) if i == 0 else merged(dev.batch([]), yel.batch([]))
+               for i in range(SMALL.batches))
+    run_batches(corpus, batches, tmp_path, f"{storage}: ")
+    for view in corpus.views:
+        assert delta.needs_delta_spark(corpus.wh.view_info(view.name).path) == (storage == "delta-spark-dv")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("storage", ["delta-spark", "delta-spark-dv"])
+def test_the_corpus_stored_by_delta_spark_matches_over_random_sequences(make_warehouse, tmp_path, storage):
+    scenario = Scenario(
+        devices.DevicesSpec(devices=30, parts=40, fanout=3, selectivity=0.4, seed=11),
+        yelp.YelpSpec(businesses=20, reviews_per_business=3.0, users_per_business=1.5, sf_fraction=0.4,
+                      elite_fraction=0.5, seed=11),
+        seed=11, batches=3)
+    corpus = build(make_warehouse, scenario, DEFAULT_MAINTAINED, storage=storage)
+    dev, yel = generators(corpus.oracle, scenario.seed)
+    run_batches(corpus, (merged(dev.random_batch(), yel.random_batch()) for _ in range(scenario.batches)),
+                tmp_path, f"{storage}: ")
 
 
 @pytest.mark.slow

@@ -1,0 +1,144 @@
+"""The delta-spark storage engines (:mod:`idivm.storage.delta`): tables written, read at a version
+and MERGEd by Spark, commit metadata in ``userMetadata``, deletion vectors, and the driver-side
+paths refusing tables they would read wrongly.  The corpus of views maintained on these engines is
+in ``test_differential.py``."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from idivm.errors import DataError
+from idivm.storage import delta
+from idivm.storage.delta import MatchedDelete, MatchedUpdate, NotMatchedInsert
+
+DV = delta.Engine("delta-spark-dv")
+SOURCE = "id long, name string, op string"
+
+
+def _names(spark, path, version=None, **kw) -> dict:
+    return {r.id: r.name for r in delta.read_spark(spark, path, version, engine=DV, **kw).collect()}
+
+
+def _upsert_or_delete(spark, path, rows, metadata):
+    return delta.merge_spark(path, spark.createDataFrame(rows, SOURCE), "t.id = s.id", [
+        MatchedDelete("s.op = 'delete'"), MatchedUpdate({"name": "s.name"}),
+        NotMatchedInsert({"id": "s.id", "name": "s.name"}, "s.op = 'upsert'")], commit_metadata=metadata)
+
+
+def test_a_table_with_deletion_vectors_is_written_read_and_merged_by_spark(spark, tmp_path):
+    path = tmp_path / "t"
+    df = spark.createDataFrame([(i, f"n{i}") for i in range(10)], "id long, name string")
+    watermark = json.dumps({"parts": 3})
+    assert delta.write_spark(df, path, commit_metadata={"idivm.watermark": watermark}, engine=DV,
+                             deletion_vectors=True) == 0
+    assert delta.needs_delta_spark(path)
+    assert delta.history(path, 1)[0]["idivm.watermark"] == watermark
+    properties = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+    assert properties["delta.enableChangeDataFeed"] == "true"
+    assert properties["delta.enableDeletionVectors"] == "true"
+
+    metrics = _upsert_or_delete(spark, path, [(1, "x", "upsert"), (2, None, "delete"), (20, "new", "upsert")],
+                                {"idivm.run": "1"})
+    assert metrics["version"] == 1
+    assert (metrics["num_target_rows_inserted"], metrics["num_target_rows_updated"],
+            metrics["num_target_rows_deleted"]) == (1, 1, 1)
+    # merge-on-read: the file holding rows 1 and 2 is not rewritten, its other rows not copied
+    assert metrics["num_target_rows_copied"] == 0
+    assert metrics["num_target_deletion_vectors_added"] >= 1
+    expected = {i: f"n{i}" for i in range(10) if i != 2} | {1: "x", 20: "new"}
+    assert _names(spark, path) == expected
+    assert _names(spark, path, 0) == {i: f"n{i}" for i in range(10)}
+    assert delta.row_count(path) == 10 and delta.row_count(path, 0) == 10
+    assert _names(spark, path, holding=("id", [1, 20, 99])) == {1: "x", 20: "new"}
+    assert delta.history(path, 1)[0]["idivm.run"] == "1"
+
+    changes = delta.read_changes(path, 1, 1)
+    assert sorted(zip(changes.column("_change_type").to_pylist(), changes.column("id").to_pylist())) == [
+        ("delete", 2), ("insert", 20), ("update_postimage", 1), ("update_preimage", 1)]
+
+
+def test_a_merge_that_changes_nothing_still_commits_its_metadata(spark, tmp_path):
+    path = tmp_path / "t"
+    delta.write_spark(spark.createDataFrame([(1, "a")], "id long, name string"), path, engine=DV,
+                      deletion_vectors=True)
+    metrics = _upsert_or_delete(spark, path, [(7, None, "delete")], {"idivm.watermark": '{"t": 5}'})
+    assert metrics["version"] == 1
+    assert delta.history(path, 1)[0]["idivm.watermark"] == '{"t": 5}'
+    assert _names(spark, path) == {1: "a"}
+
+
+def test_driver_side_reads_and_rewrites_refuse_a_table_with_deletion_vectors(spark, tmp_path):
+    path = tmp_path / "t"
+    delta.write_spark(spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string"), path, engine=DV,
+                      deletion_vectors=True)
+    _upsert_or_delete(spark, path, [(1, None, "delete")], None)
+    with pytest.raises(DataError, match="deletion vectors"):
+        delta.read_arrow(path)
+    rows = pa.table({"id": pa.array([3], pa.int64()), "name": ["c"]})
+    with pytest.raises(DataError, match="deletion vectors"):
+        delta.rewrite_clustered(path, rows, rows.select(["id"]).slice(0, 0), ["id"], file_bytes=1024)
+    # whatever the engine asked for, a table with deletion vectors is read through delta-spark
+    assert {r.id for r in delta.read_spark(spark, path).collect()} == {2}
+    assert [b.to_pylist() for b in delta.scan_ordered(path, None, "id")] == [[{"id": 2, "name": "b"}]]
+
+
+def test_the_delta_spark_engine_without_deletion_vectors_writes_plain_tables(spark, tmp_path):
+    path = tmp_path / "t"
+    engine = delta.Engine("delta-spark")
+    delta.write_spark(spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string"), path, engine=engine,
+                      deletion_vectors=True, commit_metadata={"idivm.x": "1"})
+    assert not delta.needs_delta_spark(path)
+    _upsert_or_delete(spark, path, [(1, None, "delete"), (3, "c", "upsert")], None)
+    # delta-rs reads what delta-spark wrote, and delta-spark what delta-rs wrote
+    assert sorted(delta.read_arrow(path).column("id").to_pylist()) == [2, 3]
+    delta.merge_arrow(path, pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}), "t.id = s.id",
+                      [NotMatchedInsert()])
+    assert sorted(r.id for r in delta.read_spark(spark, path, engine=engine).collect()) == [2, 3, 4]
+
+
+def test_unknown_engines_are_refused(monkeypatch):
+    with pytest.raises(ValueError, match="unknown storage engine 'delta-xyz'"):
+        delta.engine("delta-xyz")
+    monkeypatch.setenv(delta.ENGINE_ENV, "delta-spark-dv")
+    assert delta.engine() == DV
+
+
+def _dv_table(spark, path) -> dict:
+    """A table with deletion vectors after a MERGE that updated, deleted and inserted rows; the
+    rows it holds (id -> name)."""
+    delta.write_spark(spark.createDataFrame([(i, f"n{i}") for i in range(6)], "id long, name string"), path,
+                      engine=DV, deletion_vectors=True)
+    _upsert_or_delete(spark, path, [(1, "x", "upsert"), (2, None, "delete"), (9, "new", "upsert")], None)
+    assert delta.history(path, 1)[0]["operationMetrics"]["numTargetDeletionVectorsAdded"] != "0"
+    return {0: "n0", 1: "x", 3: "n3", 4: "n4", 5: "n5", 9: "new"}
+
+
+@pytest.mark.parametrize("reader", ["delta-rs", "duckdb", "polars"])
+def test_other_readers_of_a_table_with_deletion_vectors(spark, tmp_path, reader):
+    """What the README says of the readers of views with deletion vectors: delta-rs reads them
+    through its query engine (not ``to_pyarrow_table``); DuckDB through its ``delta`` extension
+    and Polars through ``read_delta``, where they are installed."""
+    path = tmp_path / "t"
+    expected = _dv_table(spark, path)
+    if reader == "delta-rs":
+        from deltalake import DeltaTable, QueryBuilder
+
+        table = QueryBuilder().register("t", DeltaTable(str(path))).execute("SELECT id, name FROM t").read_all()
+    elif reader == "duckdb":
+        duckdb = pytest.importorskip("duckdb")
+        con = duckdb.connect()
+        try:
+            con.execute("LOAD delta")
+        except duckdb.Error:
+            try:
+                con.execute("INSTALL delta; LOAD delta")
+            except duckdb.Error as e:
+                pytest.skip(f"DuckDB's delta extension is not available here: {str(e).splitlines()[0]}")
+        table = con.execute(f"SELECT id, name FROM delta_scan('{path}')").arrow()
+    else:
+        polars = pytest.importorskip("polars")
+        table = polars.read_delta(str(path)).to_arrow()
+    assert dict(zip(table.column("id").to_pylist(), table.column("name").to_pylist())) == expected
