@@ -54,6 +54,7 @@ from common import (  # puts this checkout first on sys.path: import it before i
     STRATEGIES,
     BenchmarkError,
     Measurement,
+    add_storage_argument,
     as_json,
     check_strategies,
     define_view,

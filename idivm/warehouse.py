@@ -611,6 +611,7 @@ class Warehouse:
 
         from idivm.exec import indexes
         from idivm.exec.delta_script import ACTION, base_diffs, evaluate
+        from idivm.storage.spark import IN_MEMORY_MAX_ROWS
 
         read = [t.table for t in script.tables if t.table in (cache_paths or {})]
         if read:
@@ -652,10 +653,12 @@ class Warehouse:
             """The view's rows in the files that may hold these values of ``column``."""
             return delta.read_spark(self.spark, path, version, holding=(column, values), engine=self.storage)
 
+        by_spark = self.storage.spark or delta.needs_delta_spark(path)
         result = evaluate(self.spark, script, diffs, read_state, view, progress,
                           locate if stored_indexes else None,
-                          read_view if layout is not None else None)
-        if self.storage.spark or delta.needs_delta_spark(path):
+                          read_view if layout is not None else None,
+                          in_memory_max_rows=IN_MEMORY_MAX_ROWS if by_spark else None)
+        if by_spark:
             try:
                 stats = self._merge_by_spark(script, path, view, result, metadata, progress, stored_indexes)
             finally:
@@ -723,7 +726,6 @@ class Warehouse:
         collected.  The view's index tables, kept by delta-rs, are brought along from the rows
         the MERGE replaced or deleted (read from ``view``) and its upserts, which are collected
         (as many as the run changes) only when there are indexes."""
-        import pyarrow as pa
         from pyspark.sql import functions as F
 
         from idivm.exec import indexes
@@ -746,8 +748,7 @@ class Warehouse:
             ids = list(script.id_columns)
             columns = [f.name for f in view.schema.fields]
             upserts_df = result.upserts.select(*[F.col(f"`{c}`") for c in columns])
-            deleted = self.spark.createDataFrame(result.deleted) if result.deleted.num_rows \
-                else self.spark.createDataFrame([], view.select(*[F.col(f"`{c}`") for c in ids]).schema)
+            deleted = result.deleted
             on = [deleted[f"`{c}`"].eqNullSafe(upserts_df[f"`{c}`"]) for c in ids]
             deletes = deleted.join(upserts_df, on, "left_anti") if on else deleted
             source = upserts_df.withColumn(ACTION, F.lit("upsert")).unionByName(

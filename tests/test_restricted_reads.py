@@ -301,14 +301,23 @@ def test_the_rows_a_run_rewrites_are_read_by_the_values_of_their_ids(spark):
     import pyarrow as pa
 
     from idivm.exec.delta_script import _named_ids
+    from idivm.storage.spark import Caches
 
     view = spark.createDataFrame(pa.table({"a": ["x", "x", "y", None, "z"], "b": [1, 2, 1, 3, None],
                                            "v": [10, 20, 30, 40, 50]}))
     named = spark.createDataFrame(pa.table({"a": ["x", None], "b": [2, 3]}))
-    ids, only, values = _named_ids(spark, named)
+    ids, only, values = _named_ids(named, Caches())
     assert sorted(values, key=str) == sorted(["x", None], key=str)
     assert sorted(map(tuple, ids.collect()), key=str) == [("x", 2), (None, 3)]
     assert sorted(r["v"] for r in view.filter(only).collect()) == [20, 40]
+    # more IDs than the driver may hold (delta-spark engines): they stay in Spark, cached, and
+    # the view is not filtered by their values
+    bounded = Caches(in_memory_max_rows=1)
+    ids, only, values = _named_ids(named, bounded)
+    assert values is None and len(bounded) == 1
+    assert sorted(map(tuple, ids.collect()), key=str) == [("x", 2), (None, 3)]
+    assert view.filter(only).count() == 5
+    bounded.release()
 
 
 def test_a_view_maintained_by_id_is_stored_in_files_of_narrow_id_ranges_a_run_reads_and_rewrites_few_of(

@@ -74,13 +74,14 @@ class PlanCompiler:
 
     def __init__(self, spark: SparkSession, read_table: Callable[[str], DataFrame],
                  restrict: Callable[[str], bool] | None = None, progress: Callable[[str], None] | None = None,
-                 in_memory: Callable[[str], pa.Table | None] | None = None):
+                 in_memory: Callable[[str], pa.Table | None] | None = None, cached: Caches | None = None):
         """``restrict(name)``: whether scans of table ``name`` (a base-table state, not an
         i-diff) are read restricted to the keys the query's i-diffs name (see
         :mod:`idivm.exec.restrict`); ``progress`` hears of each restriction.
         ``in_memory(name)``: the rows of table ``name`` when the driver holds them (an
         i-diff), else None; the values of a restriction that reads such a table alone are
-        taken from them, without a Spark job."""
+        taken from them, without a Spark job.  ``cached``: the owner of the frames the
+        compiler caches (default: its own)."""
         self.spark = spark
         self._read_table = read_table
         self._in_memory = in_memory
@@ -93,7 +94,7 @@ class PlanCompiler:
         self._restrictions: dict[int, DataFrame] = {}
         #: what the run keeps in memory: restricted reads read again by the restriction of
         #: another scan, and the aggregates several statements read (see delta_script)
-        self.cached = Caches()
+        self.cached = cached if cached is not None else Caches()
         #: (table, column, value, null-safe, restrictions of the source's scans), source, values
         self._values: list[tuple[tuple, O.Operator, list | None]] = []
         #: id(scan) -> the restriction of its read as a value, while a plan is compiled
@@ -149,7 +150,7 @@ class PlanCompiler:
         done = _among(self._computed, op, key)
         if done is None:
             df = fn(self, op, env)
-            done = (op, key, self.spark.createDataFrame(df.toArrow(), df.schema))
+            done = (op, key, self.cached.computed(df)[1])
             self._computed.append(done)
         return done[2]
 

@@ -205,19 +205,23 @@ class ViewChanges:
     """What a run does to the view: full rows to upsert, full IDs to delete."""
 
     upserts: DataFrame
-    #: the ID columns of the rows the replaces delete, computed (an upsert may insert a row again)
-    deleted: pa.Table
+    #: the ID columns of the rows the replaces delete, computed (an upsert may insert a row
+    #: again): in memory, or cached by Spark when they are many (:meth:`Caches.computed`)
+    deleted: DataFrame
     cached: Caches = field(default_factory=Caches)  # to release once the changes are collected
     #: instead of rows: the single update/increment statement of the run and its i-diff rows
     direct: tuple[Statement, DataFrame] | None = None
+    #: the rows of ``deleted`` when they were computed into the driver (None: they are many)
+    deleted_rows: pa.Table | None = None
 
     def deletes(self, upserts: pa.Table) -> pa.Table:
         """The IDs of the rows to delete that ``upserts`` (the collected upserts) do not
-        insert again."""
-        if not self.deleted.num_rows or not upserts.num_rows:
-            return self.deleted
-        ids = self.deleted.column_names
-        return self.deleted.filter(pc.invert(key_mask(self.deleted, ids, upserts.select(ids))))
+        insert again, collected."""
+        deleted = self.deleted_rows if self.deleted_rows is not None else self.deleted.toArrow()
+        if not deleted.num_rows or not upserts.num_rows:
+            return deleted
+        ids = deleted.column_names
+        return deleted.filter(pc.invert(key_mask(deleted, ids, upserts.select(ids))))
 
     def release(self) -> None:
         self.cached.release()
@@ -233,7 +237,8 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
              read_state: Callable[[str, str], DataFrame], view: DataFrame,
              progress: Callable[[str], None] | None = None,
              locate: Callable[[Statement, DataFrame], DataFrame | None] | None = None,
-             read_view: Callable[[str, list], DataFrame] | None = None) -> ViewChanges:
+             read_view: Callable[[str, list], DataFrame] | None = None,
+             in_memory_max_rows: int | None = None) -> ViewChanges:
     """The view's changes (see module doc).  ``read_state(table, "@pre"|"@post")`` reads a base
     table state; ``view`` is the stored view (with its hidden ID columns).  ``locate(s, rows)``,
     if given, finds the view rows a nested update ``s`` with i-diff ``rows`` names through a
@@ -241,7 +246,10 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     without it, or on None, the view's bags are searched.  ``read_view(column, values)``, for
     a view stored in files of narrow ID ranges, reads the view's rows in the files that may
     hold those values of an ID column; the rows a run rewrites are then read from those files
-    only, and an update alone is applied as rewritten rows too, not by ID."""
+    only, and an update alone is applied as rewritten rows too, not by ID.
+    ``in_memory_max_rows``: the rows of an intermediate result (IDs named, keys of a replace,
+    elements) brought into the driver at most; a larger one stays in Spark, cached (None: no
+    bound)."""
     frames: dict[str, DataFrame] = {}
 
     served = {"Δ": diffs.keys, "Δu": diffs.updates, "Δpre": diffs.pre_rows, "Δpost": diffs.post_rows}
@@ -260,7 +268,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
 
     # the states of base tables are read restricted to the keys the i-diffs name
     compiler = PlanCompiler(spark, read_table, restrict=lambda name: in_memory(name) is None,
-                            progress=progress, in_memory=in_memory)
+                            progress=progress, in_memory=in_memory, cached=Caches(in_memory_max_rows))
     _share_aggregates(script, diffs, compiler)
     ids = list(script.id_columns)
     columns = view.columns
@@ -286,9 +294,9 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         else:
             rewrites.append(s)
     spark_empty = spark.createDataFrame([], view.select(*ids).schema)
-    # the IDs of the rows to delete are few: computed once, for the rewrite and for the caller
-    deleted_ids, deleted = _collected(spark, _union(deletes, spark_empty).distinct()) if deletes else \
-        (arrow_schema(spark_empty.schema, nullable=True).empty_table(), spark_empty)
+    # the IDs of the rows to delete: computed once (in memory when few), for the rewrite and the caller
+    deleted_ids, deleted = compiler.cached.computed(_union(deletes, spark_empty).distinct()) \
+        if deletes else (arrow_schema(spark_empty.schema, nullable=True).empty_table(), spark_empty)
     inserted = _union(inserts, spark.createDataFrame([], view.schema))
     if ids:
         inserted = inserted.dropDuplicates(ids)
@@ -297,7 +305,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         # one update (or increment) alone: the stored view is not read here; the MERGE
         # names its rows by the (partial) IDs of the i-diff
         direct = compiler.evaluate(rewrites[0].query)
-        return ViewChanges(inserted, deleted_ids, compiler.cached, direct=(rewrites[0], direct))
+        return ViewChanges(inserted, deleted, compiler.cached, direct=(rewrites[0], direct), deleted_rows=deleted_ids)
     rewritten = None
     if rewrites:
         named_by: list[DataFrame] = []
@@ -310,7 +318,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             else:
                 q = compiler.evaluate(s.query)
                 if read_view is not None and s.kind not in NESTED_KINDS:
-                    q = _computed(spark, q)  # its values name the files of the rows it updates
+                    q = compiler.cached.computed(q)[1]  # its values name the files of the rows it updates
             # the i-diff names its rows by ID, or (nested) by the elements they hold
             by_id = s.kind not in NESTED_KINDS or s.names_rows_by_id()
             found = locate(s, q) if locate is not None and not by_id else None
@@ -319,7 +327,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             if s.kind == "nested_update":
                 q = _element_map(s, q, view)
             elif s.kind == "nested_replace":
-                elements = _computed(spark, compiler.evaluate(s.rows))
+                elements = compiler.cached.computed(compiler.evaluate(s.rows))[1]
                 rows_of = elements.select(*s.on)
                 if by_id:
                     rows_of = rows_of.unionByName(q.select(*s.on))
@@ -330,14 +338,14 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
         # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
         # view's rows (whole, with their bags) to the pages whose statistics may hold them
-        named, only, values = _named_ids(spark, _union(named_by, spark_empty).distinct())
+        named, only, values = _named_ids(_union(named_by, spark_empty).distinct(), compiler.cached)
         kept = _match(_in_files(view, read_view, ids, values).filter(only), deleted, ids, "left_anti")
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
             rows = _REWRITES[s.kind](rows, s, q)
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
-    return ViewChanges(upserts, deleted_ids, compiler.cached)
+    return ViewChanges(upserts, deleted, compiler.cached, deleted_rows=deleted_ids)
 
 
 def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> DataFrame | None:
@@ -345,10 +353,10 @@ def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> Da
     computed now and bound in the compiler, so that its post-state query, which names the
     changed tuples by them, does not compute them again; None when there are none (``s``
     changes nothing)."""
-    named = compiler.bindings(s.keys.input).toArrow()
-    if named.num_rows == 0:
+    named, keys = compiler.cached.computed(compiler.bindings(s.keys.input))
+    if named is not None and named.num_rows == 0:
         return None
-    compiler.bind(s.keys.input, spark.createDataFrame(named))
+    compiler.bind(s.keys.input, keys)
     return compiler.evaluate(s.keys)
 
 
@@ -366,8 +374,8 @@ def _holding(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None
     hold the values ``names`` give the first ID column (computed now: few), when ``on`` has it."""
     if read_view is None or not ids or ids[0] not in on:
         return view
-    return _in_files(view, read_view, ids, names.select(F.col(f"`{ids[0]}`")).distinct().toArrow()
-                     .column(0).to_pylist())
+    return _in_files(view, read_view, ids, names.select(F.col(f"`{ids[0]}`")).distinct()
+                     .limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist())
 
 
 def _in_files(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None, ids: Sequence[str],
@@ -380,29 +388,18 @@ def _in_files(view: DataFrame, read_view: Callable[[str, list], DataFrame] | Non
     return read_view(ids[0], values)
 
 
-def _named_ids(spark: SparkSession, ids: DataFrame) -> tuple[DataFrame, Column, list | None]:
-    """The view IDs ``ids`` computed now (an in-memory DataFrame), a filter of view rows that
+def _named_ids(ids: DataFrame, cached: Caches) -> tuple[DataFrame, Column, list | None]:
+    """The view IDs ``ids`` computed now (in memory, or cached when they are many), a filter of view rows that
     holds for them: each ID column among their values (TRUE when they are too many), and the
     values of the first ID column (None when they are too many)."""
-    table, named = _collected(spark, ids)
-    if table.num_rows > RESTRICT_MAX_VALUES:
+    table, named = cached.computed(ids)
+    if table is None or table.num_rows > RESTRICT_MAX_VALUES:
         return named, F.lit(True), None
     values = {f.name: table.column(f.name).to_pylist() for f in ids.schema.fields}
     parts = [key_filter(f.name, values[f.name], None in values[f.name])
              for f in ids.schema.fields if isinstance(f.dataType, KEY_TYPES)]
     return named, reduce(lambda a, b: a & b, parts, F.lit(True)), values[ids.columns[0]]
 
-
-def _computed(spark: SparkSession, df: DataFrame) -> DataFrame:
-    """``df`` evaluated now, as an in-memory DataFrame (for the small results of i-diff
-    queries that later plans read several times)."""
-    return _collected(spark, df)[1]
-
-
-def _collected(spark: SparkSession, df: DataFrame) -> tuple[pa.Table, DataFrame]:
-    """``df`` evaluated now: its rows, and an in-memory DataFrame of them."""
-    table = df.toArrow()
-    return table, spark.createDataFrame(table, df.schema)
 
 
 def _share_aggregates(script: DeltaScript, diffs: BaseDiffs, compiler: PlanCompiler) -> None:

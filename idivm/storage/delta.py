@@ -332,6 +332,40 @@ class NotMatchedBySourceUpdate:
 MergeClause = MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySourceDelete | NotMatchedBySourceUpdate
 
 
+def _clause_calls(clauses: Sequence[MergeClause]) -> Iterator[tuple[str, dict | None, str | None]]:
+    """(delta-rs's merge builder method, its assignments or None, the predicate) of each clause."""
+    for clause in clauses:
+        match clause:
+            case MatchedUpdate(set=None, predicate=p):
+                yield "when_matched_update_all", None, p
+            case MatchedUpdate(set=updates, predicate=p):
+                yield "when_matched_update", dict(updates), p
+            case MatchedDelete(predicate=p):
+                yield "when_matched_delete", None, p
+            case NotMatchedInsert(values=None, predicate=p):
+                yield "when_not_matched_insert_all", None, p
+            case NotMatchedInsert(values=values, predicate=p):
+                yield "when_not_matched_insert", dict(values), p
+            case NotMatchedBySourceDelete(predicate=p):
+                yield "when_not_matched_by_source_delete", None, p
+            case NotMatchedBySourceUpdate(set=updates, predicate=p):
+                yield "when_not_matched_by_source_update", dict(updates), p
+            case _:
+                raise TypeError(f"not a merge clause: {clause!r}")
+
+
+#: delta-spark's merge builder method for each of delta-rs's, and the keyword of its assignments
+_SPARK_CLAUSES = {
+    "when_matched_update_all": ("whenMatchedUpdateAll", None),
+    "when_matched_update": ("whenMatchedUpdate", "set"),
+    "when_matched_delete": ("whenMatchedDelete", None),
+    "when_not_matched_insert_all": ("whenNotMatchedInsertAll", None),
+    "when_not_matched_insert": ("whenNotMatchedInsert", "values"),
+    "when_not_matched_by_source_delete": ("whenNotMatchedBySourceDelete", None),
+    "when_not_matched_by_source_update": ("whenNotMatchedBySourceUpdate", "set"),
+}
+
+
 def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Sequence[MergeClause], *,
                 source_alias: str = "s", target_alias: str = "t",
                 commit_metadata: Mapping[str, Any] | None = None,
@@ -367,24 +401,8 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
                       target_alias=target_alias, streamed_exec=streamed_exec,
                       writer_properties=_writer_properties(row_group_rows),
                       commit_properties=_commit_properties(commit_metadata))
-    for clause in clauses:
-        match clause:
-            case MatchedUpdate(set=None, predicate=p):
-                merger = merger.when_matched_update_all(predicate=p)
-            case MatchedUpdate(set=updates, predicate=p):
-                merger = merger.when_matched_update(dict(updates), predicate=p)
-            case MatchedDelete(predicate=p):
-                merger = merger.when_matched_delete(predicate=p)
-            case NotMatchedInsert(values=None, predicate=p):
-                merger = merger.when_not_matched_insert_all(predicate=p)
-            case NotMatchedInsert(values=values, predicate=p):
-                merger = merger.when_not_matched_insert(dict(values), predicate=p)
-            case NotMatchedBySourceDelete(predicate=p):
-                merger = merger.when_not_matched_by_source_delete(predicate=p)
-            case NotMatchedBySourceUpdate(set=updates, predicate=p):
-                merger = merger.when_not_matched_by_source_update(dict(updates), predicate=p)
-            case _:
-                raise TypeError(f"not a merge clause: {clause!r}")
+    for method, argument, p in _clause_calls(clauses):
+        merger = getattr(merger, method)(*([argument] if argument is not None else []), predicate=p)
     metrics = dict(merger.execute())
     if commit_metadata and not (metrics.get("num_target_files_added") or metrics.get("num_target_files_removed")):
         # delta-rs does not commit a merge that changes no file; commit an empty append so the
@@ -427,24 +445,9 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
     before = version(path)
     merger = DeltaTable.forPath(spark, str(Path(path).absolute())).alias(target_alias) \
         .merge(source.alias(source_alias), predicate)
-    for clause in clauses:
-        match clause:
-            case MatchedUpdate(set=None, predicate=p):
-                merger = merger.whenMatchedUpdateAll(condition=p)
-            case MatchedUpdate(set=updates, predicate=p):
-                merger = merger.whenMatchedUpdate(condition=p, set=dict(updates))
-            case MatchedDelete(predicate=p):
-                merger = merger.whenMatchedDelete(condition=p)
-            case NotMatchedInsert(values=None, predicate=p):
-                merger = merger.whenNotMatchedInsertAll(condition=p)
-            case NotMatchedInsert(values=values, predicate=p):
-                merger = merger.whenNotMatchedInsert(condition=p, values=dict(values))
-            case NotMatchedBySourceDelete(predicate=p):
-                merger = merger.whenNotMatchedBySourceDelete(condition=p)
-            case NotMatchedBySourceUpdate(set=updates, predicate=p):
-                merger = merger.whenNotMatchedBySourceUpdate(condition=p, set=dict(updates))
-            case _:
-                raise TypeError(f"not a merge clause: {clause!r}")
+    for method, argument, p in _clause_calls(clauses):
+        name, keyword = _SPARK_CLAUSES[method]
+        merger = getattr(merger, name)(condition=p, **({keyword: argument} if argument is not None else {}))
     key = "spark.databricks.delta.commitInfo.userMetadata"
     with _SESSION_METADATA:
         if commit_metadata:

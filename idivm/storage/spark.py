@@ -21,6 +21,7 @@ from idivm.errors import SetupError
 from idivm.provenance.ids import HIDDEN
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -127,6 +128,10 @@ def get_session(master: str | None = None) -> "SparkSession":
     return spark
 
 
+#: the rows of an intermediate result of a maintenance run that the delta-spark engines bring into
+#: the driver at most (:meth:`Caches.computed`)
+IN_MEMORY_MAX_ROWS = 10_000
+
 #: the column that makes a cached plan its owner's own (see :class:`Caches`)
 _CACHE_TOKEN = f"{HIDDEN}cache_token"
 
@@ -142,9 +147,13 @@ class Caches:
     this owner, which the frame returned projects away again: equal plans of one owner still
     share an entry (one run reads them one after the other), no other owner's plan matches."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_memory_max_rows: int | None = None) -> None:
+        """``in_memory_max_rows``: the rows :meth:`computed` brings into the driver at most
+        (None: all; a bound costs a Spark job or two more per result, as Spark takes the
+        rows partition by partition)."""
         self._token = uuid.uuid4().hex
         self._frames: list["DataFrame"] = []
+        self.in_memory_max_rows = in_memory_max_rows
 
     def add(self, df: "DataFrame") -> "DataFrame":
         """``df``, cached by this owner."""
@@ -153,6 +162,16 @@ class Caches:
         own = df.select("*", F.lit(self._token).alias(_CACHE_TOKEN)).cache()
         self._frames.append(own)
         return own.drop(_CACHE_TOKEN)
+
+    def computed(self, df: "DataFrame") -> tuple["pa.Table | None", "DataFrame"]:
+        """``df`` evaluated now: (its rows, an in-memory DataFrame of them), unless it has more
+        than ``in_memory_max_rows`` rows: then (None, ``df`` cached by this owner), so that no
+        result of the size of a table or of a large batch passes through the driver."""
+        bound = self.in_memory_max_rows
+        table = df.toArrow() if bound is None else df.limit(bound + 1).toArrow()
+        if bound is None or table.num_rows <= bound:
+            return table, df.sparkSession.createDataFrame(table, df.schema)
+        return None, self.add(df)
 
     def __iter__(self):
         """The frames held (with the owner's column)."""
