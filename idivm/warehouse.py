@@ -682,10 +682,7 @@ class Warehouse:
             # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
             if progress:
                 progress(f"{script.view}: merging {rows.num_rows} i-diff rows ({statement.kind})")
-            predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in statement.on)
-            sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
-            metrics = delta.merge_arrow(path, rows, predicate, [delta.MatchedUpdate(sets)],
-                                        commit_metadata=metadata)
+            metrics = delta.merge_arrow(path, rows, *_direct_merge(statement), commit_metadata=metadata)
         elif layout is not None:
             if progress:
                 progress(f"{script.view}: rewriting the files of {upserts.num_rows} upserts and "
@@ -701,23 +698,13 @@ class Warehouse:
             source = pa.concat_tables([ups.select(dels.column_names).cast(dels.schema), dels])
             if progress:
                 progress(f"{script.view}: merging {ups.num_rows} upserts and {dels.num_rows} deletes")
-            predicate = " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in script.id_columns)
-            metrics = delta.merge_arrow(path, source, predicate, [
-                delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
-                delta.MatchedUpdate({c: f"s.{c}" for c in columns}),
-                delta.NotMatchedInsert({c: f"s.{c}" for c in columns}, f"s.{ACTION} = 'upsert'"),
-            ], commit_metadata=metadata)
-        written = int(metrics.get("num_output_rows") or 0)
-        for index in stored_indexes:
-            if rewrite is not None:
-                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, rewrite.removed)
-            else:  # a MERGE names no rows it removed
-                index_rows += indexes.build(index, path, metrics["version"], metadata)
-        return {"version": metrics["version"], "diff_rows": diffs.rows(),
-                "inserted": int(metrics.get("num_target_rows_inserted") or 0),
-                "updated": int(metrics.get("num_target_rows_updated") or 0),
-                "deleted": int(metrics.get("num_target_rows_deleted") or 0),
-                "rows_written": written + index_rows}
+            metrics = delta.merge_arrow(path, source, *_upsert_merge(script.id_columns, columns),
+                                        commit_metadata=metadata)
+        stats = _landed(metrics, stored_indexes, path, metadata, upserts if rewrite is not None else None,
+                        rewrite.removed if rewrite is not None else None)
+        stats["diff_rows"] = diffs.rows()
+        stats["rows_written"] += index_rows
+        return stats
 
     def _merge_by_spark(self, script, path: Path, view: "DataFrame", result, metadata, progress,
                         stored_indexes: Sequence) -> dict:
@@ -728,21 +715,14 @@ class Warehouse:
         (as many as the run changes) only when there are indexes."""
         from pyspark.sql import functions as F
 
-        from idivm.exec import indexes
         from idivm.exec.delta_script import ACTION
-
-        def same(c: str) -> str:
-            return f"(t.`{c}` IS NOT DISTINCT FROM s.`{c}`)"
 
         if result.direct is not None:
             # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
             statement, query = result.direct
             if progress:
                 progress(f"{script.view}: merging the i-diff rows ({statement.kind}) by delta-spark")
-            sets = {c: (f"s.`{v}`" if statement.kind == "update" else f"t.`{c}` + s.`{v}`")
-                    for c, v in statement.set}
-            metrics = delta.merge_spark(path, query, " AND ".join(same(c) for c in statement.on),
-                                        [delta.MatchedUpdate(sets)], commit_metadata=metadata)
+            metrics = delta.merge_spark(path, query, *_direct_merge(statement), commit_metadata=metadata)
             upserts = removed = None
         else:
             ids = list(script.id_columns)
@@ -762,23 +742,8 @@ class Warehouse:
                 upserts = removed = None
             if progress:
                 progress(f"{script.view}: merging the upserts and deletes by delta-spark")
-            assign = {c: f"s.`{c}`" for c in columns}
-            metrics = delta.merge_spark(path, source, " AND ".join(same(c) for c in ids), [
-                delta.MatchedDelete(f"s.{ACTION} = 'delete'"),
-                delta.MatchedUpdate(assign),
-                delta.NotMatchedInsert(assign, f"s.{ACTION} = 'upsert'"),
-            ], commit_metadata=metadata)
-        index_rows = 0
-        for index in stored_indexes:
-            if upserts is not None:
-                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
-            else:  # an update by partial IDs names no rows
-                index_rows += indexes.build(index, path, metrics["version"], metadata)
-        return {"version": metrics["version"],
-                "inserted": int(metrics.get("num_target_rows_inserted") or 0),
-                "updated": int(metrics.get("num_target_rows_updated") or 0),
-                "deleted": int(metrics.get("num_target_rows_deleted") or 0),
-                "rows_written": int(metrics.get("num_output_rows") or 0) + index_rows}
+            metrics = delta.merge_spark(path, source, *_upsert_merge(ids, columns), commit_metadata=metadata)
+        return _landed(metrics, stored_indexes, path, metadata, upserts, removed)
 
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
@@ -973,6 +938,47 @@ class Layout:
         return delta.write_spark(ordered, path, mode=mode, commit_metadata=commit_metadata,
                                  row_group_rows=self.row_group_rows, file_bytes=self.file_bytes,
                                  engine=engine, deletion_vectors=True)
+
+
+def _direct_merge(statement) -> tuple[str, list]:
+    """(predicate, clauses) of the MERGE of an update or increment ``statement``'s i-diff rows
+    (``s``) into the view (``t``), matched by the statement's (partial) IDs."""
+    sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
+    return _same(statement.on), [delta.MatchedUpdate(sets)]
+
+
+def _upsert_merge(ids: Sequence[str], columns: Sequence[str]) -> tuple[str, list]:
+    """(predicate, clauses) of the MERGE of upserts and deletes (rows ``s`` whose ACTION column
+    says which) into the table (``t``) by its ID columns ``ids``."""
+    from idivm.exec.delta_script import ACTION
+
+    assign = {c: f"s.{c}" for c in columns}
+    return _same(ids), [delta.MatchedDelete(f"s.{ACTION} = 'delete'"), delta.MatchedUpdate(assign),
+                        delta.NotMatchedInsert(assign, f"s.{ACTION} = 'upsert'")]
+
+
+def _same(columns: Sequence[str]) -> str:
+    return " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in columns)
+
+
+def _landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, metadata,
+            upserts, removed) -> dict:
+    """A run's statistics from its commit's ``metrics``, after bringing the view's index tables to
+    that commit: from the rows it ``removed`` (as they were) and its ``upserts``, or, when they
+    are not known (None), rebuilt from the view."""
+    from idivm.exec import indexes
+
+    index_rows = 0
+    for index in stored_indexes:
+        if removed is not None:
+            index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
+        else:
+            index_rows += indexes.build(index, path, metrics["version"], metadata)
+    return {"version": metrics["version"],
+            "inserted": int(metrics.get("num_target_rows_inserted") or 0),
+            "updated": int(metrics.get("num_target_rows_updated") or 0),
+            "deleted": int(metrics.get("num_target_rows_deleted") or 0),
+            "rows_written": int(metrics.get("num_output_rows") or 0) + index_rows}
 
 
 def _layout(columns: Sequence[str], prov, strategy: str | None) -> Layout | None:
