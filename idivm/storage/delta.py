@@ -965,15 +965,17 @@ def _commit_properties(commit_metadata: Mapping[str, Any] | None):
 
     if not commit_metadata:
         return None
-    clash = sorted(set(commit_metadata) & _RESERVED_COMMIT_KEYS)
-    if clash:
-        raise ValueError(f"commit metadata keys collide with Delta commitInfo fields: {', '.join(clash)}")
-    return CommitProperties(custom_metadata=dict(commit_metadata))
+    return CommitProperties(custom_metadata=_checked(commit_metadata))
 
 
 def _user_metadata(commit_metadata: Mapping[str, Any]) -> str:
     """Commit metadata as delta-spark's ``userMetadata``: a JSON object (see :func:`history`)."""
+    return json.dumps(_checked(commit_metadata), sort_keys=True)
+
+
+def _checked(commit_metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The commit metadata, after checking that no key collides with Delta's commitInfo fields."""
     clash = sorted(set(commit_metadata) & _RESERVED_COMMIT_KEYS)
     if clash:
         raise ValueError(f"commit metadata keys collide with Delta commitInfo fields: {', '.join(clash)}")
-    return json.dumps(dict(commit_metadata), sort_keys=True)
+    return dict(commit_metadata)
