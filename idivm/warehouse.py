@@ -943,7 +943,9 @@ class Layout:
 def _direct_merge(statement) -> tuple[str, list]:
     """(predicate, clauses) of the MERGE of an update or increment ``statement``'s i-diff rows
     (``s``) into the view (``t``), matched by the statement's (partial) IDs."""
-    sets = {c: (f"s.{v}" if statement.kind == "update" else f"t.{c} + s.{v}") for c, v in statement.set}
+    q = delta.quoted
+    sets = {q(c): (q(v, "s") if statement.kind == "update" else f"{q(c, 't')} + {q(v, 's')}")
+            for c, v in statement.set}
     return _same(statement.on), [delta.MatchedUpdate(sets)]
 
 
@@ -952,13 +954,14 @@ def _upsert_merge(ids: Sequence[str], columns: Sequence[str]) -> tuple[str, list
     says which) into the table (``t``) by its ID columns ``ids``."""
     from idivm.exec.delta_script import ACTION
 
-    assign = {c: f"s.{c}" for c in columns}
-    return _same(ids), [delta.MatchedDelete(f"s.{ACTION} = 'delete'"), delta.MatchedUpdate(assign),
-                        delta.NotMatchedInsert(assign, f"s.{ACTION} = 'upsert'")]
+    assign = {delta.quoted(c): delta.quoted(c, "s") for c in columns}
+    action = delta.quoted(ACTION, "s")
+    return _same(ids), [delta.MatchedDelete(f"{action} = 'delete'"), delta.MatchedUpdate(assign),
+                        delta.NotMatchedInsert(assign, f"{action} = 'upsert'")]
 
 
 def _same(columns: Sequence[str]) -> str:
-    return " AND ".join(f"(t.{c} IS NOT DISTINCT FROM s.{c})" for c in columns)
+    return " AND ".join(f"({delta.quoted(c, 't')} IS NOT DISTINCT FROM {delta.quoted(c, 's')})" for c in columns)
 
 
 def _landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, metadata,

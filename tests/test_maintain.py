@@ -116,6 +116,25 @@ def test_a_change_no_view_reads_commits_only_the_watermark(make_warehouse, tmp_p
     assert wh.verify("names").ok
 
 
+@pytest.mark.parametrize("storage", ["delta-rs", pytest.param("delta-spark-dv", marks=pytest.mark.slow)])
+def test_columns_named_by_reserved_words_or_with_dashes_are_maintained(make_warehouse, tmp_path, storage):
+    """MERGE predicates and assignments quote every column name (the view's, the IDs', the
+    base table's)."""
+    wh = make_warehouse(storage=storage)
+    wh.create_table("t", "select", pa.table({"select": [1, 2, 3], "unitPrice": [5, 6, 7], "g": [1, 1, 2]}))
+    wh.define("CREATE VIEW plain AS SELECT t.`select`, t.`unitPrice` AS `Unit-Price` FROM t t", strategy="id")
+    wh.define("CREATE VIEW summed AS SELECT t.g AS `group`, SUM(t.`unitPrice`) AS `total-cost` "
+              "FROM t t GROUP BY t.g", strategy="id")
+    wh.define("CREATE VIEW tupled AS SELECT t.`select`, t.`unitPrice` AS `Unit-Price` FROM t t", strategy="tuple")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"select": 1, "unitPrice": 50, "g": 1}, {"select": 4, "unitPrice": 8, "g": 2}]))
+    wh.ingest("t", tmp_path / "c.jsonl", format="rows")
+    for r in wh.maintain():
+        assert r.strategy in ("id", "tuple") and wh.verify(r.name).ok, r.summary()
+    assert sorted((r["select"], r["Unit-Price"]) for r in wh.rows("plain")) == [(1, 50), (2, 6), (3, 7), (4, 8)]
+    assert sorted((r["group"], r["total-cost"]) for r in wh.rows("summed")) == [(1, 56), (2, 15)]
+
+
 def test_a_correlated_subquery_view_is_maintained_by_id_by_strategy_id_and_auto(make_warehouse, tmp_path):
     wh = make_warehouse()
     wh.create_table("emp", "eid", pa.table({"eid": [1, 2, 3], "boss": [None, 1, 1]}))

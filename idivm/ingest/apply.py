@@ -60,10 +60,10 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
     source = pa.Table.from_pylist(
         [{**c.row, OP_COLUMN: c.op} for c in net],
         schema=pa.schema([*schema, pa.field(OP_COLUMN, pa.string())]))
-    columns = {_quoted(f.name): f"s.{_quoted(f.name)}" for f in schema}
-    is_delete = f"s.{_quoted(OP_COLUMN)} = '{DELETE}'"
+    columns = {delta.quoted(f.name): delta.quoted(f.name, "s") for f in schema}
+    is_delete = f"{delta.quoted(OP_COLUMN, 's')} = '{DELETE}'"
     metrics = delta.merge_arrow(
-        table_path, source, " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in key),
+        table_path, source, " AND ".join(f"{delta.quoted(k, 't')} = {delta.quoted(k, 's')}" for k in key),
         [delta.MatchedDelete(is_delete),
          delta.MatchedUpdate(set=columns),
          delta.NotMatchedInsert(values=columns, predicate=f"NOT ({is_delete})")],
@@ -75,7 +75,3 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
                         deleted=int(metrics.get("num_target_rows_deleted") or 0),
                         skipped=change_set.skipped, version=int(metrics["version"]))
 
-
-def _quoted(name: str) -> str:
-    """A column name for delta-rs SQL (backquoted: keeps case and odd characters)."""
-    return "`" + name.replace("`", "``") + "`"

@@ -332,6 +332,13 @@ class NotMatchedBySourceUpdate:
 MergeClause = MatchedUpdate | MatchedDelete | NotMatchedInsert | NotMatchedBySourceDelete | NotMatchedBySourceUpdate
 
 
+def quoted(name: str, alias: str | None = None) -> str:
+    """Column ``name`` (of table ``alias``) in a MERGE predicate or assignment, for delta-rs and
+    Spark SQL alike: backquoted, so case, reserved words and odd characters are kept."""
+    name = "`" + name.replace("`", "``") + "`"
+    return f"{alias}.{name}" if alias else name
+
+
 def _clause_calls(clauses: Sequence[MergeClause]) -> Iterator[tuple[str, dict | None, str | None]]:
     """(delta-rs's merge builder method, its assignments or None, the predicate) of each clause."""
     for clause in clauses:
