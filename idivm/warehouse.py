@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from idivm.ingest import IngestResult
+    from idivm.storage.compaction import Compaction
 
 DEFAULT_WAREHOUSE = "./idivm-warehouse"
 WAREHOUSE_ENV = "IDIVM_WAREHOUSE"
@@ -118,6 +119,8 @@ class MaintenanceResult:
     verification: "Verification | None" = None
     #: the version that repaired the view, when the check found it differed
     repaired_version: int | None = None
+    #: the tables the run compacted after its commits (:mod:`idivm.storage.compaction`)
+    compacted: tuple["Compaction", ...] = ()
 
     @property
     def diverged(self) -> bool:
@@ -130,6 +133,8 @@ class MaintenanceResult:
         line = (f"{self.name}: {self.strategy}{note}, {self.changes} change rows read, {self.diff_rows} i-diff rows, "
                 f"+{self.inserted} ~{self.updated} -{self.deleted} rows ({self.rows_written} written), "
                 f"now at {_versions(self.new_watermark)}, view version {self.version} ({self.seconds:.1f} s)")
+        for c in self.compacted:
+            line += f"; {c.summary()}"
         if self.diverged:
             v = self.verification
             line += (f"; DIVERGED from its recomputation ({v.missing} row(s) missing, {v.extra} unexpected), "
@@ -386,7 +391,7 @@ class Warehouse:
 
                 path = self.catalog.path_of(self.catalog.view(view.name))
                 for index in self._indexes(catalog, view, prov, path, script):
-                    indexes.build(index, path, delta.version(path), metadata)
+                    indexes.build(index, path, delta.version(path), metadata, self.storage)
         return self.view_info(view.name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None,
@@ -493,13 +498,38 @@ class Warehouse:
                 metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
             stored = self._indexes(catalog, view, prov, path, script) \
                 if use_indexes and script.strategy == "id" else []
+            layout = _layout(delta.schema(path).names, prov, script.strategy)
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
-                                       cache_paths, cache_new, stored,
-                                       _layout(delta.schema(path).names, prov, script.strategy))
+                                       cache_paths, cache_new, stored, layout)
+            compacted = self._compact(view_name, path, layout, [cache_paths[c.name] for c in script.caches],
+                                      stored, progress)
         return MaintenanceResult(view_name, script.strategy, n_changes, stats["version"], old, new,
                                  time.monotonic() - started, diff_rows=diff_rows + stats["diff_rows"],
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
-                                 rows_written=written + stats["rows_written"], note=note)
+                                 rows_written=written + stats["rows_written"], note=note, compacted=compacted)
+
+    def _compact(self, view_name: str, path: Path, layout: "Layout | None", caches: Sequence[Path],
+                 stored_indexes: Sequence, progress) -> tuple["Compaction", ...]:
+        """Compact the tables an ID- or tuple-based run wrote that have drifted past the
+        compaction policy (:mod:`idivm.storage.compaction`): the view in its layout, its
+        caches, its index tables in their order."""
+        from idivm.exec import indexes
+        from idivm.storage.compaction import compact_if_needed
+
+        tables = [(view_name, path, layout.keys if layout else (), layout.file_bytes if layout else FILE_BYTES,
+                   layout.row_group_rows if layout else None)]
+        tables += [(f"{view_name} cache {p.name}", p, (), FILE_BYTES, None) for p in caches]
+        tables += [(f"{view_name} index {i.path(path).name}", i.path(path), i.order, indexes.INDEX_FILE_BYTES,
+                    None) for i in stored_indexes]
+        done = []
+        for name, table, order, file_bytes, row_group_rows in tables:
+            compaction = compact_if_needed(self.spark, table, name, order=order, target_file_bytes=file_bytes,
+                                           row_group_rows=row_group_rows, engine=self.storage)
+            if compaction is not None:
+                if progress:
+                    progress(f"{view_name}: {compaction.summary()}")
+                done.append(compaction)
+        return tuple(done)
 
     def _recompute(self, catalog: Catalog, view_name: str, prov, planned, at: Mapping[str, int],
                    metadata: dict, cache_paths: Mapping[str, Path]) -> tuple[int, int, int]:
@@ -636,7 +666,7 @@ class Warehouse:
             version = old[table] if state == "@pre" else new[table]
             return delta.read_spark(self.spark, tables[table], version, engine=self.storage)
 
-        index_rows = indexes.refresh(stored_indexes, path, metadata, progress, script.view)
+        index_rows = indexes.refresh(stored_indexes, path, metadata, progress, script.view, self.storage)
 
         def locate(statement, keys):
             """The IDs of the view rows holding the elements a nested update names, by index."""
@@ -701,7 +731,7 @@ class Warehouse:
             metrics = delta.merge_arrow(path, source, *_upsert_merge(script.id_columns, columns),
                                         commit_metadata=metadata)
         stats = _landed(metrics, stored_indexes, path, metadata, upserts if rewrite is not None else None,
-                        rewrite.removed if rewrite is not None else None)
+                        rewrite.removed if rewrite is not None else None, self.storage)
         stats["diff_rows"] = diffs.rows()
         stats["rows_written"] += index_rows
         return stats
@@ -743,7 +773,7 @@ class Warehouse:
             if progress:
                 progress(f"{script.view}: merging the upserts and deletes by delta-spark")
             metrics = delta.merge_spark(path, source, *_upsert_merge(ids, columns), commit_metadata=metadata)
-        return _landed(metrics, stored_indexes, path, metadata, upserts, removed)
+        return _landed(metrics, stored_indexes, path, metadata, upserts, removed, self.storage)
 
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
@@ -910,6 +940,8 @@ class Warehouse:
             raise
 
 
+#: the size of the files of a table without a layout (delta-rs's and delta-spark's default order)
+FILE_BYTES = 128 * 1024 * 1024
 #: the rows of a Parquet row group of a view maintained by ID (see :class:`Layout`)
 CLUSTERED_ROW_GROUP = 1024
 #: the Arrow memory of a file of a view maintained by ID (see :class:`Layout`)
@@ -965,7 +997,7 @@ def _same(columns: Sequence[str]) -> str:
 
 
 def _landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, metadata,
-            upserts, removed) -> dict:
+            upserts, removed, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
     """A run's statistics from its commit's ``metrics``, after bringing the view's index tables to
     that commit: from the rows it ``removed`` (as they were) and its ``upserts``, or, when they
     are not known (None), rebuilt from the view."""
@@ -976,7 +1008,7 @@ def _landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, me
         if removed is not None:
             index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
         else:
-            index_rows += indexes.build(index, path, metrics["version"], metadata)
+            index_rows += indexes.build(index, path, metrics["version"], metadata, engine)
     return {"version": metrics["version"],
             "inserted": int(metrics.get("num_target_rows_inserted") or 0),
             "updated": int(metrics.get("num_target_rows_updated") or 0),

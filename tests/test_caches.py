@@ -112,10 +112,10 @@ def test_verify_catches_a_corrupted_cache(thesis):
 
     thesis.define(view_path("devices_cost"), strategy="id")
     cache = thesis.path / "views" / "phone_cost.caches" / "1"
-    table = delta.read_arrow(cache)
+    table = delta.read_spark(thesis.spark, cache, engine=thesis.storage).toArrow()
     i = table.schema.get_field_index("parts_price")
     bad = table.set_column(i, "parts_price", pa.array([v + 1 for v in table.column(i).to_pylist()], pa.float64()))
-    delta.write_arrow(cache, bad, mode="overwrite")
+    delta.write_spark(thesis.spark.createDataFrame(bad), cache, mode="overwrite", engine=thesis.storage)
     check = thesis.verify("phone_cost")
     assert not check.ok and "cache phone_cost$cache1 differs" in check.summary()
     assert "view phone_cost matches" in check.summary()

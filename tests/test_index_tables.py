@@ -126,6 +126,25 @@ def test_indexes_follow_the_view_through_a_change_stream(warehouse, tmp_path):
     assert any("full_reviews #() / #(user_id):" in m for m in messages), "the stream updates users"
 
 
+def test_the_indexes_of_a_view_stored_by_delta_spark_are_built_by_spark(make_warehouse, tmp_path):
+    """With a delta-spark engine Spark computes, orders and writes an index's entries (nothing
+    gathered in the driver); the tables are those the oracle expects, in the same order, and
+    follow the view through a batch (and a rebuild after a run without them)."""
+    wh = make_warehouse("indexes-spark", storage="delta-spark")
+    for table, rows in yelp.tables(SPEC).items():
+        wh.create_table(table, yelp.keys(SPEC)[table], list(rows))
+    wh.define(V, strategy="id")
+    check_fresh(wh)
+    path, stored_indexes = stored(wh)
+    assert all(delta.history(i.path(path), 1)[0]["engineInfo"].startswith("Apache-Spark") for i in stored_indexes)
+    stream = YelpChanges(SPEC, seed=11)
+    messages: list[str] = []
+    run_batch(wh, stream, tmp_path, 20, False, messages)
+    run_batch(wh, stream, tmp_path, 20, True, messages)
+    assert any("building index" in m for m in messages), messages
+    check_fresh(wh)
+
+
 def test_a_nested_update_finds_exactly_the_rows_holding_the_user(warehouse, tmp_path):
     path, stored_indexes = stored(warehouse)
     rows = delta.read_arrow(path).to_pylist()

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,9 +47,14 @@ from idivm.provenance.ids import PROV_FIELD
 from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 from idivm.storage import delta
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 INDEXES = "indexes"  # the directory of a view's index tables: <view path>.indexes
 #: the Arrow memory of a file of an index table (see :func:`apply`)
 INDEX_FILE_BYTES = 64 * 1024
+# the columns of a collection and of its elements while Spark computes an index's entries
+_BAG, _ELEMENT = "__idivm_index_bag", "__idivm_index_element"
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,29 @@ class StoredIndex:
         table = pa.table({f.name: carried[f.name].cast(f.type) for f in self.schema}, schema=self.schema)
         return table.group_by(list(table.column_names), use_threads=False).aggregate([])\
             .select(self.schema.names).cast(self.schema)
+
+    def spark_entries(self, view: "DataFrame") -> "DataFrame":
+        """:meth:`entries` computed by Spark from the view's rows ``view`` (nothing collected)."""
+        from pyspark.sql import functions as F
+
+        def col(name: str):
+            return F.col(delta.quoted(name))
+
+        names = list(self.id_columns) + [self._column(0, a) for a in self.index.levels[0]]
+        df = view.select(*[col(c) for c in self.id_columns],
+                         *[col(c).alias(self._column(0, a)) for a, c in zip(self.index.levels[0], self.root_columns)],
+                         col(self.index.collection[0]).alias(_BAG))
+        for depth, step in enumerate(self.index.collection, 1):
+            if depth > 1:
+                df = df.select(*[col(n) for n in names], F.col(_ELEMENT).getField(step).alias(_BAG))
+            # explode skips NULL and empty collections, the filter NULL elements (as entries does)
+            df = df.select(*[col(n) for n in names], F.explode(F.col(_BAG)).alias(_ELEMENT)) \
+                .where(F.col(_ELEMENT).isNotNull())
+            for attr in self.index.levels[depth]:
+                name = self._column(depth, attr)
+                df = df.withColumn(name, F.col(_ELEMENT).getField(PROV_FIELD).getField(attr))
+                names.append(name)
+        return df.select(*[col(n) for n in self.schema.names]).distinct()
 
     def _column(self, level: int, attr: str) -> str:
         return next(c for lv, a, c in self.columns if lv == level and a == attr)
@@ -232,15 +260,27 @@ def reflected_version(path: Path, index: StoredIndex) -> int | None:
     return int(v) if v is not None else None
 
 
-def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str]) -> int:
+def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str],
+          engine: delta.Engine = delta.DELTA_RS) -> int:
     """(Re)write the index table from the view at ``view_version``; return the rows written.
-    The entries are gathered and sorted in memory (two or three narrow columns per element)."""
+    With a delta-spark ``engine`` (or a view with deletion vectors) Spark computes, orders and
+    writes the entries; otherwise they are gathered and sorted in the driver's memory (two or
+    three narrow columns per element) and written by delta-rs in small files."""
+    commit_metadata = _metadata(index, view_version, metadata, "build index")
+    if engine.spark or delta.needs_delta_spark(view_path):
+        from pyspark.sql import SparkSession, functions as F
+
+        view = delta.read_spark(SparkSession.active(), view_path, view_version, engine=engine)
+        entries = index.spark_entries(view).orderBy(*[F.col(delta.quoted(c)) for c in index.order])
+        delta.write_spark(entries, index.path(view_path), mode="overwrite", commit_metadata=commit_metadata,
+                          engine=engine)
+        return delta.row_count(index.path(view_path))
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
     parts = [index.entries(batch) for batch in delta.scan_ordered(view_path, view_version, index.id_columns[0], needed)]
     entries = delta.ordered(pa.concat_tables([index.schema.empty_table(), *parts]), index.order)
     reader = pa.RecordBatchReader.from_batches(index.schema, entries.to_batches())
     delta.write_clustered(index.path(view_path), reader, "overwrite", INDEX_FILE_BYTES,
-                          commit_metadata=_metadata(index, view_version, metadata, "build index"))
+                          commit_metadata=commit_metadata)
     return entries.num_rows
 
 
@@ -259,16 +299,18 @@ def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
 
 
 def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[str, str],
-            progress: Callable[[str], None] | None = None, label: str = "") -> int:
+            progress: Callable[[str], None] | None = None, label: str = "",
+            engine: delta.Engine = delta.DELTA_RS) -> int:
     """Rebuild the indexes that do not reflect the view's current version (a crash between the
-    view's commit and theirs, a recompute, a run without indexes); the rows written."""
-    version = delta.version(view_path)
+    view's commit and theirs, a recompute, a run without indexes); the rows written.  A view
+    compacted since an index was written has the same rows: the index still reflects it."""
+    version = delta.data_version(view_path)
     written = 0
     for index in stored:
         if reflected_version(index.path(view_path), index) != version:
             if progress:
                 progress(f"{label}: building index {index.index}")
-            written += build(index, view_path, version, metadata)
+            written += build(index, view_path, version, metadata, engine)
     return written
 
 

@@ -41,6 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -432,8 +433,31 @@ _SPARK_MERGE_METRICS = {
     "numTargetDeletionVectorsRemoved": "num_target_deletion_vectors_removed",
 }
 
-#: the session's commit metadata is a setting of the session: one MERGE at a time sets it
-_SESSION_METADATA = threading.Lock()
+#: the session's commit metadata is a setting of the session: one command at a time sets it
+_SESSION_SETTINGS = threading.Lock()
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@contextmanager
+def spark_settings(spark: "SparkSession", settings: Mapping[str, str],
+                   commit_metadata: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Run a delta-spark command with session ``settings`` (and ``commit_metadata`` as the
+    ``userMetadata`` of the commit it makes), restored afterwards; one command at a time."""
+    settings = dict(settings)
+    if commit_metadata:
+        settings[USER_METADATA] = _user_metadata(commit_metadata)
+    with _SESSION_SETTINGS:
+        before = {k: spark.conf.get(k, None) for k in settings}
+        for k, v in settings.items():
+            spark.conf.set(k, v)
+        try:
+            yield
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
 
 
 def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Sequence[MergeClause], *,
@@ -455,14 +479,8 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
     for method, argument, p in _clause_calls(clauses):
         name, keyword = _SPARK_CLAUSES[method]
         merger = getattr(merger, name)(condition=p, **({keyword: argument} if argument is not None else {}))
-    key = "spark.databricks.delta.commitInfo.userMetadata"
-    with _SESSION_METADATA:
-        if commit_metadata:
-            spark.conf.set(key, _user_metadata(commit_metadata))
-        try:
-            merger.execute()
-        finally:
-            spark.conf.unset(key)
+    with spark_settings(spark, {}, commit_metadata):
+        merger.execute()
     after = version(path)
     metrics: dict[str, Any] = {}
     if after > before:
@@ -856,6 +874,46 @@ def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None
     return spark.read.schema(struct).parquet(*uris)
 
 
+def active_files(path: PathLike) -> pa.Table:
+    """The active files of the latest version of a table: ``path``, ``size_bytes`` and
+    ``num_records`` (the rows in the file, deleted by vector or not; 0 when not recorded)."""
+    actions = pa.table(open_table(path).get_add_actions(flatten=True))
+    rows = actions.column("num_records").fill_null(0) if "num_records" in actions.column_names \
+        else pa.array([0] * actions.num_rows, pa.int64())
+    return pa.table({"path": actions.column("path"), "size_bytes": actions.column("size_bytes"),
+                     "num_records": rows})
+
+
+def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str] = (), *, target_file_bytes: int,
+             row_group_rows: int | None = None, commit_metadata: Mapping[str, Any] | None = None,
+             engine: Engine = DELTA_RS) -> int:
+    """Compact the table at ``path`` in one ``OPTIMIZE`` commit (no data change, nothing in the
+    change data feed) carrying ``commit_metadata``; the new version.  With ``order`` the
+    whole table is rewritten Z-ordered by those columns (one column: sorted by it), else its
+    small files and its files with deleted rows are, into files of about
+    ``target_file_bytes``; the rewritten files have no deletion vectors.  A delta-spark
+    ``engine`` (or a table with deletion vectors) runs delta-spark's ``OPTIMIZE``, else
+    delta-rs's (with ``row_group_rows``)."""
+    if engine.spark or needs_delta_spark(path):
+        table = "delta.`" + str(Path(path).absolute()).replace("`", "``") + "`"
+        settings = {"spark.databricks.delta.optimize.maxFileSize": str(target_file_bytes),
+                    # a view's ID columns come last and may have no statistics: Z-ordering by
+                    # them still clusters the files
+                    "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled": "false"}
+        zorder = f" ZORDER BY ({', '.join(quoted(c) for c in order)})" if order else ""
+        with spark_settings(spark, settings, commit_metadata):
+            spark.sql(f"OPTIMIZE {table}{zorder}").collect()
+    else:
+        options = {"target_size": target_file_bytes, "writer_properties": _writer_properties(row_group_rows),
+                   "commit_properties": _commit_properties(commit_metadata)}
+        dt = open_table(path)
+        if order:
+            dt.optimize.z_order(list(order), **options)
+        else:
+            dt.optimize.compact(**options)
+    return version(path)
+
+
 def needs_delta_spark(path: PathLike, dt: "DeltaTable | None" = None) -> bool:
     """Whether the table at ``path`` must be read (and written) through delta-spark: it has
     deletion vectors, partitions or column mapping, which a reader of its Parquet files (and
@@ -882,6 +940,15 @@ def schema(path: PathLike, version: int | None = None) -> pa.Schema:
 def version(path: PathLike) -> int:
     """The latest version of a table."""
     return _latest(path)
+
+
+def data_version(path: PathLike) -> int:
+    """The latest version of a table that changed its data: its latest version, less the
+    ``OPTIMIZE`` commits after it (which rewrite files, not rows)."""
+    for commit in open_table(path).history():
+        if commit.get("operation") != "OPTIMIZE":
+            return int(commit["version"])
+    return version(path)
 
 
 def _latest(path: PathLike) -> int:
