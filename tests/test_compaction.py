@@ -22,6 +22,18 @@ def test_the_policy_names_why_a_table_needs_compaction():
     assert policy.reason(Health(0, 0, 0, 0)) is None
 
 
+def test_a_table_is_checked_only_at_versions_divisible_by_check_every(spark, tmp_path):
+    path = tmp_path / "t"
+    delta.write_arrow(path, pa.table({"k": [1]}))  # version 0
+    delta.write_arrow(path, pa.table({"k": [2]}), mode="append")  # version 1: two small files
+    eager = Policy(max_small_files=0, check_every=2)
+    assert compaction.compact_if_needed(spark, path, "t", target_file_bytes=1 << 20, policy=eager) is None
+    delta.write_arrow(path, pa.table({"k": [3]}), mode="append")  # version 2
+    done = compaction.compact_if_needed(spark, path, "t", target_file_bytes=1 << 20, policy=eager)
+    assert done is not None and (done.before.files, done.after.files, done.version) == (3, 1, 3)
+    assert sorted(delta.read_arrow(path).column("k").to_pylist()) == [1, 2, 3]
+
+
 def _ingest(wh, tmp_path, name, rows):
     path = tmp_path / f"{name}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -40,10 +52,10 @@ def test_a_run_compacts_the_tables_that_drifted_past_the_policy(make_warehouse, 
     wh.define("CREATE VIEW staff AS SELECT e.eid, e.dept, e.salary FROM emp e WHERE e.salary >= 0", strategy="id")
     view = wh.catalog.path_of(wh.catalog.view("staff"))
     if storage == "delta-spark-dv":  # the runs mark rows deleted: more than 1% of 400 after two runs
-        monkeypatch.setattr(compaction, "DEFAULT_POLICY", Policy(max_deleted_ratio=0.01, max_small_files=10**6))
+        monkeypatch.setattr(compaction, "DEFAULT_POLICY", Policy(max_deleted_ratio=0.01, max_small_files=10**6, check_every=1))
     else:  # the runs rewrite files: every file counts as small, more than one is too many
         monkeypatch.setattr(compaction, "SMALL_FILE_FRACTION", 1000.0)
-        monkeypatch.setattr(compaction, "DEFAULT_POLICY", Policy(max_deleted_ratio=1.0, max_small_files=1))
+        monkeypatch.setattr(compaction, "DEFAULT_POLICY", Policy(max_deleted_ratio=1.0, max_small_files=1, check_every=1))
     messages = []
     for run in range(4):
         _ingest(wh, tmp_path, f"r{run}", [{"eid": 3 * run + k, "dept": 9, "salary": 1000 + run}
@@ -80,7 +92,7 @@ def test_an_index_table_is_not_rebuilt_after_its_view_is_compacted(make_warehous
     wh.define("CREATE VIEW teams AS SELECT b.eid, (SELECT s.eid, s.salary FROM emp s WHERE s.boss = b.eid) "
               "AS team FROM emp b", strategy="id")
     monkeypatch.setattr(compaction, "SMALL_FILE_FRACTION", 1000.0)
-    monkeypatch.setattr(compaction, "DEFAULT_POLICY", Policy(max_deleted_ratio=1.0, max_small_files=0))
+    monkeypatch.setattr(compaction, "DEFAULT_POLICY", Policy(max_deleted_ratio=1.0, max_small_files=0, check_every=1))
     _ingest(wh, tmp_path, "raise", [{"eid": 4, "boss": 1, "salary": 400}])
     messages = []
     (r,) = wh.maintain("teams", progress=messages.append)

@@ -43,10 +43,13 @@ SMALL_FILE_FRACTION = 0.1
 @dataclass(frozen=True, slots=True)
 class Policy:
     """When a table is compacted: more than ``max_deleted_ratio`` of the rows in its files
-    deleted by vector, or more than ``max_small_files`` small files."""
+    deleted by vector, or more than ``max_small_files`` small files.  A table is checked when
+    its version is a multiple of ``check_every`` (the check of a table with deletion vectors
+    counts its rows: a Spark job or three, not worth paying on every run)."""
 
     max_deleted_ratio: float = 0.2
     max_small_files: int = 64
+    check_every: int = 10
 
     def reason(self, health: "Health") -> str | None:
         """Why a table in ``health`` needs compaction, or None."""
@@ -115,9 +118,12 @@ def compact_if_needed(spark: "SparkSession", path: Path, name: str, *, order: Se
     of ``row_group_rows`` on delta-rs), in one commit that carries the ``idivm.*`` metadata of
     the table's last commit (what the table reflects is unchanged); None when it is healthy
     (by ``policy``, default :data:`DEFAULT_POLICY`)."""
+    policy = policy or DEFAULT_POLICY
+    if delta.version(path) % policy.check_every:
+        return None
     started = time.monotonic()
     before = health(path, target_file_bytes, spark)
-    reason = (policy or DEFAULT_POLICY).reason(before)
+    reason = policy.reason(before)
     if reason is None:
         return None
     last = delta.history(path, 1)[0]
