@@ -126,6 +126,7 @@ def test_indexes_follow_the_view_through_a_change_stream(warehouse, tmp_path):
     assert any("full_reviews #() / #(user_id):" in m for m in messages), "the stream updates users"
 
 
+@pytest.mark.slow  # the default run builds indexes by Spark in test_differential's delta-spark-dv corpus
 def test_the_indexes_of_a_view_stored_by_delta_spark_are_built_by_spark(make_warehouse, tmp_path):
     """With a delta-spark engine Spark computes, orders and writes an index's entries (nothing
     gathered in the driver); the tables are those the oracle expects, in the same order, and

@@ -122,7 +122,6 @@ def test_columns_named_by_reserved_words_or_with_dashes_are_maintained(make_ware
     base table's)."""
     wh = make_warehouse(storage=storage)
     wh.create_table("t", "select", pa.table({"select": [1, 2, 3], "unitPrice": [5, 6, 7], "g": [1, 1, 2]}))
-    wh.define("CREATE VIEW plain AS SELECT t.`select`, t.`unitPrice` AS `Unit-Price` FROM t t", strategy="id")
     wh.define("CREATE VIEW summed AS SELECT t.g AS `group`, SUM(t.`unitPrice`) AS `total-cost` "
               "FROM t t GROUP BY t.g", strategy="id")
     wh.define("CREATE VIEW tupled AS SELECT t.`select`, t.`unitPrice` AS `Unit-Price` FROM t t", strategy="tuple")
@@ -131,7 +130,7 @@ def test_columns_named_by_reserved_words_or_with_dashes_are_maintained(make_ware
     wh.ingest("t", tmp_path / "c.jsonl", format="rows")
     for r in wh.maintain():
         assert r.strategy in ("id", "tuple") and wh.verify(r.name).ok, r.summary()
-    assert sorted((r["select"], r["Unit-Price"]) for r in wh.rows("plain")) == [(1, 50), (2, 6), (3, 7), (4, 8)]
+    assert sorted((r["select"], r["Unit-Price"]) for r in wh.rows("tupled")) == [(1, 50), (2, 6), (3, 7), (4, 8)]
     assert sorted((r["group"], r["total-cost"]) for r in wh.rows("summed")) == [(1, 56), (2, 15)]
 
 
