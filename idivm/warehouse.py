@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from idivm.ingest import IngestResult
+    from idivm.program import Program
     from idivm.storage.compaction import Compaction
 
 DEFAULT_WAREHOUSE = "./idivm-warehouse"
@@ -344,25 +345,21 @@ class Warehouse:
             raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         text, filename = sqlpp_source(text_or_path)
         catalog = self.catalog
-        view, prov = self._plan(text, filename, catalog)
-        catalog.check_new_name(view.name, "view")
-        script, note = None, ""
-        if strategy in ("id", "tuple", "auto"):
-            script, note = self._script(catalog, view, prov, text, filename,
-                                        "id" if strategy == "auto" else strategy, strict=strategy != "auto")
+        program = self._compile(catalog, text, filename, strategy, strict=True)
+        view_name, prov, script, note = program.name, program.prov, program.script, program.note
+        catalog.check_new_name(view_name, "view")
         # one snapshot: every base table at the version it has now (the view's watermark)
         watermark = self._current_versions(catalog, prov.plan)
         df = self._evaluate_at(catalog, prov.plan, watermark)
-        rel = catalog.new_view_path(view.name)
-        metadata = {"idivm.operation": "define view", "idivm.view": view.name,
+        rel = catalog.new_view_path(view_name)
+        metadata = {"idivm.operation": "define view", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
         ids = [{"column": c, "name": n} for c, n in prov.view_ids]
         extra = {"ids": ids, "watermark": watermark, "strategy": strategy}
         if note:
             extra["strategy_note"] = note
-        writes = []
+        writes = [(f"{rel}.{PROGRAM_DIR}", lambda p: _write_program(p, program))]
         if script is not None:
-            extra["delta_script"] = script.to_json()
             # intermediate caches: materialized at the same snapshot, committed with the view
             caches = {}
             for i, cache in enumerate(script.caches, 1):
@@ -377,22 +374,22 @@ class Warehouse:
             if caches:
                 extra["caches"] = caches
                 metadata["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
-        entry = ViewEntry(name=view.name, text=text, schema=view.type, path=rel, extra=extra)
+        entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
         strategy = script.strategy if script is not None else None
         writes.insert(0, (rel, lambda p: _write_view(df, p, "error", metadata, prov, strategy, self.storage)))
-        with data_errors(view.name):
+        with data_errors(view_name):
             self._install(writes, lambda cat: cat.add_view(entry))
             if script is not None and script.strategy == "id":
                 # the global provenance indexes (§2.15), from the view just written; a crash
                 # before they land leaves them to the next maintenance run, which builds them
                 from idivm.exec import indexes
 
-                path = self.catalog.path_of(self.catalog.view(view.name))
-                for index in self._indexes(catalog, view, prov, path, script):
+                path = self.catalog.path_of(self.catalog.view(view_name))
+                for index in _stored_indexes(program, path):
                     indexes.build(index, path, delta.version(path), metadata, self.storage)
-        return self.view_info(view.name)
+        return self.view_info(view_name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None,
                  use_indexes: bool = True, verify_every: int | None = None) -> list["MaintenanceResult"]:
@@ -442,7 +439,8 @@ class Warehouse:
         started = time.monotonic()
         entry = catalog.view(view_name)
         path = catalog.path_of(entry)
-        view, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
+        program = self._program(catalog, entry)
+        prov = program.prov
         strategy = entry.extra.get("strategy", "recompute")
         old = view_watermark(path, entry)
         new = self._current_versions(catalog, prov.plan)
@@ -458,7 +456,7 @@ class Warehouse:
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
         note, script, planned = "", None, None
         if strategy in ("id", "tuple", "auto"):
-            script, note = self._stored_script(catalog, entry, view, prov)
+            script, note = program.script, program.note
             planned = script
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
@@ -496,8 +494,7 @@ class Warehouse:
                 cache_new[cache.name] = delta.version(cpath)
             if cache_new:
                 metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
-            stored = self._indexes(catalog, view, prov, path, script) \
-                if use_indexes and script.strategy == "id" else []
+            stored = _stored_indexes(program, path) if use_indexes and script.strategy == "id" else []
             layout = _layout(delta.schema(path).names, prov, script.strategy)
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
                                        cache_paths, cache_new, stored, layout)
@@ -566,23 +563,52 @@ class Warehouse:
         """Overwrite view ``view_name`` with its recomputation at its watermark (after
         :meth:`verify` found it differs): the new view version."""
         entry = catalog.view(view_name)
-        view, prov = self._plan(entry.text, f"<view {view_name}>", catalog)
+        program = self._program(catalog, entry)
+        prov = program.prov
         watermark = view_watermark(catalog.path_of(entry), entry)
-        planned = self._stored_script(catalog, entry, view, prov)[0] \
-            if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
+        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
         metadata = {"idivm.operation": "repair", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
         version, _, _ = self._recompute(catalog, view_name, prov, planned, watermark, metadata,
                                         _cache_paths(catalog, entry))
         return version
 
-    def _stored_script(self, catalog: Catalog, entry: ViewEntry, view, prov):
-        """The Δ-script a view defined with an ``id``, ``tuple`` or ``auto`` strategy is
-        maintained by, or None and why (:meth:`_script`)."""
-        strategy = entry.extra.get("strategy")
-        return self._script(catalog, view, prov, entry.text, f"<view {entry.name}>",
-                            "id" if strategy == "auto" else strategy, strict=False,
-                            caches=bool(entry.extra.get("caches")))
+    def _program(self, catalog: Catalog, entry: ViewEntry) -> "Program":
+        """The compiled program of a view: the one ``define`` stored, or, for a view defined by
+        another version of idivm, compiled again from its text and stored for the next runs."""
+        from idivm import program as programs
+
+        folder = self.path / f"{entry.path}.{PROGRAM_DIR}"
+        try:
+            stored = programs.from_json(json.loads((folder / PROGRAM_FILE).read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            stored = None
+        except ValueError as e:
+            raise CatalogError(f"the stored program of view {entry.name} is unreadable ({e}); define it again")
+        if stored is not None:
+            return stored
+        program = self._compile(catalog, entry.text, f"<view {entry.name}>", entry.extra.get("strategy", "recompute"),
+                                strict=False, caches=bool(entry.extra.get("caches")))
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_program(folder, program)
+        return program
+
+    def _compile(self, catalog: Catalog, text: str, filename: str | None, strategy: str, strict: bool,
+                 caches: bool = True) -> "Program":
+        """Parse, plan and generate the maintenance of a view of ``strategy`` (:class:`Program`).
+        ``strict``: a view ``id`` or ``tuple`` cannot maintain is an error (else it is recomputed);
+        ``caches``: whether the script may use intermediate caches."""
+        from idivm.program import Program
+        from idivm.provenance.indexes import select_indexes
+
+        view, prov = self._plan(text, filename, catalog)
+        script, note = None, ""
+        if strategy in ("id", "tuple", "auto"):
+            script, note = self._script(catalog, view, prov, text, filename, "id" if strategy == "auto" else strategy,
+                                        strict=strict and strategy != "auto", caches=caches)
+        selection = select_indexes(view.plan, prov, self._signatures(catalog, view)) \
+            if script is not None and script.strategy == "id" else None
+        return Program(view.name, view.type, view.plan, prov, script, note, selection)
 
     def _script(self, catalog: Catalog, view, prov, text: str, filename: str | None,
                 strategy: str, strict: bool, caches: bool = True):
@@ -605,15 +631,6 @@ class Warehouse:
             if strict:
                 raise e.with_source(text, filename)
             return None, f"recompute: {e.message}"
-
-    def _indexes(self, catalog: Catalog, view, prov, path: Path, script) -> list:
-        """The view's global provenance indexes that are stored as tables (§2.15): those the
-        statements of ``script`` read."""
-        from idivm.exec import indexes
-        from idivm.provenance.indexes import select_indexes
-
-        selection = select_indexes(view.plan, prov, self._signatures(catalog, view))
-        return indexes.resolve(selection, delta.schema(path), prov.view_ids, script.statements)
 
     @staticmethod
     def _signatures(catalog: Catalog, view):
@@ -970,6 +987,32 @@ class Layout:
         return delta.write_spark(ordered, path, mode=mode, commit_metadata=commit_metadata,
                                  row_group_rows=self.row_group_rows, file_bytes=self.file_bytes,
                                  engine=engine, deletion_vectors=True)
+
+
+#: the directory beside a view's table holding its compiled program (:mod:`idivm.program`)
+PROGRAM_DIR = "program"
+PROGRAM_FILE = "program.json"
+
+
+def _write_program(folder: Path, program) -> None:
+    """Store ``program`` in ``folder`` (replacing one stored there, atomically)."""
+    from idivm import program as programs
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{PROGRAM_FILE}.{uuid.uuid4().hex[:12]}"
+    temporary.write_text(json.dumps(programs.to_json(program), separators=(",", ":")), encoding="utf-8")
+    os.replace(temporary, folder / PROGRAM_FILE)
+
+
+def _stored_indexes(program, path: Path) -> list:
+    """The view's global provenance indexes that are stored as tables (§2.15): those the
+    statements of its script read, laid out over the stored view's schema."""
+    from idivm.exec import indexes
+
+    if program.indexes is None or program.script is None:
+        return []
+    return indexes.resolve(program.indexes, delta.schema(path), program.prov.view_ids, program.script.statements)
 
 
 def _direct_merge(statement) -> tuple[str, list]:

@@ -1,4 +1,4 @@
-"""Key-restricted reads of base-table states (:mod:`idivm.exec.restrict`).
+"""Key-restricted reads of base-table states (:mod:`idivm.algebra.restrict`).
 
 The candidates are checked on the thesis' view V (§2.9): the business that enters the view is
 recomputed with its subquery (§2.13), whose scan of ``reviews@post`` may read only that
@@ -18,7 +18,7 @@ from test_nested_rules import V, from_, script_of
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Call, Const, Field, TableRef, TupleExpr, Var
-from idivm.exec import restrict
+from idivm.algebra import restrict
 
 
 def scan(table: str, var: str, input_: O.Operator | None = None) -> O.ScanCollection:

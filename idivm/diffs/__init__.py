@@ -3,7 +3,8 @@
 * :mod:`~idivm.diffs.instances` — :class:`IDiff` ``#(p) {type, pre, post, diff}``, its nested
   :class:`TupleDiff` / :class:`BagDiff`, :class:`NamedDiff` ``<users: {...}>``, :class:`Provenance`;
 * :mod:`~idivm.diffs.notation` — the thesis' notation: :func:`parse_idiff`, :func:`format_idiff`,
-  :func:`parse_signature`, :func:`format_signature`;
+  :func:`parse_signature`, :func:`format_signature` (each printer lives beside its types, in
+  ``values``, ``instances`` and ``signatures``; the parser here);
 * :mod:`~idivm.diffs.codec` — JSON, validated by the shipped JSON Schemas;
 * :mod:`~idivm.diffs.signatures` — :class:`RootSignature` trees, :func:`satisfies`,
   :func:`is_homogeneous`, :func:`signature_of`, :func:`split_by_bag`;

@@ -101,7 +101,8 @@ class KeyedBag(Mapping[Provenance, Any]):
         return f"KeyedBag({ {str(p): thaw(v) for p, v in self._entries.items()}!r})"
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_provenance, format_value
+        from idivm.diffs.instances import format_provenance
+        from idivm.diffs.values import format_value
 
         inner = ", ".join(f"{format_provenance(p)} {format_value(v)}" for p, v in self._entries.items())
         return f"{{{{ {inner} }}}}" if inner else "{{ }}"

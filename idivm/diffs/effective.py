@@ -249,7 +249,7 @@ def _agrees(partial: Any, actual: Any) -> bool:
 
 
 def _show(value: Any) -> str:
-    from idivm.diffs.notation import format_value
+    from idivm.diffs.values import format_value
 
     return format_value(value)
 

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Union
 
-from idivm.diffs.values import Scalar, canonical, freeze, freeze_scalar, is_scalar
+from idivm.diffs.values import Scalar, canonical, format_atom, format_name, format_value, freeze, freeze_scalar, is_scalar
 from idivm.errors import DataError
 
 __all__ = [
@@ -190,7 +190,6 @@ class Provenance(Mapping[str, Scalar]):
         return f"Provenance.of({dict(self.pairs)!r})"
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_provenance
 
         return format_provenance(self)
 
@@ -318,7 +317,6 @@ class IDiff:
         return hash(self._key())
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_idiff
 
         return format_idiff(self)
 
@@ -395,7 +393,6 @@ class TupleDiff(AttributeMap):
         object.__setattr__(self, "attributes", checked)
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_idiff
 
         return format_idiff(self)
 
@@ -445,7 +442,6 @@ class BagDiff:
         return f"BagDiff({list(self.elements)!r})"
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_idiff
 
         return format_idiff(self)
 
@@ -470,7 +466,6 @@ class NamedDiff:
         return (self.idiff,)
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_idiff
 
         return format_idiff(self)
 
@@ -496,3 +491,55 @@ def _reject_provenanced(value: Any, where: str) -> None:
     elif not is_scalar(value):
         for i, v in enumerate(value):
             _reject_provenanced(v, f"{where}[{i}]")
+
+
+# ----------------------------------------------------------------------------- the thesis' notation
+
+def format_idiff(document: "IDiffDocument | TupleDiff") -> str:
+    """The thesis' notation for an i-diff document, indented like the thesis' examples."""
+    if isinstance(document, NamedDiff):
+        return f"<{format_name(document.name)}: {_format_node(document.idiff, 0)}>"
+    if isinstance(document, (BagDiff, TupleDiff)):
+        return _format_diff(document, 0)
+    if isinstance(document, IDiff):
+        return _format_node(document, 0)
+    raise DataError(f"not an i-diff document: {type(document).__name__}")
+
+
+def format_provenance(provenance: Provenance) -> str:
+    """``#(k1=u1, ..., km=um)``, values bare where they read back as the same string."""
+    return "#(" + ", ".join(f"{format_name(k)}={format_atom(v)}" for k, v in provenance.pairs) + ")"
+
+
+def format_key_names(names: tuple[str, ...]) -> str:
+    """``#(k1, ..., km)``: the provenance keys a signature declares."""
+    return "#(" + ", ".join(format_name(n) for n in names) + ")"
+
+
+def _format_node(node: IDiff, level: int) -> str:
+    head = f"{format_provenance(node.provenance)} " if node.provenance is not None else ""
+    parts = [f"type: {node.type}"]
+    if node.has_pre:
+        parts.append(f"pre: {format_value(node.pre)}")
+    if node.has_post:
+        parts.append(f"post: {format_value(node.post)}")
+    if node.diff is None:
+        return f"{head}{{ {', '.join(parts)} }}"
+    pad = "  " * (level + 1)
+    lines = [f"{head}{{"] + [f"{pad}{p}," for p in parts]
+    lines.append(f"{pad}diff: {_format_diff(node.diff, level + 1)}")
+    lines.append(f"{'  ' * level}}}")
+    return "\n".join(lines)
+
+
+def _format_diff(diff: "BagDiff | TupleDiff", level: int) -> str:
+    pad = "  " * (level + 1)
+    if isinstance(diff, BagDiff):
+        if not len(diff):
+            return "{{ }}"
+        inner = ",\n".join(f"{pad}{_format_node(e, level + 1)}" for e in diff)
+        return f"{{{{\n{inner}\n{'  ' * level}}}}}"
+    if not len(diff):
+        return "{ }"
+    inner = ",\n".join(f"{pad}{format_name(n)}: {_format_node(c, level + 1)}" for n, c in diff.attributes)
+    return f"{{\n{inner}\n{'  ' * level}}}"

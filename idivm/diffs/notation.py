@@ -52,7 +52,6 @@ column and the source text; ``one_line()`` is ``line:col: message``.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -70,8 +69,9 @@ from idivm.diffs.instances import (
     Provenance,
     TupleDiff,
 )
-from idivm.diffs.signatures import BagSignature, RootSignature, SignatureNode, TupleSignature
-from idivm.diffs.values import FrozenBag, FrozenTuple
+from idivm.diffs.instances import format_idiff, format_provenance
+from idivm.diffs.signatures import BagSignature, RootSignature, SignatureNode, TupleSignature, format_signature
+from idivm.diffs.values import JSON_NUMBER, FrozenBag, FrozenTuple, format_value
 from idivm.errors import DataError, IdivmError, Span, SqlppSyntaxError
 
 __all__ = [
@@ -140,10 +140,6 @@ STRING: /'(?:[^'\\\n]|\\.)*'/ | /"(?:[^"\\\n]|\\.)*"/
 %ignore /[ \t\r\n]+/
 """
 
-_KEYWORDS = frozenset({"type", "pre", "post", "diff", "true", "false", "null"})
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_BARE_ATOM = re.compile(r"[A-Za-z0-9_.+\-]+\Z")
-_JSON_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z")
 
 _TERMINAL_NAMES = {
     "NAME": "a name", "STRING": "a string", "NUMBER": "a number", "ATOM": "a provenance value",
@@ -170,153 +166,6 @@ def parse_signature(text: str, filename: str | None = None) -> RootSignature:
 def parse_value(text: str, filename: str | None = None) -> Any:
     """Parse one value (``'x'``, ``2014``, ``{a: 1}``, ``{{1, 2}}``) into its frozen form."""
     return _parse(text, "value_document", filename)
-
-
-def format_idiff(document: "IDiffDocument | TupleDiff") -> str:
-    """The thesis' notation for an i-diff document, indented like the thesis' examples."""
-    if isinstance(document, NamedDiff):
-        return f"<{format_name(document.name)}: {_format_node(document.idiff, 0)}>"
-    if isinstance(document, (BagDiff, TupleDiff)):
-        return _format_diff(document, 0)
-    if isinstance(document, IDiff):
-        return _format_node(document, 0)
-    raise DataError(f"not an i-diff document: {type(document).__name__}")
-
-
-def format_signature(signature: "RootSignature | SignatureNode | TupleSignature | BagSignature") -> str:
-    """The thesis' notation for a signature (Examples 2.12.1 and 2.12.4), or for the nested
-    signature of a tuple (``{ name: {...} }``) or a bag (``#(keys) {...}``)."""
-    if isinstance(signature, RootSignature):
-        body = f"{format_key_names(signature.provenance)} {_format_signature_node(signature.element, 0)}"
-        return body if signature.name is None else f"<{format_name(signature.name)}: {body}>"
-    if isinstance(signature, SignatureNode):
-        return _format_signature_node(signature, 0)
-    if isinstance(signature, (TupleSignature, BagSignature)):
-        return _format_signature_diff(signature, 0, None)
-    raise DataError(f"not a signature: {type(signature).__name__}")
-
-
-def format_provenance(provenance: Provenance) -> str:
-    """``#(k1=u1, ..., km=um)``, values bare where they read back as the same string."""
-    return "#(" + ", ".join(f"{format_name(k)}={_format_atom(v)}" for k, v in provenance.pairs) + ")"
-
-
-def format_key_names(names: tuple[str, ...]) -> str:
-    """``#(k1, ..., km)``: the provenance keys a signature declares."""
-    return "#(" + ", ".join(format_name(n) for n in names) + ")"
-
-
-def format_value(value: Any) -> str:
-    """A value on one line: ``'San Francisco'``, ``2014``, ``{ a: 1 }``, ``{{ 1, 2 }}``."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return _quote(value)
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    if isinstance(value, FrozenTuple) or (hasattr(value, "items") and not hasattr(value, "__frozen_value__")):
-        fields = ", ".join(f"{format_name(k)}: {format_value(v)}" for k, v in value.items())
-        return f"{{ {fields} }}" if fields else "{ }"
-    if isinstance(value, (FrozenBag, list, tuple)):
-        elements = ", ".join(format_value(v) for v in value)
-        return f"{{{{ {elements} }}}}" if elements else "{{ }}"
-    if getattr(value, "__frozen_value__", False):
-        return str(value)
-    raise DataError(f"not a JSON-like value: {type(value).__name__}")
-
-
-def format_name(name: str) -> str:
-    """A name bare when it is an identifier that is not a keyword, else quoted."""
-    return name if _IDENTIFIER.match(name) and name not in _KEYWORDS else _quote(name)
-
-
-# ----------------------------------------------------------------------------- printing
-
-
-def _format_node(node: IDiff, level: int) -> str:
-    head = f"{format_provenance(node.provenance)} " if node.provenance is not None else ""
-    parts = [f"type: {node.type}"]
-    if node.has_pre:
-        parts.append(f"pre: {format_value(node.pre)}")
-    if node.has_post:
-        parts.append(f"post: {format_value(node.post)}")
-    if node.diff is None:
-        return f"{head}{{ {', '.join(parts)} }}"
-    pad = "  " * (level + 1)
-    lines = [f"{head}{{"] + [f"{pad}{p}," for p in parts]
-    lines.append(f"{pad}diff: {_format_diff(node.diff, level + 1)}")
-    lines.append(f"{'  ' * level}}}")
-    return "\n".join(lines)
-
-
-def _format_diff(diff: "BagDiff | TupleDiff", level: int) -> str:
-    pad = "  " * (level + 1)
-    if isinstance(diff, BagDiff):
-        if not len(diff):
-            return "{{ }}"
-        inner = ",\n".join(f"{pad}{_format_node(e, level + 1)}" for e in diff)
-        return f"{{{{\n{inner}\n{'  ' * level}}}}}"
-    if not len(diff):
-        return "{ }"
-    inner = ",\n".join(f"{pad}{format_name(n)}: {_format_node(c, level + 1)}" for n, c in diff.attributes)
-    return f"{{\n{inner}\n{'  ' * level}}}"
-
-
-def _format_signature_node(node: SignatureNode, level: int, elements_of: BagSignature | None = None) -> str:
-    """``elements_of``: the node is a bag attribute whose ``#(keys)`` is already printed before its
-    name, so its diff is printed as the bare element signature."""
-    parts = [f"type: {node.type}"] + (["pre"] if node.pre else []) + (["post"] if node.post else [])
-    if node.diff is None:
-        return f"{{ {', '.join(parts)} }}"
-    pad = "  " * (level + 1)
-    lines = ["{"] + [f"{pad}{p}," for p in parts]
-    lines.append(f"{pad}diff: {_format_signature_diff(node.diff, level + 1, elements_of)}")
-    lines.append(f"{'  ' * level}}}")
-    return "\n".join(lines)
-
-
-def _format_signature_diff(diff: "TupleSignature | BagSignature", level: int, elements_of: BagSignature | None) -> str:
-    if isinstance(diff, BagSignature):
-        prefix = "" if elements_of is diff else f"{format_key_names(diff.provenance)} "
-        return f"{prefix}{_format_signature_node(diff.element, level)}"
-    pad = "  " * (level + 1)
-    attributes = []
-    for name, child in diff.attributes:
-        if isinstance(child.diff, BagSignature):
-            attributes.append(f"{pad}{format_key_names(child.diff.provenance)} {format_name(name)}: "
-                              f"{_format_signature_node(child, level + 1, elements_of=child.diff)}")
-        else:
-            attributes.append(f"{pad}{format_name(name)}: {_format_signature_node(child, level + 1)}")
-    return "{\n" + ",\n".join(attributes) + f"\n{'  ' * level}}}"
-
-
-def _format_atom(value: Any) -> str:
-    if isinstance(value, str) and _BARE_ATOM.match(value) and not _JSON_NUMBER.match(value) \
-            and value not in ("true", "false", "null"):
-        return value
-    return format_value(value)
-
-
-def _quote(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == "'":
-            out.append("\\'")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "'" + "".join(out) + "'"
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -535,7 +384,7 @@ class _ToModel(Transformer):
 
     def bare_atom(self, children: list[Token]) -> Any:
         text = str(children[0])
-        if _JSON_NUMBER.match(text):
+        if JSON_NUMBER.match(text):
             return _number(children[0])
         return {"true": True, "false": False, "null": None}.get(text, text)
 

@@ -65,7 +65,9 @@ from idivm.diffs.instances import (
     attribute_path,
     attribute_pairs,
     element_path,
+    format_key_names,
 )
+from idivm.diffs.values import format_name
 from idivm.errors import DataError, UnsupportedError
 
 __all__ = [
@@ -116,7 +118,6 @@ class SignatureNode:
         return ()
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_signature
 
         return format_signature(self)
 
@@ -134,7 +135,6 @@ class TupleSignature(AttributeMap):
         object.__setattr__(self, "attributes", checked)
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_signature
 
         return format_signature(self)
 
@@ -173,7 +173,6 @@ class BagSignature:
         return hash((frozenset(self.provenance), self.element))
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_signature
 
         return format_signature(self)
 
@@ -246,7 +245,6 @@ class RootSignature:
             node = bag.element
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_signature
 
         return format_signature(self)
 
@@ -579,3 +577,45 @@ def _bag_signature_of(diff: BagDiff, path: str) -> BagSignature:
 def _one_line(node: SignatureNode) -> str:
     return " ".join(str(node).split())
 
+
+# ----------------------------------------------------------------------------- the thesis' notation
+
+def format_signature(signature: "RootSignature | SignatureNode | TupleSignature | BagSignature") -> str:
+    """The thesis' notation for a signature (Examples 2.12.1 and 2.12.4), or for the nested
+    signature of a tuple (``{ name: {...} }``) or a bag (``#(keys) {...}``)."""
+    if isinstance(signature, RootSignature):
+        body = f"{format_key_names(signature.provenance)} {_format_signature_node(signature.element, 0)}"
+        return body if signature.name is None else f"<{format_name(signature.name)}: {body}>"
+    if isinstance(signature, SignatureNode):
+        return _format_signature_node(signature, 0)
+    if isinstance(signature, (TupleSignature, BagSignature)):
+        return _format_signature_diff(signature, 0, None)
+    raise DataError(f"not a signature: {type(signature).__name__}")
+
+
+def _format_signature_node(node: SignatureNode, level: int, elements_of: BagSignature | None = None) -> str:
+    """``elements_of``: the node is a bag attribute whose ``#(keys)`` is already printed before its
+    name, so its diff is printed as the bare element signature."""
+    parts = [f"type: {node.type}"] + (["pre"] if node.pre else []) + (["post"] if node.post else [])
+    if node.diff is None:
+        return f"{{ {', '.join(parts)} }}"
+    pad = "  " * (level + 1)
+    lines = ["{"] + [f"{pad}{p}," for p in parts]
+    lines.append(f"{pad}diff: {_format_signature_diff(node.diff, level + 1, elements_of)}")
+    lines.append(f"{'  ' * level}}}")
+    return "\n".join(lines)
+
+
+def _format_signature_diff(diff: "TupleSignature | BagSignature", level: int, elements_of: BagSignature | None) -> str:
+    if isinstance(diff, BagSignature):
+        prefix = "" if elements_of is diff else f"{format_key_names(diff.provenance)} "
+        return f"{prefix}{_format_signature_node(diff.element, level)}"
+    pad = "  " * (level + 1)
+    attributes = []
+    for name, child in diff.attributes:
+        if isinstance(child.diff, BagSignature):
+            attributes.append(f"{pad}{format_key_names(child.diff.provenance)} {format_name(name)}: "
+                              f"{_format_signature_node(child, level + 1, elements_of=child.diff)}")
+        else:
+            attributes.append(f"{pad}{format_name(name)}: {_format_signature_node(child, level + 1)}")
+    return "{\n" + ",\n".join(attributes) + f"\n{'  ' * level}}}"

@@ -17,7 +17,9 @@ values, and bags compare as multisets (their order is not part of the value).
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any, Union
@@ -144,7 +146,6 @@ class _FrozenValue:
         return f"{type(self).__name__}({thaw(self)!r})"
 
     def __str__(self) -> str:
-        from idivm.diffs.notation import format_value
 
         return format_value(self)
 
@@ -238,3 +239,66 @@ def _kind(value: object) -> str:
     if isinstance(value, float):
         return repr(value)
     return type(value).__name__
+
+
+# ----------------------------------------------------------------------------- the thesis' notation
+
+#: names the notation reserves (quoted when they name an attribute)
+NOTATION_KEYWORDS = frozenset({"type", "pre", "post", "diff", "true", "false", "null"})
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_BARE_ATOM = re.compile(r"[A-Za-z0-9_.+\-]+\Z")
+#: the text of a JSON number (an atom that reads as a number is quoted to stay a string)
+JSON_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z")
+
+
+def format_value(value: Any) -> str:
+    """A value on one line: ``'San Francisco'``, ``2014``, ``{ a: 1 }``, ``{{ 1, 2 }}``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, FrozenTuple) or (hasattr(value, "items") and not hasattr(value, "__frozen_value__")):
+        fields = ", ".join(f"{format_name(k)}: {format_value(v)}" for k, v in value.items())
+        return f"{{ {fields} }}" if fields else "{ }"
+    if isinstance(value, (FrozenBag, list, tuple)):
+        elements = ", ".join(format_value(v) for v in value)
+        return f"{{{{ {elements} }}}}" if elements else "{{ }}"
+    if getattr(value, "__frozen_value__", False):
+        return str(value)
+    raise DataError(f"not a JSON-like value: {type(value).__name__}")
+
+
+def format_name(name: str) -> str:
+    """A name bare when it is an identifier that is not a keyword, else quoted."""
+    return name if _IDENTIFIER.match(name) and name not in NOTATION_KEYWORDS else _quote(name)
+
+
+def format_atom(value: Any) -> str:
+    if isinstance(value, str) and _BARE_ATOM.match(value) and not JSON_NUMBER.match(value) \
+            and value not in ("true", "false", "null"):
+        return value
+    return format_value(value)
+
+
+def _quote(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "'":
+            out.append("\\'")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "'" + "".join(out) + "'"

@@ -32,7 +32,7 @@ from idivm.algebra.expressions import (
     ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var, TRUE, field_paths,
 )
 from idivm.errors import InternalError
-from idivm.exec import restrict
+from idivm.algebra import restrict
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 from idivm.storage.spark import Caches
 
@@ -63,7 +63,7 @@ def col(name: str) -> Column:
 
 def key_filter(name: str, values: list, nulls: bool) -> Column:
     """Column ``name`` is one of ``values`` (their NULLs aside), or NULL when ``nulls``: the
-    filter of a read restricted to a few keys (:mod:`idivm.exec.restrict`)."""
+    filter of a read restricted to a few keys (:mod:`idivm.algebra.restrict`)."""
     keys = sorted({v for v in values if v is not None})
     cond = col(name).isin(keys) if keys else F.lit(False)
     return cond | col(name).isNull() if nulls else cond
@@ -77,7 +77,7 @@ class PlanCompiler:
                  in_memory: Callable[[str], pa.Table | None] | None = None, cached: Caches | None = None):
         """``restrict(name)``: whether scans of table ``name`` (a base-table state, not an
         i-diff) are read restricted to the keys the query's i-diffs name (see
-        :mod:`idivm.exec.restrict`); ``progress`` hears of each restriction.
+        :mod:`idivm.algebra.restrict`); ``progress`` hears of each restriction.
         ``in_memory(name)``: the rows of table ``name`` when the driver holds them (an
         i-diff), else None; the values of a restriction that reads such a table alone are
         taken from them, without a Spark job.  ``cached``: the owner of the frames the
@@ -193,7 +193,7 @@ class PlanCompiler:
 
     def _restricted(self, plan: O.Operator) -> dict[int, DataFrame]:
         """The restricted reads of the table scans of ``plan`` that may read only the keys its
-        i-diffs name (:mod:`idivm.exec.restrict`): each candidate whose source reads only
+        i-diffs name (:mod:`idivm.algebra.restrict`): each candidate whose source reads only
         i-diffs and restricted scans is evaluated (its distinct values, up to
         :data:`RESTRICT_MAX_VALUES`), until no candidate is left; the reads found so far apply
         while a source is evaluated.  A restricted read that the source of another candidate

@@ -46,7 +46,8 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var
 from idivm.errors import InternalError
-from idivm.generator.generate import _substitute, check_supported, generate
+from idivm.algebra.rewrite import fresh_name, replace_nodes, substitute
+from idivm.generator.generate import check_supported, generate
 from idivm.generator.operator_caches import split_at_averages
 from idivm.generator.script import Cache, DeltaScript
 from idivm.provenance.ids import ProvenanceResult, infer_provenance
@@ -92,7 +93,7 @@ def split_at_caches(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
         if columns is None or not _spj_without_mvd(op.input, prov):
             continue
         name = names() if names is not None else cache_name(view, len(caches) + 1)
-        var = _fresh("cache", taken)
+        var = fresh_name("cache", taken)
         taken.add(var)
         cols = tuple((c, t) for c, (t, _) in columns.items())
         caches.append(CachePlan(name, O.ReturnBag(op.input, TupleExpr(cols), span=op.span),
@@ -101,12 +102,12 @@ def split_at_caches(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
         scan = O.ScanCollection(O.Ground(), TableRef(name), var, span=op.input.span)
         replaced[id(op)] = replace(
             op, input=scan,
-            keys=tuple((k, _substitute(t, to_column)) for k, t in op.keys),
-            aggregates=tuple((a, replace(g, arg=None if g.arg is None else _substitute(g.arg, to_column)))
+            keys=tuple((k, substitute(t, to_column)) for k, t in op.keys),
+            aggregates=tuple((a, replace(g, arg=None if g.arg is None else substitute(g.arg, to_column)))
                              for a, g in op.aggregates))
     if not caches:
         return None
-    upper = _replace_nodes(plan, replaced)
+    upper = replace_nodes(plan, replaced)
     return CacheSplit(tuple(caches), upper)  # type: ignore[arg-type]
 
 
@@ -131,7 +132,7 @@ def _columns(op: O.GroupBy, table_types) -> dict[str, tuple[Term, T.Type]] | Non
                 return None
             if f not in seen:
                 seen.add(f)
-                out[_fresh(f"{f.base.name}_{f.name}", set(out))] = (f, ty)
+                out[fresh_name(f"{f.base.name}_{f.name}", set(out))] = (f, ty)
     return out
 
 
@@ -166,35 +167,6 @@ def _determined(join: O.InnerJoin, side: O.Operator, other: O.Operator, prov: Pr
         if group is None or not any(t.variables() and t.variables() <= theirs for t in group.terms):
             return False
     return True
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, n = base, 1
-    while name in taken:
-        n += 1
-        name = f"{base}_{n}"
-    return name
-
-
-def _replace_nodes(plan: O.Operator, replaced: Mapping[int, O.Operator]) -> O.Operator:
-    """``plan`` with the operators in ``replaced`` (by identity) swapped for their new form."""
-    memo: dict[int, O.Operator] = {}
-
-    def go(op: O.Operator) -> O.Operator:
-        if id(op) in replaced:
-            return replaced[id(op)]
-        if id(op) in memo:
-            return memo[id(op)]
-        ins = tuple(go(i) for i in op.inputs())
-        new = op.with_inputs(*ins) if any(a is not b for a, b in zip(ins, op.inputs())) else op
-        if op.nested():
-            nest = tuple(go(n) for n in op.nested())
-            if any(a is not b for a, b in zip(nest, op.nested())):
-                new = new.with_nested(*nest)
-        memo[id(op)] = new
-        return new
-
-    return go(plan)
 
 
 def generate_view(view: str, plan: O.ReturnBag, prov: ProvenanceResult,

@@ -30,6 +30,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
     NULL, TRUE, Call, Case, Const, Field, TableRef, Term, TupleExpr, Var, conjunction, field_paths,
 )
+from idivm.algebra.rewrite import substitute
 from idivm.errors import InternalError, UnsupportedError
 from idivm.generator.minimize import minimize_script
 from idivm.generator.script import (
@@ -394,7 +395,7 @@ class _Generator:
             elif t.variables() <= avail:
                 pv = self.fresh("pre")
                 outputs.append((v, t))
-                outputs.append((pv, _substitute(t, pre)))
+                outputs.append((pv, substitute(t, pre)))
                 changed.append((Var(v), Var(pv)))
         plan = O.Project(diff.plan, tuple(dict(outputs).items()))
         return self.next(op, diff, rule, ids=ids, plan=plan, changed=tuple(changed))
@@ -714,13 +715,13 @@ class _Generator:
         provenance fields that name it (the table's key); the nested plan is the plan of a
         top-level ApplyPlan whose variable reaches one column of the view unchanged."""
         def passes(op: O.Operator, env: dict[Term, Term]) -> bool:
-            return not any(_mentions(_substitute(t, env), diff.changed) for t in _condition_terms(op))
+            return not any(_mentions(substitute(t, env), diff.changed) for t in _condition_terms(op))
 
         found = self._nested_root(diff, passes)
         if found is None:
             return None
         root, apply, node, ids, env = found
-        fields = tuple((n, t if n == PROV_FIELD else _substitute(t, env)) for n, t in root.element.fields)
+        fields = tuple((n, t if n == PROV_FIELD else substitute(t, env)) for n, t in root.element.fields)
         stored = self._stored_column(Var(apply.var), apply)
         nav = None if stored is None else \
             self._element_navigation(apply, stored[0], node, fields, ids, diff.ids, diff)
@@ -745,7 +746,7 @@ class _Generator:
                 if not passes(op, env):
                     return None
             elif isinstance(op, O.Project):
-                env = {Var(v): _substitute(t, env) for v, t in op.outputs}
+                env = {Var(v): substitute(t, env) for v, t in op.outputs}
                 ids = self.through_project(op, ids)
                 if ids is None:
                     return None
@@ -1110,7 +1111,7 @@ class _Generator:
         for v, a in op.aggregates:
             if a.arg is None or not _mentions(a.arg, diff.changed):
                 continue
-            post_arg, pre_arg = a.arg, _substitute(a.arg, to_pre)
+            post_arg, pre_arg = a.arg, substitute(a.arg, to_pre)
             dv = self.fresh("d")
             if a.function == "sum":
                 d = Call("sub", (post_arg, pre_arg))
@@ -1533,29 +1534,6 @@ def _only_under_fields(term: Term, var: Var) -> bool:
     return go(term, False)
 
 
-def _substitute(term: Term, mapping: Mapping[Term, Term]) -> Term:
-    if term in mapping:
-        return mapping[term]
-    kids = list(term.children())
-    if not kids:
-        return term
-    from dataclasses import fields as dc_fields
-
-    changes = {}
-    for f in dc_fields(term):
-        if f.name == "span":
-            continue
-        v = getattr(term, f.name)
-        if isinstance(v, Term):
-            changes[f.name] = _substitute(v, mapping)
-        elif isinstance(v, tuple):
-            changes[f.name] = tuple(
-                _substitute(x, mapping) if isinstance(x, Term)
-                else tuple(_substitute(y, mapping) if isinstance(y, Term) else y for y in x) if isinstance(x, tuple)
-                else x for x in v)
-    return replace(term, **changes)
-
-
 def _same(a: Term, b: Term) -> Term:
     return Call("same", (a, b))
 
@@ -1597,10 +1575,10 @@ def _element_wise(plan: O.Operator, forms: Mapping[str, tuple], outer: Mapping[T
     conditions = [] if condition is None else [condition]
     for op in reversed(chain):
         if isinstance(op, O.Select):
-            conditions.append(_navigated(_substitute(op.condition, env)))
+            conditions.append(_navigated(substitute(op.condition, env)))
         else:
-            env = {**outer, **{Var(v): _navigated(_substitute(t, env)) for v, t in op.outputs}}
-    element = tuple((n, _navigated(_substitute(t, env))) for n, t in plan.element.fields)
+            env = {**outer, **{Var(v): _navigated(substitute(t, env)) for v, t in op.outputs}}
+    element = tuple((n, _navigated(substitute(t, env))) for n, t in plan.element.fields)
     terms = [t for _, t in element] + conditions
     if not all(t.variables() <= avail for t in terms):
         return None
@@ -1613,7 +1591,7 @@ def _null_tests_dropped(term: Term) -> Term:
     member has none), so such a test does not read the updated attributes."""
     tests = {t: TRUE for t in term.walk()
              if isinstance(t, Call) and t.function == "is_null" and isinstance(t.args[0], Var)}
-    return _substitute(term, tests) if tests else term
+    return substitute(term, tests) if tests else term
 
 
 def _navigated(term: Term) -> Term:
@@ -1627,7 +1605,7 @@ def _navigated(term: Term) -> Term:
                 return found[term.name]
         return term if base is term.base else Field(base, term.name, span=term.span)
     mapping = {k: n for k in term.children() if (n := _navigated(k)) is not k}
-    return _substitute(term, mapping) if mapping else term
+    return substitute(term, mapping) if mapping else term
 
 
 def _member_incremental(a: O.Aggregate) -> bool:

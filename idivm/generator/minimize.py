@@ -32,12 +32,13 @@ shortened.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Call, Field, TableRef, Term, TupleExpr, Var, conjuncts
+from idivm.algebra.rewrite import substitute
 from idivm.errors import InternalError
 from idivm.generator.script import (
     POST, PRE, PRE_FIELD, DeltaScript, delta_post_rows, delta_pre_rows, parse_source,
@@ -366,30 +367,12 @@ def _reorders_only(p: O.Project) -> bool:
 def _substitute(term: Term, env: Mapping[str, Term]) -> Term:
     """``term`` with each variable of ``env`` replaced by its term, and the fields of a
     constructed tuple read directly (``{a: t}.a`` → ``t``)."""
-    if isinstance(term, Var):
-        return env.get(term.name, term)
-    if isinstance(term, Field):
-        base = _substitute(term.base, env)
-        if isinstance(base, TupleExpr):
-            found = [t for n, t in base.fields if n == term.name]
-            if found:
-                return found[0]
-        return term if base is term.base else replace(term, base=base)
-    changes = {}
-    for f in fields(term):
-        if f.name == "span":
-            continue
-        v = getattr(term, f.name)
-        new = _substitute_value(v, env)
-        if new is not v:
-            changes[f.name] = new
-    return replace(term, **changes) if changes else term
+    return substitute(term, {Var(n): t for n, t in env.items()}, post=_read_constructed_field)
 
 
-def _substitute_value(v, env):
-    if isinstance(v, Term):
-        return _substitute(v, env)
-    if isinstance(v, tuple):
-        new = tuple(_substitute_value(x, env) for x in v)
-        return v if all(a is b for a, b in zip(new, v)) else new
-    return v
+def _read_constructed_field(term: Term) -> Term:
+    if isinstance(term, Field) and isinstance(term.base, TupleExpr):
+        found = [t for n, t in term.base.fields if n == term.name]
+        if found:
+            return found[0]
+    return term

@@ -42,6 +42,7 @@ from typing import Mapping
 
 from idivm import types as T
 from idivm.algebra import operators as O
+from idivm.algebra.rewrite import fresh_name, replace_nodes
 from idivm.algebra.expressions import (
     SCALAR_FUNCTIONS, Call, Case, Const, Field, TableRef, Term, TupleExpr, Var,
 )
@@ -68,7 +69,6 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
                       names) -> AverageSplit | None:
     """The operator caches of the eligible γs of ``plan`` and the plan reading them; None
     when no γ is eligible.  ``names()`` gives the table name of the next cache."""
-    from idivm.generator.caches import _fresh, _replace_nodes
 
     taken = {v for op in O.walk(plan) for v in op.output_variables()}
     caches: list[OperatorCachePlan] = []
@@ -82,7 +82,7 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
         aggs: list[tuple[str, O.Aggregate]] = []
         agg_types: list[T.Type] = []
         outputs: list[tuple[str, Term]] = []
-        var = _fresh("avg", taken)
+        var = fresh_name("avg", taken)
         taken.add(var)
         row = Var(var)
         columns = {k for k, _ in op.keys} | {v for v, _ in op.aggregates}
@@ -93,7 +93,7 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
                 outputs.append((v, Field(row, v)))
                 continue
             ty = _type(a.arg, types)
-            s, c = _fresh(f"{v}_sum", columns), _fresh(f"{v}_count", columns | {f"{v}_sum"})
+            s, c = fresh_name(f"{v}_sum", columns), fresh_name(f"{v}_count", columns | {f"{v}_sum"})
             columns |= {s, c}
             zero = Const(0, T.INT) if ty == T.INT else Const(0.0, T.DOUBLE)
             aggs += [(s, O.Aggregate("sum", Call("coalesce", (a.arg, zero)))), (c, O.Aggregate("count", a.arg))]
@@ -112,7 +112,7 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
         replaced[id(op)] = O.Project(scan, tuple((k, Field(row, k)) for k in key) + tuple(outputs), span=op.span)
     if not caches:
         return None
-    return AverageSplit(tuple(caches), _replace_nodes(plan, replaced))  # type: ignore[arg-type]
+    return AverageSplit(tuple(caches), replace_nodes(plan, replaced))  # type: ignore[arg-type]
 
 
 def _eligible(op: O.GroupBy, types: Mapping[str, T.TupleType]) -> bool:

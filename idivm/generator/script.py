@@ -216,10 +216,10 @@ class Statement:
 
     def restrictions(self) -> tuple[str, ...]:
         """The reads of base-table states its plans may restrict to the keys their i-diffs
-        name (:mod:`idivm.exec.restrict`), for ``explain``: ``reviews@post by business_id from
+        name (:mod:`idivm.algebra.restrict`), for ``explain``: ``reviews@post by business_id from
         Δpost(businesses)`` (the tables whose values give the keys; the run applies it when
         the column's type is a key type and the values are few enough)."""
-        from idivm.exec import restrict
+        from idivm.algebra import restrict
 
         out = set()
         for _, plan in self.plans():

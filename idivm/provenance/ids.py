@@ -51,6 +51,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
     Call, Const, Field, TableRef, Term, TupleExpr, Var, conjuncts,
 )
+from idivm.algebra.rewrite import substitute
 from idivm.errors import UnknownIdsError, UnsupportedError
 
 HIDDEN = "__idivm_"  # prefix of hidden (provenance) columns and fields of stored views
@@ -231,7 +232,7 @@ class _Inference:
             for path, ids in info.elements.items():
                 rel = _relative(path, op.source)
                 if rel is not None:
-                    elements[_subst(rel, ELEMENT, x)] = ids
+                    elements[substitute(rel, {ELEMENT: x})] = ids
         return replace(op, input=inp), _Info(_concat(info.ids, own), elements)
 
     def _NavTuple(self, op: O.NavTuple, env):
@@ -242,7 +243,7 @@ class _Inference:
         for path, ids in info.elements.items():
             rel = _relative_path(path, nav)
             if rel is not None:
-                elements[_subst(rel, ELEMENT, Var(op.var))] = ids
+                elements[substitute(rel, {ELEMENT: Var(op.var)})] = ids
         return replace(op, input=inp), _Info(info.ids, elements)
 
     def _Select(self, op: O.Select, env):
@@ -397,7 +398,7 @@ class _Inference:
                 for path, el in info.elements.items():
                     rel = _relative_path(path, t)
                     if rel is not None:
-                        elements[_subst(rel, ELEMENT, Field(Field(Var(op.group_var), "@"), name))] = el
+                        elements[substitute(rel, {ELEMENT: Field(Field(Var(op.group_var), "@"), name)})] = el
         return new, _Info(ids, elements)
 
     def _Distinct(self, op: O.Distinct, env):
@@ -508,22 +509,10 @@ def _short(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def _subst(t: Term, old: Term, new: Term) -> Term:
-    if t == old:
-        return new
-    if isinstance(t, Field):
-        return Field(_subst(t.base, old, new), t.name)
-    if isinstance(t, TupleExpr):
-        return TupleExpr(tuple((n, _subst(v, old, new)) for n, v in t.fields))
-    if isinstance(t, Call):
-        return Call(t.function, tuple(_subst(a, old, new) for a in t.args))
-    return t
-
-
 def _subst_ids(ids: Ids, old: Term, new: Term) -> Ids:
     if not ids.known:
         return ids
-    return Ids(tuple(KeyGroup(g.name, tuple(_subst(t, old, new) for t in g.terms)) for g in ids.groups))
+    return Ids(tuple(KeyGroup(g.name, tuple(substitute(t, {old: new}) for t in g.terms)) for g in ids.groups))
 
 
 def _relative(path: Term, source: Term) -> Term | None:
@@ -555,7 +544,7 @@ def _through(t: Term, outputs: list[tuple[str, Term]]) -> list[Term]:
     for v, e in outputs:
         rel = _relative_path(t, e)
         if rel is not None and not isinstance(e, Const):
-            out.append(_subst(rel, ELEMENT, Var(v)))
+            out.append(substitute(rel, {ELEMENT: Var(v)}))
     return out
 
 
@@ -572,7 +561,7 @@ def _alias_elements(elements: dict[Term, Ids], source: Term, target: Term) -> di
     for path, ids in elements.items():
         rel = _relative_path(path, source)
         if rel is not None:
-            out[_subst(rel, ELEMENT, target)] = ids
+            out[substitute(rel, {ELEMENT: target})] = ids
     return out
 
 
@@ -584,7 +573,7 @@ def _extend_project(op: O.Operator, extra: tuple[tuple[str, Term], ...], keep: s
         inlined = []
         for v, t in extra:
             for dv, dt in defs.items():
-                t = _subst(t, Var(dv), dt)
+                t = substitute(t, {Var(dv): dt})
             inlined.append((v, t))
         return replace(op, outputs=tuple((v, t) for v, t in op.outputs if v in keep) + tuple(inlined))
     return O.Project(op, tuple((v, Var(v)) for v in op.output_variables() if v in keep) + extra)

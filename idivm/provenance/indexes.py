@@ -82,7 +82,8 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var
 from idivm.diffs.base_signatures import BaseSignatures, Collection, condition_attributes
 from idivm.diffs.signatures import RootSignature, TupleSignature
-from idivm.provenance.ids import ELEMENT, Ids, ProvenanceResult, _relative_path, _subst, _through
+from idivm.algebra.rewrite import substitute
+from idivm.provenance.ids import ELEMENT, Ids, ProvenanceResult, _relative_path, _through
 
 INSERT, DELETE, UPDATE = "insert", "delete", "update"
 MEMBERSHIP = "*"  # the "attribute" an insert or delete of a collection's elements changes
@@ -400,7 +401,7 @@ class _Propagation:
                 # output binding tuples, named by the outer IDs and the elements' own
                 step = d.nested[0]
                 elements = self.element_names(step.ids, own)
-                rest = tuple(replace(s, term=_subst(s.term, ELEMENT, Var(op.var))) if i == 0 else s
+                rest = tuple(replace(s, term=substitute(s.term, {ELEMENT: Var(op.var)})) if i == 0 else s
                              for i, s in enumerate(d.nested[1:]))
                 outer_ids = self.carry(d, m).ids
                 out.append(replace(d, ids=outer_ids | elements, changed=step.changed, nested=rest))
@@ -493,7 +494,7 @@ class _Propagation:
                 for source, target in aliases:
                     rel = _relative_path(d.nested[0].term, source)
                     if rel is not None:
-                        step = replace(d.nested[0], term=_subst(rel, ELEMENT, target))
+                        step = replace(d.nested[0], term=substitute(rel, {ELEMENT: target}))
                         out.append(replace(d, nested=(step,) + d.nested[1:]))
         return out
 
@@ -662,7 +663,7 @@ class _Propagation:
         for name, t in fields:
             rel = _relative_path(nested[0].term, t)
             if rel is not None:
-                return (replace(nested[0], term=_subst(rel, ELEMENT, Field(ELEMENT, name))),) + nested[1:]
+                return (replace(nested[0], term=substitute(rel, {ELEMENT: Field(ELEMENT, name)})),) + nested[1:]
         return None
 
     def _Distinct(self, op: O.Distinct, scope: _Scope) -> list[_Diff]:
@@ -683,7 +684,7 @@ class _Propagation:
             for source, target in targets:
                 rel = _relative_path(d.nested[0].term, source)
                 if rel is not None:
-                    out.append(replace(d, nested=(replace(d.nested[0], term=_subst(rel, ELEMENT, target)),)
+                    out.append(replace(d, nested=(replace(d.nested[0], term=substitute(rel, {ELEMENT: target})),)
                                        + d.nested[1:]))
         return out
 

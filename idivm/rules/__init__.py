@@ -32,44 +32,15 @@ for every input side and i-diff kind.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from idivm.rules import (
+    distinct, group_by, join, left_join, nested, project, ret, scan, select, semijoin, union,
+)
+from idivm.rules.common import KINDS, STATES, Rule
 
-KINDS = ("replace", "update", "increment")
-STATES = ("Input_pre", "Input_post", "Output")
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    operator: str  # algebra operator class name
-    side: str  # "input", "left" or "right"
-    diff: str  # kind of the incoming i-diff
-    when: str  # guard (a predicate of the generator), "always" for none
-    action: str  # transformation of the generator that instantiates the rule
-    output: str  # kind(s) of the outgoing i-diff(s), "none" if it is absorbed
-    reads: tuple[str, ...] = ()
-    blocking: bool = False
-    source: str = ""  # the thesis table the rule follows (or extends)
-
-    def __post_init__(self):
-        if self.diff not in KINDS:
-            raise ValueError(f"unknown i-diff kind {self.diff!r}")
-        if not set(self.reads) <= set(STATES):
-            raise ValueError(f"unknown states in {self.reads}")
-
-    def describe(self) -> str:
-        reads = f", reads {'+'.join(self.reads)}" if self.reads else ""
-        guard = "" if self.when == "always" else f" if {self.when}"
-        return f"{self.operator}[{self.side}] {self.diff}{guard} -> {self.output}{reads}  ({self.source})"
-
-    def to_json(self) -> dict:
-        return asdict(self)
+__all__ = ["KINDS", "RULES", "SIDES", "STATES", "Rule", "rules_for"]
 
 
 def _collect() -> dict[tuple[str, str, str], tuple[Rule, ...]]:
-    from idivm.rules import (
-        distinct, group_by, join, left_join, nested, project, ret, scan, select, semijoin, union,
-    )
-
     table: dict[tuple[str, str, str], list[Rule]] = {}
     for module in (nested, scan, select, project, join, left_join, semijoin, union, group_by, distinct, ret):
         for rule in module.RULES:

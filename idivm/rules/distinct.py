@@ -1,7 +1,7 @@
 """δ: the IDs of DISTINCT are all its attributes, so every change recomputes the values it
 touches before or after (Input_pre, Input_post)."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = (
     Rule("Distinct", "input", "replace", "always", "regroup", "replace",

@@ -10,7 +10,7 @@ make; where no operator cache applies, AVG recomputes its groups.  An update the
 stored GROUP AS bag only carry is a nested update of those members (Table E.11; its rule is
 with the other nested updates in :mod:`idivm.rules.nested`, tried before these)."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = (
     Rule("GroupBy", "input", "replace", "always", "regroup", "replace",

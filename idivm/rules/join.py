@@ -2,7 +2,7 @@
 of one side (partial IDs); an insert joins with the other side's post state; an update of a
 join attribute becomes delete+insert."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = tuple(
     rule

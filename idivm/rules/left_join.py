@@ -3,7 +3,7 @@
 tuples it matches before or after the change (Input_pre and Input_post) and replaces them —
 padded rows appear and disappear with their matches."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = (
     Rule("LeftJoin", "left", "replace", "always", "pass", "replace", reads=("Input_post",),

@@ -64,7 +64,7 @@ replace): what the named members contribute in the post state minus what they co
 the pre state, both read restricted to the replace's keys.
 """
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 #: operators computing one new variable from their input tuple (like an assignment)
 PER_TUPLE = ("NavTuple", "FunctionCall", "ConstructTuple", "ConstructBag", "ConstructArray")

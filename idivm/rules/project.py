@@ -2,7 +2,7 @@
 an update recomputes the outputs whose functions read the updated attributes, from the
 i-diff itself when it carries every attribute they read, else it becomes delete+insert."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = (
     Rule("Project", "input", "replace", "always", "pass", "replace", source="Table C.4 rows 1-2"),

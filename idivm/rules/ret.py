@@ -1,7 +1,7 @@
 """The view itself (ReturnBag): i-diffs become changes of the stored view, named by its
 hidden ID columns (thesis §2.4 pass 3: resolve to full view keys, apply to the view)."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = (
     Rule("ReturnBag", "input", "replace", "always", "to_view", "replace", reads=("Output",),

@@ -2,7 +2,7 @@
 over a nested collection of a base table the view only unnests: where the element i-diffs of
 that collection enter (§2.14.2)."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = (
     Rule("ScanCollection", "input", "replace", "always", "base_replace", "replace",

@@ -3,7 +3,7 @@ its input, Table C.4): inserts are filtered, deletes and updates pass by ID; an 
 attribute the condition (or the assigned term) reads turns into delete+insert of the named
 tuples (the pre-state filter of the thesis is not needed: deleting an absent ID is a no-op)."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = tuple(
     rule

@@ -3,7 +3,7 @@ left changes pass by ID; a right change names the left tuples it matches in the 
 post state (Input_pre, Input_post) and replaces them; right updates of attributes outside
 the condition cannot change the output and are absorbed."""
 
-from idivm.rules import Rule
+from idivm.rules.common import Rule
 
 RULES = tuple(
     rule
