@@ -50,15 +50,20 @@ def _forbid_compiling(monkeypatch):
     monkeypatch.setattr(caches, "generate_view", refuse)
 
 
-def test_maintain_executes_the_stored_program_without_compiling(make_warehouse, tmp_path, monkeypatch):
+def test_maintain_executes_the_stored_program_and_compiles_one_of_another_format_once(
+        make_warehouse, tmp_path, monkeypatch):
     wh = make_warehouse()
     for table, key in devices.KEYS.items():
         wh.create_table(table, key, sample_path("devices", table))
     wh.define(view_path("devices_cost"), strategy="id")
     wh.define(view_path("devices_v"), strategy="tuple")
     wh.define(view_path("devices_v").read_text().replace("phone_parts", "phone_parts_rc"), strategy="recompute")
-    (tmp_path / "p.jsonl").write_text(json.dumps({"pid": 1, "price": 999.5}) + "\n")
-    wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
+
+    def change(name: str, price: float) -> None:
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps({"pid": 2, "price": price}) + "\n")
+        wh.ingest("parts", tmp_path / f"{name}.jsonl", format="rows")
+
+    change("a", 999.5)
     with monkeypatch.context() as m:
         _forbid_compiling(m)
         results = wh.maintain()
@@ -67,22 +72,15 @@ def test_maintain_executes_the_stored_program_without_compiling(make_warehouse, 
     for r in results:
         assert r.version is not None and wh.verify(r.name).ok, r.summary()
 
-
-def test_a_program_of_another_format_is_compiled_again_and_stored(make_warehouse, tmp_path, monkeypatch):
-    wh = make_warehouse()
-    for table, key in devices.KEYS.items():
-        wh.create_table(table, key, sample_path("devices", table))
-    wh.define(view_path("devices_cost"), strategy="id")
+    # the stored programs are of an older format now: compiled again once, and stored
     stored = wh.path / "views" / "phone_cost.program" / "program.json"
-    monkeypatch.setattr(programs, "FORMAT", "2/next")  # the stored program is of an older format now
-    (tmp_path / "p.jsonl").write_text(json.dumps({"pid": 2, "price": 1.25}) + "\n")
-    wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
+    monkeypatch.setattr(programs, "FORMAT", "2/next")
+    change("b", 1.25)
     (r,) = wh.maintain("phone_cost")
     assert r.strategy == "id" and wh.verify("phone_cost").ok, r.summary()
     assert json.loads(stored.read_text())["format"] == "2/next"
-    with monkeypatch.context() as m:  # stored again: the next run compiles nothing
+    change("c", 2.5)
+    with monkeypatch.context() as m:
         _forbid_compiling(m)
-        (tmp_path / "q.jsonl").write_text(json.dumps({"pid": 2, "price": 2.5}) + "\n")
-        wh.ingest("parts", tmp_path / "q.jsonl", format="rows")
         (r,) = wh.maintain("phone_cost")
     assert r.strategy == "id" and wh.verify("phone_cost").ok, r.summary()
