@@ -48,11 +48,12 @@ def oracle(view_path: Path, index: indexes.StoredIndex) -> set[tuple]:
 
 
 def stored(wh, name="sf_reviews"):
+    """The view's path and its index tables, as the view's stored program lays them out."""
+    from idivm.warehouse import _stored_indexes
+
     entry = wh.catalog.view(name)
     path = wh.catalog.path_of(entry)
-    view, prov = wh._plan(entry.text, name, wh.catalog)
-    script, _ = wh._script(wh.catalog, view, prov, entry.text, name, "id", strict=True)
-    return path, wh._indexes(wh.catalog, view, prov, path, script)
+    return path, _stored_indexes(wh._program(wh.catalog, entry), path)
 
 
 def table_rows(path: Path, index) -> set[tuple]:
