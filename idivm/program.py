@@ -23,7 +23,7 @@ from typing import Any
 
 #: the version of the encoding and of the classes it names; a stored program of another
 #: version is compiled again from the view's text
-FORMAT = f"1/{importlib.import_module('idivm').__version__}"
+FORMAT = f"2/{importlib.import_module('idivm').__version__}"
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,14 @@ class Program:
 
 
 def to_json(program: Program) -> dict:
-    return {"format": FORMAT, "program": _encode(program)}
+    return {"format": FORMAT, "program": _Encoder(program).encode(program)}
 
 
 def from_json(data: Any) -> Program | None:
     """The stored program, or None when there is none or it is of another format."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         return None
-    return _decode(data["program"])
+    return _Decoder().decode(data["program"])
 
 
 # --- the encoding ----------------------------------------------------------------------------------
@@ -57,26 +57,66 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _encode(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return {"float": repr(value)}
-    if isinstance(value, enum.Enum):
-        return {"enum": _class_name(type(value)), "name": value.name}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)
-                  if f.init and f.name != "span" and not isinstance(getattr(value, f.name), BaseException)}
-        return {"class": _class_name(type(value)), "fields": fields}
-    if isinstance(value, tuple):
-        return {"tuple": [_encode(v) for v in value]}
-    if isinstance(value, frozenset):
-        return {"frozenset": [_encode(v) for v in value]}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    if isinstance(value, dict):
-        return {"map": [[_encode(k), _encode(v)] for k, v in value.items()]}
-    raise TypeError(f"a compiled program cannot hold a {type(value).__name__}")
+def _fields(value: Any) -> list[tuple[str, Any]]:
+    return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)
+            if f.init and f.name != "span" and not isinstance(getattr(value, f.name), BaseException)]
+
+
+def _is_object(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+class _Encoder:
+    """Encodes a program; an object reached more than once (a subplan two queries share, which
+    evaluation computes once) is written once with an ``id`` and then referred to by it, so
+    the decoded program shares it too."""
+
+    def __init__(self, root: Any):
+        self.seen: dict[int, int] = {}
+        self.keep: list[Any] = []  # the objects counted stay alive: their ids stay theirs
+        self._count(root)
+        self.shared = {k for k, n in self.seen.items() if n > 1}
+        self.ids: dict[int, int] = {}
+
+    def _count(self, value: Any) -> None:
+        if _is_object(value):
+            self.seen[id(value)] = self.seen.get(id(value), 0) + 1
+            self.keep.append(value)
+            if self.seen[id(value)] > 1:
+                return
+            for _, v in _fields(value):
+                self._count(v)
+        elif isinstance(value, (tuple, list, frozenset)):
+            for v in value:
+                self._count(v)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                self._count(k)
+                self._count(v)
+
+    def encode(self, value: Any) -> Any:
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return {"float": repr(value)}
+        if isinstance(value, enum.Enum):
+            return {"enum": _class_name(type(value)), "name": value.name}
+        if _is_object(value):
+            if id(value) in self.ids:
+                return {"ref": self.ids[id(value)]}
+            out = {"class": _class_name(type(value)), "fields": {k: self.encode(v) for k, v in _fields(value)}}
+            if id(value) in self.shared:
+                self.ids[id(value)] = out["id"] = len(self.ids)
+            return out
+        if isinstance(value, tuple):
+            return {"tuple": [self.encode(v) for v in value]}
+        if isinstance(value, frozenset):
+            return {"frozenset": [self.encode(v) for v in value]}
+        if isinstance(value, list):
+            return [self.encode(v) for v in value]
+        if isinstance(value, dict):
+            return {"map": [[self.encode(k), self.encode(v)] for k, v in value.items()]}
+        raise TypeError(f"a compiled program cannot hold a {type(value).__name__}")
 
 
 def _class(name: str) -> type:
@@ -89,22 +129,30 @@ def _class(name: str) -> type:
     return obj
 
 
-def _decode(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if "class" in value:
-        cls = _class(value["class"])
-        return cls(**{k: _decode(v) for k, v in value["fields"].items()})
-    if "tuple" in value:
-        return tuple(_decode(v) for v in value["tuple"])
-    if "frozenset" in value:
-        return frozenset(_decode(v) for v in value["frozenset"])
-    if "map" in value:
-        return {_decode(k): _decode(v) for k, v in value["map"]}
-    if "enum" in value:
-        return _class(value["enum"])[value["name"]]
-    if "float" in value:
-        return float(value["float"])
-    raise ValueError(f"not part of a compiled program: {value!r}")
+class _Decoder:
+    def __init__(self):
+        self.objects: dict[int, Any] = {}
+
+    def decode(self, value: Any) -> Any:
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        if "class" in value:
+            obj = _class(value["class"])(**{k: self.decode(v) for k, v in value["fields"].items()})
+            if "id" in value:
+                self.objects[value["id"]] = obj
+            return obj
+        if "ref" in value:
+            return self.objects[value["ref"]]
+        if "tuple" in value:
+            return tuple(self.decode(v) for v in value["tuple"])
+        if "frozenset" in value:
+            return frozenset(self.decode(v) for v in value["frozenset"])
+        if "map" in value:
+            return {self.decode(k): self.decode(v) for k, v in value["map"]}
+        if "enum" in value:
+            return _class(value["enum"])[value["name"]]
+        if "float" in value:
+            return float(value["float"])
+        raise ValueError(f"not part of a compiled program: {value!r}")

@@ -32,7 +32,35 @@ def test_a_program_reads_back_equal_to_its_compilation(samples, view):
     back = programs.from_json(json.loads(json.dumps(programs.to_json(compiled))))
     assert back == compiled
     assert back.script.render() == compiled.script.render() and back.prov.view_ids == compiled.prov.view_ids
+    # a subplan several statements share (computed once by a run) is shared after reading back too
+    assert _objects(back.script) == _objects(compiled.script)
+    assert _objects(compiled.script)[1] > 0
     assert programs.from_json({**programs.to_json(compiled), "format": "0/old"}) is None
+
+
+def _objects(value) -> tuple[int, int]:
+    """(distinct objects, objects reached more than once) of the dataclasses in ``value``."""
+    import dataclasses
+
+    seen: dict[int, int] = {}
+
+    def go(v):
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            seen[id(v)] = seen.get(id(v), 0) + 1
+            if seen[id(v)] == 1:
+                for f in dataclasses.fields(v):
+                    if f.init and f.name != "span":
+                        go(getattr(v, f.name))
+        elif isinstance(v, (tuple, list, frozenset)):
+            for x in v:
+                go(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                go(k)
+                go(x)
+
+    go(value)
+    return len(seen), sum(1 for n in seen.values() if n > 1)
 
 
 def test_a_program_names_only_classes_of_idivm():
