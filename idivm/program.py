@@ -72,8 +72,7 @@ class _Encoder:
     the decoded program shares it too."""
 
     def __init__(self, root: Any):
-        self.seen: dict[int, int] = {}
-        self.keep: list[Any] = []  # the objects counted stay alive: their ids stay theirs
+        self.seen: dict[int, int] = {}  # by id(): every object stays alive, held by the root
         self._count(root)
         self.shared = {k for k, n in self.seen.items() if n > 1}
         self.ids: dict[int, int] = {}
@@ -81,7 +80,6 @@ class _Encoder:
     def _count(self, value: Any) -> None:
         if _is_object(value):
             self.seen[id(value)] = self.seen.get(id(value), 0) + 1
-            self.keep.append(value)
             if self.seen[id(value)] > 1:
                 return
             for _, v in _fields(value):

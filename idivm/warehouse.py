@@ -799,15 +799,15 @@ class Warehouse:
 
         catalog = self.catalog
         entry = catalog.view(name)
-        view, prov = self._plan(entry.text, f"<view {name}>", catalog)
+        program = self._program(catalog, entry)  # what maintain executes
+        prov = program.prov
         watermark = view_watermark(catalog.path_of(entry), entry)
         missing = sorted(set(tables_read(prov.plan)) - set(watermark))
         if missing:
             raise CatalogError(f"view {name} records no version of {', '.join(missing)}; define it again")
         caches = []
         if entry.extra.get("caches"):
-            script, _ = self._script(catalog, view, prov, entry.text, f"<view {name}>", "id", strict=False)
-            for cache in script.caches if script is not None else ():
+            for cache in program.script.caches if program.script is not None else ():
                 cpath = catalog.root / entry.extra["caches"][cache.name]
                 caches.append(self._compare(cache.name, cache.plan, cpath, view_watermark(cpath), limit))
         own = self._compare(name, prov.plan, catalog.path_of(entry), watermark, limit)

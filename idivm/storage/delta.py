@@ -945,10 +945,12 @@ def version(path: PathLike) -> int:
 def data_version(path: PathLike) -> int:
     """The latest version of a table that changed its data: its latest version, less the
     ``OPTIMIZE`` commits after it (which rewrite files, not rows)."""
-    for commit in open_table(path).history():
-        if commit.get("operation") != "OPTIMIZE":
-            return int(commit["version"])
-    return version(path)
+    dt = open_table(path)
+    for limit in (1, None):  # the last commit, which is nearly always a data change, then all
+        for commit in dt.history(limit):
+            if commit.get("operation") != "OPTIMIZE":
+                return int(commit["version"])
+    return dt.version()
 
 
 def _latest(path: PathLike) -> int:
