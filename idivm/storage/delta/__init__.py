@@ -167,8 +167,8 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
         delta_spark.write(df, target, mode, commit_metadata=commit_metadata, create=not existing,
                           deletion_vectors=deletion_vectors and engine.deletion_vectors)
     else:
-        delta_rs.write_spark(df, target, mode, commit_metadata=commit_metadata, row_group_rows=row_group_rows,
-                             file_bytes=file_bytes)
+        delta_rs.write_staged(df, target, mode, commit_metadata=commit_metadata, row_group_rows=row_group_rows,
+                              file_bytes=file_bytes)
     return version(target)
 
 
@@ -200,7 +200,7 @@ def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None
     dt = open_table(path, version)
     if engine.spark or needs_delta_spark(path, dt):
         return delta_spark.read(spark, path, version, holding)
-    return delta_rs.read_spark(spark, dt, holding)
+    return delta_rs.read_files(spark, dt, holding)
 
 
 def scan_ordered(path: PathLike, version: int | None, column: str,

@@ -157,8 +157,8 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     The files to rewrite are those whose statistics of the first key column admit a named
     value (all of them when they have none), so the rewrite is exact on any layout.  It is
     cheap on the layout :func:`write_clustered` gives rows ordered by ``keys`` (and
-    :func:`write_spark` a DataFrame, with ``file_bytes``): files of narrow, disjoint key ranges.
-    The rewrite keeps that layout.  An inserted row goes to the file whose range starts last at
+    :func:`~idivm.storage.delta.write_spark` a DataFrame, with ``file_bytes``): files of
+    narrow, disjoint key ranges.  The rewrite keeps that layout.  An inserted row goes to the file whose range starts last at
     or below its key (the first file for a key below all of them or NULL), each rewritten file
     is written ordered by ``keys``, and one that grows past twice ``file_bytes`` is split.
 

@@ -5,7 +5,7 @@ Reading into Spark goes by the list of a version's active Parquet files and
 the table's own schema (``DeltaTable(path, version=v).file_uris()`` →
 ``spark.read.schema(...).parquet(*uris)``), so Spark needs no Delta jars.
 Writing from Spark goes through a Parquet staging directory whose files are
-streamed as Arrow batches into delta-rs (:func:`write_spark`); nothing is
+streamed as Arrow batches into delta-rs (:func:`write_staged`); nothing is
 collected into the driver.  None of this applies to a table that needs delta-spark
 (:func:`~idivm.storage.delta.table.needs_delta_spark`).
 """
@@ -90,9 +90,9 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
     return version(path)
 
 
-def write_spark(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
-                commit_metadata: Mapping[str, Any] | None, row_group_rows: int | None,
-                file_bytes: int | None) -> None:
+def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
+                 commit_metadata: Mapping[str, Any] | None, row_group_rows: int | None,
+                 file_bytes: int | None) -> None:
     """Write a Spark DataFrame to the table at ``target`` through a Parquet staging directory
     whose files are streamed into delta-rs, or, with ``file_bytes``, into
     :func:`~idivm.storage.delta.clustered.write_clustered` (see
@@ -196,7 +196,7 @@ def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[
                holding: tuple[str, Iterable[Any]] | None = None) -> pa.Table:
     """The rows of a table version as a pyarrow Table (with the table's schema).
     ``holding=(column, values)``: only the rows of the files whose statistics admit a row with
-    ``column`` among ``values`` (NULL included), as :func:`read_spark`'s."""
+    ``column`` among ``values`` (NULL included), as :func:`read_files`'s."""
     dt = open_table(path, version)
     _check_driver_readable(dt, path)
     if holding is None:
@@ -216,8 +216,8 @@ def scan_ordered(dt: "DeltaTable", path: PathLike, column: str,
         yield from _read_file(path, f, table_schema, columns).to_batches()
 
 
-def read_spark(spark: "SparkSession", dt: "DeltaTable",
-               holding: tuple[str, Sequence[Any]] | None = None) -> "DataFrame":
+def read_files(spark: "SparkSession", dt: "DeltaTable",
+             holding: tuple[str, Sequence[Any]] | None = None) -> "DataFrame":
     """A Spark DataFrame over the active Parquet files of ``dt`` (only those whose statistics
     admit a row with ``column`` among ``values``, NULL included, for ``holding=(column,
     values)``), with the Spark schema converted from the table's Arrow schema (no Spark job);
