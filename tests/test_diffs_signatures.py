@@ -19,20 +19,22 @@ from idivm.diffs import (
     RootSignature,
     SignatureNode,
     TupleSignature,
-    dumps_signature,
     format_signature,
     homogeneity_violations,
     is_homogeneous,
-    loads_signature,
     parse_idiff,
     parse_signature,
     satisfaction_violations,
     satisfies,
-    signature_from_json,
     signature_of,
+    split_by_bag,
+)
+from idivm.diffs.model import (
+    dumps_signature,
+    loads_signature,
+    signature_from_json,
     signature_schema,
     signature_to_json,
-    split_by_bag,
     validate_signature_json,
 )
 from idivm.errors import DataError, SqlppSyntaxError, UnsupportedError

@@ -20,35 +20,23 @@ Name rules (DESIGN.md "SQL++ scope"):
 Every variable of the plan gets a name unique in the whole query, so nested
 plans never shadow the environment they run in.  Subqueries, aggregates,
 collection functions and constructors are lifted out of terms into operators
-(ApplyPlan, GroupBy, FunctionCall, Construct*), so terms stay scalar.
+(ApplyPlan, GroupBy, FunctionCall, Construct*), so terms stay scalar: the translation of
+expressions is :mod:`idivm.algebra.term_builder`'s, of queries and their clauses this module's.
 EXISTS / IN / NOT EXISTS / NOT IN conjuncts of WHERE become SemiJoin /
 AntiJoin when the subquery's FROM does not depend on the outer block.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from idivm import types as T
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import (
-    FUNCTION_ALIASES, SCALAR_FUNCTIONS, ArrayExpr, BagExpr, Call, Case, Const, Field, Index,
-    TableRef, Term, TupleExpr, Var, TRUE, conjunction,
-)
-from idivm.errors import SemanticError, Span, UnsupportedError
+from idivm.algebra.expressions import TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
+from idivm.algebra.term_builder import Binding, GroupContext, Scope, TermBuilder, _Ctx
+from idivm.errors import SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
-
-_BINARY = {
-    "+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "||": "concat",
-    "=": "eq", "==": "eq", "!=": "ne", "<>": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
-    "AND": "and", "OR": "or",
-}
-_COLLECTION_FUNCTIONS = {
-    "ARRAY_COUNT": "array_count", "ARRAY_SUM": "array_sum", "ARRAY_AVG": "array_avg",
-    "ARRAY_MIN": "array_min", "ARRAY_MAX": "array_max",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,57 +46,6 @@ class ViewPlan:
     name: str
     plan: O.Operator
     type: T.TupleType
-
-
-@dataclass
-class Binding:
-    name: str  # what the query text calls it
-    var: str  # the plan variable
-    type: T.Type
-
-
-@dataclass
-class GroupContext:
-    pre_scope: "Scope"
-    keys: list[tuple[Term, str]]  # (key term in the pre-group scope, key variable)
-    aggregates: dict[A.FunctionCall, str]  # aggregate call -> variable
-
-
-@dataclass
-class Scope:
-    parent: "Scope | None"
-    bindings: list[Binding] = field(default_factory=list)
-    natural: dict[str, Term] = field(default_factory=dict)
-    group: GroupContext | None = None
-
-    def lookup(self, name: str) -> Binding | None:
-        for b in reversed(self.bindings):
-            if b.name == name:
-                return b
-        return None
-
-    def add(self, b: Binding, span: Span | None) -> None:
-        if any(x.name == b.name for x in self.bindings):
-            raise SemanticError(f"duplicate alias '{b.name}' in FROM", span)
-        self.bindings.append(b)
-
-    def columns(self) -> dict[str, Term]:
-        """Unqualified column names visible in this block and the terms they denote
-        (ambiguous names map to None)."""
-        cols: dict[str, Term | None] = {}
-        for b in self.bindings:
-            if isinstance(b.type, T.TupleType):
-                for f in b.type.names:
-                    cols[f] = None if f in cols else Field(Var(b.var), f)
-        cols.update(self.natural)
-        return cols
-
-
-class _Ctx:
-    """The plan being extended while terms are built (lifted operators stack on it)."""
-
-    def __init__(self, plan: O.Operator):
-        self.plan = plan
 
 
 @dataclass
@@ -137,51 +74,9 @@ def build_query(query: A.Query, tables: Mapping[str, T.TupleType]) -> tuple[O.Op
     return PlanBuilder(tables).query_plan(query)
 
 
-class PlanBuilder:
-    def __init__(self, tables: Mapping[str, T.TupleType]):
-        self.tables = dict(tables)
-        self.used: set[str] = set()
-        self.var_types: dict[str, T.Type] = {}
-
-    # ------------------------------------------------------------------ naming
-
-    def fresh(self, base: str, ty: T.Type = T.ANY) -> str:
-        base = re.sub(r"\W", "_", base) or "v"
-        if not (base[0].isalpha() or base[0] == "_") or base.startswith("__"):
-            base = "v_" + base.lstrip("_")
-        name, n = base, 1
-        while name in self.used:
-            n += 1
-            name = f"{base}_{n}"
-        self.used.add(name)
-        self.var_types[name] = ty
-        return name
-
-    def type_of(self, t: Term) -> T.Type:
-        match t:
-            case Var(name=n):
-                return self.var_types.get(n, T.ANY)
-            case Const(type=ty):
-                return ty
-            case Field(base=b, name=n):
-                bt = self.type_of(b)
-                return (bt.field(n) or T.ANY) if isinstance(bt, T.TupleType) else T.ANY
-            case Index(base=b):
-                bt = self.type_of(b)
-                return bt.element if isinstance(bt, T.CollectionType) else T.ANY
-            case Call(function=f, args=args):
-                return SCALAR_FUNCTIONS[f].result([self.type_of(a) for a in args])
-            case Case(whens=whens, otherwise=o):
-                ty: T.Type = T.NULL
-                for r in [r for _, r in whens] + ([o] if o is not None else []):
-                    ty = T.common_type(ty, self.type_of(r))
-                return T.ANY if ty == T.NULL and o is None else ty
-            case TupleExpr(fields=fs):
-                return T.TupleType(tuple((n, self.type_of(v)) for n, v in fs))
-            case BagExpr(items=items) | ArrayExpr(items=items):
-                el = self.type_of(items[0]) if items else T.ANY
-                return T.CollectionType(el, ordered=isinstance(t, ArrayExpr))
-        return T.ANY
+class PlanBuilder(TermBuilder):
+    """Queries and their clauses to operators; the terms of their expressions are
+    :class:`~idivm.algebra.term_builder.TermBuilder`'s."""
 
     # ------------------------------------------------------------------ queries
 
@@ -571,232 +466,11 @@ class PlanBuilder:
 
     # ------------------------------------------------------------------ expressions
 
-    def expr(self, e: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
-        """Build the term of ``e`` in scope ``sc``; lifted operators are stacked on ``ctx.plan``."""
-        if sc.group is not None and not (isinstance(e, A.FunctionCall) and e.name in A.AGGREGATES):
-            key = self.grouping_key(e, sc)
-            if key is not None:
-                return key
-        match e:
-            case A.Literal(value=v, kind=k):
-                ty = {"number": T.INT if isinstance(v, int) and not isinstance(v, bool) else T.DOUBLE,
-                      "string": T.STRING, "bool": T.BOOL}.get(k, T.NULL)
-                return Const(None if k in ("null", "missing") else v, ty, span=e.span)
-            case A.Identifier(name=n):
-                return self.resolve(n, sc, e.span)
-            case A.FieldAccess(base=b, name=n):
-                try:
-                    base = self.expr(b, sc, ctx)
-                except SemanticError as err:
-                    if sc.group is not None and "neither a grouping key" in err.message:
-                        raise SemanticError(f"'{_path_text(e)}' is neither a grouping key nor inside "
-                                            "an aggregate", e.span) from None
-                    raise
-                bt = self.type_of(base)
-                if isinstance(bt, T.TupleType) and bt.field(n) is None:
-                    raise SemanticError(
-                        f"unknown field '{n}' of {base} (fields: {', '.join(bt.names)})", e.span)
-                if isinstance(bt, T.CollectionType):
-                    raise SemanticError(f"cannot navigate into {base}: it is a collection, not a tuple "
-                                        f"(iterate it in FROM first)", e.span)
-                if isinstance(bt, T.ScalarType):
-                    raise SemanticError(f"cannot navigate into {base}: it is {bt}, not a tuple", e.span)
-                return Field(base, n, span=e.span)
-            case A.IndexAccess(base=b, index=i):
-                return Index(self.expr(b, sc, ctx), self.scalar_arg(i, sc, ctx), span=e.span)
-            case A.UnaryOp(op=op, operand=x):
-                arg = self.scalar_arg(x, sc, ctx)
-                if op == "+":
-                    return arg
-                return Call("neg" if op == "-" else "not", (arg,), span=e.span)
-            case A.BinaryOp(op=op, left=l, right=r):
-                fn = _BINARY.get(op.upper())
-                if fn is None:
-                    raise SemanticError(f"unknown operator {op}", e.span)
-                return Call(fn, (self.scalar_arg(l, sc, ctx), self.scalar_arg(r, sc, ctx)), span=e.span)
-            case A.FunctionCall():
-                return self.function(e, sc, ctx)
-            case A.CaseWhen(operand=op, whens=whens, else_=other):
-                opt = self.scalar_arg(op, sc, ctx) if op is not None else None
-                ws = []
-                for c, r in whens:
-                    ct = self.scalar_arg(c, sc, ctx)
-                    ws.append((Call("eq", (opt, ct)) if opt is not None else ct, self.expr(r, sc, ctx)))
-                o = self.expr(other, sc, ctx) if other is not None else None
-                return Case(tuple(ws), o, span=e.span)
-            case A.IsTest(operand=x, what=what, negated=neg):
-                arg = self.scalar_arg(x, sc, ctx)
-                t = Call("is_missing" if what == "MISSING" else "is_null", (arg,), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
-            case A.Like(operand=x, pattern=p, negated=neg):
-                t = Call("like", (self.scalar_arg(x, sc, ctx), self.scalar_arg(p, sc, ctx)), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
-            case A.Between(operand=x, low=lo, high=hi, negated=neg):
-                xt = self.scalar_arg(x, sc, ctx)
-                t = Call("and", (Call("ge", (xt, self.scalar_arg(lo, sc, ctx))),
-                                 Call("le", (xt, self.scalar_arg(hi, sc, ctx)))), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
-            case A.InList(operand=x, items=items, negated=neg):
-                args = (self.scalar_arg(x, sc, ctx),) + tuple(self.scalar_arg(i, sc, ctx) for i in items)
-                t = Call("in", args, span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
-            case A.Exists(query=q, negated=neg):
-                var = self.apply(q, sc, ctx, e.span)
-                t = Call("exists", (Var(var),), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
-            case A.InSubquery(operand=x, query=q, negated=neg):
-                xt = self.scalar_arg(x, sc, ctx)
-                var = self.apply(q, sc, ctx, e.span)
-                coll = Var(var)
-                ct = self.var_types[var]
-                if isinstance(ct, T.CollectionType) and isinstance(ct.element, T.TupleType):
-                    if len(ct.element.fields) != 1:
-                        raise SemanticError("the subquery of IN must return one column", q.span)
-                    raise UnsupportedError(
-                        "IN over a subquery that returns tuples is supported only as a WHERE conjunct; "
-                        "write SELECT VALUE in the subquery", q.span)
-                t = Call("contains", (coll, xt), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
-            case A.Subquery(query=q):
-                return Var(self.apply(q, sc, ctx, e.span), span=e.span)
-            case A.TupleConstructor(fields=fs):
-                names = [n for n, _ in fs]
-                if len(set(names)) != len(names):
-                    raise SemanticError("duplicate field name in tuple constructor", e.span)
-                terms = tuple((n, self.expr(v, sc, ctx)) for n, v in fs)
-                ty = T.TupleType(tuple((n, self.type_of(v)) for n, v in terms))
-                var = self.fresh("tuple", ty)
-                ctx.plan = O.ConstructTuple(ctx.plan, terms, var, span=e.span)
-                return Var(var, span=e.span)
-            case A.BagConstructor(items=items) | A.ArrayConstructor(items=items):
-                terms = tuple(self.expr(i, sc, ctx) for i in items)
-                ordered = isinstance(e, A.ArrayConstructor)
-                el = self.type_of(terms[0]) if terms else T.ANY
-                var = self.fresh("array" if ordered else "bag", T.CollectionType(el, ordered))
-                cls = O.ConstructArray if ordered else O.ConstructBag
-                ctx.plan = cls(ctx.plan, terms, var, span=e.span)
-                return Var(var, span=e.span)
-        raise SemanticError(f"unsupported expression {type(e).__name__}", e.span)
-
-    def scalar_arg(self, e: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
-        """An operand of a scalar operator: a subquery here is used as a scalar (its single
-        element; a one-column tuple is unwrapped)."""
-        t = self.expr(e, sc, ctx)
-        if isinstance(e, A.Subquery):
-            ct = self.type_of(t)
-            single = Call("singleton", (t,), span=e.span)
-            if isinstance(ct, T.CollectionType) and isinstance(ct.element, T.TupleType) \
-                    and len(ct.element.fields) == 1:
-                return Field(single, ct.element.fields[0][0], span=e.span)
-            return single
-        return t
-
-    def apply(self, q: A.Query, sc: Scope, ctx: _Ctx, span: Span | None) -> str:
-        plan, ty = self.query_plan(q, sc)
-        var = self.fresh("subquery", T.CollectionType(ty))
-        ctx.plan = O.ApplyPlan(ctx.plan, plan, var, span=span)
-        return var
-
-    def function(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
-        if e.name in A.AGGREGATES:
-            g = sc.group
-            if g is not None and e in g.aggregates:
-                return Var(g.aggregates[e], span=e.span)
-            raise SemanticError(f"aggregate {e.name} is not allowed here "
-                                "(only in SELECT and HAVING of its query)", e.span)
-        if e.star:
-            raise SemanticError(f"{e.name}(*) is not a function", e.span)
-        if e.name in _COLLECTION_FUNCTIONS:
-            if len(e.args) != 1:
-                raise SemanticError(f"{e.name} takes one collection argument", e.span)
-            arg = self.expr(e.args[0], sc, ctx)
-            at = self.type_of(arg)
-            if not isinstance(at, (T.CollectionType, T.AnyType)):
-                raise SemanticError(f"{e.name} needs a collection, got {at}", e.args[0].span)
-            fn = _COLLECTION_FUNCTIONS[e.name]
-            el = at.element if isinstance(at, T.CollectionType) else T.ANY
-            if isinstance(el, T.TupleType) and len(el.fields) == 1 and fn != "array_count":
-                el = el.fields[0][1]
-            ty = {"array_count": T.INT, "array_avg": T.DOUBLE}.get(fn, el)
-            var = self.fresh(fn.removeprefix("array_"), ty)
-            ctx.plan = O.FunctionCall(ctx.plan, fn, (arg,), var, span=e.span)
-            return Var(var, span=e.span)
-        name = FUNCTION_ALIASES.get(e.name)
-        if name is None:
-            raise SemanticError(f"unknown function {e.name}", e.span)
-        spec = SCALAR_FUNCTIONS[name]
-        if not spec.accepts(len(e.args)):
-            raise SemanticError(f"{e.name} takes {spec.arity_text()} arguments, got {len(e.args)}", e.span)
-        return Call(name, tuple(self.scalar_arg(a, sc, ctx) for a in e.args), span=e.span)
-
-    # ------------------------------------------------------------------ names
-
-    def resolve(self, name: str, sc: Scope, span: Span | None) -> Term:
-        s: Scope | None = sc
-        while s is not None:
-            b = s.lookup(name)
-            if b is not None:
-                return Var(b.var, span=span)
-            if name in s.natural:
-                return s.natural[name]
-            hits = [b for b in s.bindings if isinstance(b.type, T.TupleType) and b.type.field(name)]
-            if len(hits) > 1:
-                raise SemanticError(
-                    f"ambiguous column '{name}': it could be "
-                    + " or ".join(f"{h.name}.{name}" for h in hits), span)
-            if hits:
-                return Field(Var(hits[0].var), name, span=span)
-            pre = s.group.pre_scope if s.group is not None else None  # the grouped block; parent s.parent
-            if pre is not None and (pre.lookup(name) is not None or name in pre.natural or any(
-                    isinstance(b.type, T.TupleType) and b.type.field(name) for b in pre.bindings)):
-                raise SemanticError(f"'{name}' is neither a grouping key nor inside an aggregate", span)
-            s = s.parent
-        if name in self.tables:
-            raise SemanticError(f"table '{name}' can only be used in FROM", span)
-        raise SemanticError(f"unknown name '{name}'", span)
-
-    def grouping_key(self, e: A.Expr, sc: Scope) -> Term | None:
-        """After GROUP BY: the key variable if ``e`` denotes a grouping key (SQL-92 style), i.e.
-        ``e`` is the key's expression written again (``GROUP BY LOWER(e.dept)`` ...
-        ``SELECT LOWER(e.dept)``).  Only scalar expressions are compared: ones with aggregates,
-        subqueries or constructors would lift operators, and literals are never keys."""
-        if isinstance(e, A.Literal) or any(_lifts_operators(n) for n in e.walk()):
-            return None
-        g = sc.group
-        assert g is not None
-        if isinstance(e, A.Identifier) and sc.lookup(e.name) is not None:
-            return None  # a key alias or the group variable: ordinary resolution
-        try:
-            probe = _Ctx(O.Ground())
-            t = self.expr(e, g.pre_scope, probe)
-        except SemanticError:
-            return None
-        for kt, var in g.keys:
-            if kt == t:
-                return Var(var, span=e.span)
-        return None
-
-
-def _lifts_operators(e: A.Node) -> bool:
-    """Whether building ``e`` itself stacks an operator on the plan (rather than giving a term)."""
-    if isinstance(e, A.FunctionCall):
-        return e.name in A.AGGREGATES or e.name in _COLLECTION_FUNCTIONS
-    return isinstance(e, (A.Subquery, A.Exists, A.InSubquery, A.TupleConstructor, A.BagConstructor,
-                          A.ArrayConstructor))
-
 
 def _split_and(e: A.Expr) -> list[A.Expr]:
     if isinstance(e, A.BinaryOp) and e.op.upper() == "AND":
         return _split_and(e.left) + _split_and(e.right)
     return [e]
-
-
-def _path_text(e: A.Expr) -> str:
-    if isinstance(e, A.FieldAccess):
-        return f"{_path_text(e.base)}.{e.name}"
-    if isinstance(e, A.Identifier):
-        return e.name
-    return "…"
 
 
 def _implicit_name(e: A.Expr) -> str | None:

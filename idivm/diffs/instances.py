@@ -29,7 +29,7 @@ Example 2.14.2).
 
 All classes are immutable and hashable, validate themselves on construction
 (:class:`~idivm.errors.DataError`), print in the thesis' notation
-(:mod:`idivm.diffs.notation`) and convert to JSON (:mod:`idivm.diffs.codec`).
+(:mod:`idivm.diffs.notation`) and convert to JSON (:mod:`idivm.diffs.model.codec`).
 ``pre``/``post`` hold plain JSON-like values frozen by :func:`idivm.diffs.values.freeze`.
 """
 
@@ -403,7 +403,7 @@ class BagDiff:
     or the i-diff of a whole view (Δ^V of §2.9).
 
     Every element carries its provenance.  Element order is kept (printing, JSON, and
-    the order :func:`~idivm.diffs.effective.condense` folds a sequence in); equality
+    the order :func:`~idivm.diffs.model.effective.condense` folds a sequence in); equality
     treats the bag as a multiset.
     """
 

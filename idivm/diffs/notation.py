@@ -4,7 +4,7 @@ Input of the parsers: text as the examples of thesis §2.9, §2.12 and §2.14.2 
 Output: :mod:`idivm.diffs.instances` / :mod:`idivm.diffs.signatures` values.  The
 printers write the same notation back, so ``parse_idiff(format_idiff(d)) == d``.
 
-Grammar (below, LALR, contextual lexer).  Instances (§2.12.1)::
+Grammar (``grammars/idiff.lark``, LALR, contextual lexer).  Instances (§2.12.1)::
 
     document   := '<' name ':' idiff '>'          a named i-diff (a base table, Example 2.14.2)
                 | bag_diff                        the i-diff of a view (Δ^V of §2.9)
@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from lark import Lark, Token, Transformer, v_args
@@ -85,60 +86,22 @@ __all__ = [
     "parse_value",
 ]
 
-GRAMMAR = r"""
-// ---- i-diff instances (thesis §2.12.1) -------------------------------------------------
-idiff_document: named_idiff | bag_diff | idiff
-named_idiff: "<" name ":" idiff ">"
-idiff: provenance? "{" node_field ("," node_field)* "}"
-     | provenance "<" node_field ("," node_field)* ">"
-node_field: "type" ":" name               -> type_field
-          | "pre" ":" value               -> pre_field
-          | "post" ":" value              -> post_field
-          | "diff" ":" bag_diff           -> diff_field
-          | "diff" ":" tuple_diff         -> diff_field
-bag_diff: "{" "{" [idiff ("," idiff)*] "}" "}"
-tuple_diff: "{" [attribute_diff ("," attribute_diff)*] "}"
-attribute_diff: name ":" idiff
+_GRAMMAR_CANDIDATES = (
+    Path(__file__).resolve().parents[2] / "grammars" / "idiff.lark",
+    Path(__file__).parent / "idiff.lark",
+)
 
-provenance: "#" "(" [provenance_pair ("," provenance_pair)*] ")"
-provenance_pair: name "=" provenance_value
-provenance_value: STRING -> quoted_atom
-                | ATOM   -> bare_atom
 
-// ---- values (Fig. 2.13 without arrays, MISSING, enriched values) ----------------------
-value_document: value
-?value: STRING                  -> string
-      | NUMBER                  -> number
-      | "true"                  -> true
-      | "false"                 -> false
-      | "null"                  -> null
-      | tuple_value
-      | bag_value
-tuple_value: "{" [value_field ("," value_field)*] "}"
-value_field: name ":" value
-bag_value: "{" "{" [value ("," value)*] "}" "}"
+def _read_grammar() -> str:
+    for path in _GRAMMAR_CANDIDATES:
+        if path.exists():
+            return path.read_text(encoding="utf-8")
+    raise FileNotFoundError("i-diff notation grammar not found; looked in "
+                            + ", ".join(map(str, _GRAMMAR_CANDIDATES)))
 
-// ---- signatures (thesis §2.12.2) ------------------------------------------------------
-signature_document: named_signature | root_signature
-named_signature: "<" name ":" root_signature ">"
-root_signature: key_names signature_body
-key_names: "#" "(" [name ("," name)*] ")"
-signature_body: "{" [signature_item ("," signature_item)*] "}"
-signature_item: "type" ":" name                        -> signature_type
-              | "pre"                                  -> signature_pre
-              | "post"                                 -> signature_post
-              | "diff" ":" key_names? signature_body   -> signature_diff
-              | key_names? name ":" signature_body     -> signature_attribute
 
-name: NAME   -> bare_name
-    | STRING -> quoted_name
-
-NAME: /[A-Za-z_][A-Za-z0-9_]*/
-ATOM: /[A-Za-z0-9_.+\-]+/
-NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
-STRING: /'(?:[^'\\\n]|\\.)*'/ | /"(?:[^"\\\n]|\\.)*"/
-%ignore /[ \t\r\n]+/
-"""
+#: the grammar of the notation (``grammars/idiff.lark``)
+GRAMMAR = _read_grammar()
 
 
 _TERMINAL_NAMES = {

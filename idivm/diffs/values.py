@@ -66,7 +66,7 @@ def freeze(value: object, where: str = "value") -> Any:
     """The immutable form of a JSON-like value; :class:`DataError` naming ``where`` if it is not one.
 
     Values that are already frozen are returned unchanged, so freezing is idempotent.
-    Other frozen value classes (e.g. :class:`idivm.diffs.data.KeyedBag`) may take part by
+    Other frozen value classes (e.g. :class:`idivm.diffs.model.data.KeyedBag`) may take part by
     defining ``__frozen_value__ = True``.
     """
     if isinstance(value, (FrozenTuple, FrozenBag)) or getattr(value, "__frozen_value__", False):

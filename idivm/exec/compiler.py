@@ -2,7 +2,8 @@
 
 Each variable of a binding tuple is a DataFrame column (tuples are struct
 columns, collections array columns).  Compilation is keyed by operator class
-(:data:`_COMPILERS`) and fails loudly on an operator it does not know.
+(:data:`_COMPILERS`) and fails loudly on an operator it does not know; the terms the
+operators hold become columns by :func:`idivm.exec.terms.compile_term`.
 
 Nested plans (ApplyPlan, InnerCorrelate, LeftCorrelate) are decorrelated the
 magic-set way: the nested plan is evaluated once for every *distinct* value of
@@ -28,16 +29,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import (
-    ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var, TRUE, field_paths,
-)
-from idivm.errors import InternalError
 from idivm.algebra import restrict
-from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
+from idivm.algebra.expressions import TRUE, Field, TableRef, TupleExpr, Var, field_paths
+from idivm.errors import InternalError
+from idivm.exec.terms import all_true, col, collection_function, compile_term
 from idivm.storage.spark import Caches
-
-#: the run-time error of a scalar subquery with several values (raised inside Spark)
-SCALAR_SUBQUERY_ERROR = "a subquery used as a scalar returned more than one value"
 
 
 @dataclass(frozen=True)
@@ -55,10 +51,6 @@ TOP = Env(None, ())
 RESTRICT_MAX_VALUES = 1_000
 #: the column types a restricted read compares (not floating point: NaN and -0.0)
 KEY_TYPES = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.DecimalType)
-
-
-def col(name: str) -> Column:
-    return F.col(f"`{name}`")
 
 
 def key_filter(name: str, values: list, nulls: bool) -> Column:
@@ -122,8 +114,8 @@ class PlanCompiler:
         df = self.bindings(plan.input)
         el = plan.element
         if isinstance(el, TupleExpr):
-            return df.select(*[self.term(t).alias(n) for n, t in el.fields])
-        out = df.select(self.term(el).alias("__element"))
+            return df.select(*[compile_term(t).alias(n) for n, t in el.fields])
+        out = df.select(compile_term(el).alias("__element"))
         if isinstance(out.schema["__element"].dataType, ST.StructType):
             return out.select("__element.*")
         return out.withColumnRenamed("__element", "value")
@@ -257,7 +249,7 @@ class PlanCompiler:
             name, values = held
             kind = self.table(name).schema[c.value.name].dataType  # type: ignore[attr-defined]
         else:
-            query = self.compile(c.source, TOP).select(self.term(c.value).alias("v")).distinct()
+            query = self.compile(c.source, TOP).select(compile_term(c.value).alias("v")).distinct()
             kind = query.schema["v"].dataType
         if kind != column:
             return None
@@ -297,36 +289,6 @@ class PlanCompiler:
     def keep(self, env: Env, df: DataFrame, *extra: Column | str) -> DataFrame:
         return df.select(*[col(c) for c in env.cols], *extra)
 
-    # ------------------------------------------------------------------ terms
-
-    def term(self, t: Term) -> Column:
-        match t:
-            case Const(value=v):
-                return F.lit(v)
-            case Var(name=n):
-                return col(n)
-            case Field(base=b, name=n):
-                return self.term(b).getField(n)
-            case Index(base=b, index=i):
-                return F.get(self.term(b), self.term(i))
-            case Call(function=f, args=args):
-                return _call(self, f, args)
-            case Case(whens=whens, otherwise=o):
-                out = None
-                for c, r in whens:
-                    cond = self.term(c)
-                    out = F.when(cond, self.term(r)) if out is None else out.when(cond, self.term(r))
-                if o is not None:
-                    out = out.otherwise(self.term(o))
-                return out
-            case TupleExpr(fields=fs):
-                return F.struct(*[self.term(v).alias(n) for n, v in fs])
-            case BagExpr(items=items) | ArrayExpr(items=items):
-                return F.array(*[self.term(i) for i in items])
-            case TableRef(name=n):
-                raise InternalError(f"table {n} used as a value")
-        raise InternalError(f"no Spark compilation for term {t!r}")
-
     # ------------------------------------------------------------------ nested plans
 
     def nested_env(self, outer: DataFrame, plan: O.Operator) -> tuple[DataFrame, list[str], list[str], Env]:
@@ -348,7 +310,7 @@ class PlanCompiler:
         renamed = res.select(*[col(v).alias(p) for v, p in zip(free, params)],
                              *[col(c) for c in res.columns if c not in free])
         if params:
-            cond = _all([keyed[p].eqNullSafe(renamed[p]) for p in params])
+            cond = all_true([keyed[p].eqNullSafe(renamed[p]) for p in params])
             joined = keyed.join(renamed, cond, how)
             return joined.select(*[keyed[c] for c in keyed.columns if c not in params],
                                  *[renamed[c] for c in renamed.columns if c not in params])
@@ -368,22 +330,15 @@ class PlanCompiler:
             right = right.select(*[col(c).alias(renames.get(c, c)) for c in right.columns])
         parts: list[Column] = [left[e].eqNullSafe(right[r]) for e, r in renames.items()]
         if cond != TRUE:
-            parts.append(self.term(cond))
+            parts.append(compile_term(cond))
         if not parts:
             if how == "inner":
                 return left.crossJoin(right)
             parts = [F.lit(True)]
-        out = left.join(right, _all(parts), how)
+        out = left.join(right, all_true(parts), how)
         if renames and how not in ("left_semi", "left_anti"):
             out = out.drop(*renames.values())
         return out
-
-
-def _all(parts: list[Column]) -> Column:
-    out = parts[0]
-    for p in parts[1:]:
-        out = out & p
-    return out
 
 
 def _used_paths(plan: O.Operator, free: set[str]) -> dict[str, set[tuple[str, ...]] | None]:
@@ -415,120 +370,6 @@ def _pruned(c: Column, dtype: ST.DataType, paths: set[tuple[str, ...]] | None) -
     return F.struct(*fields)
 
 
-# ----------------------------------------------------------------------------- scalar functions
-
-
-def _call(pc: PlanCompiler, f: str, args: tuple[Term, ...]) -> Column:
-    a = [pc.term(x) for x in args]
-    match f:
-        case "add":
-            return a[0] + a[1]
-        case "sub":
-            return a[0] - a[1]
-        case "mul":
-            return a[0] * a[1]
-        case "div":
-            return F.try_divide(a[0], a[1])
-        case "mod":
-            return F.when(a[1] == 0, F.lit(None)).otherwise(a[0] % a[1])
-        case "neg":
-            return -a[0]
-        case "concat":
-            return F.concat(*a)
-        case "eq":
-            return a[0] == a[1]
-        case "ne":
-            return a[0] != a[1]
-        case "same":
-            return a[0].eqNullSafe(a[1])
-        case "lt":
-            return a[0] < a[1]
-        case "le":
-            return a[0] <= a[1]
-        case "gt":
-            return a[0] > a[1]
-        case "ge":
-            return a[0] >= a[1]
-        case "and":
-            return _all(a)
-        case "or":
-            out = a[0]
-            for x in a[1:]:
-                out = out | x
-            return out
-        case "not":
-            return ~a[0]
-        case "is_null":
-            return a[0].isNull()
-        case "is_missing":
-            return F.lit(False)
-        case "like":
-            return F.like(a[0], a[1])
-        case "in":
-            return a[0].isin(*a[1:])
-        case "coalesce":
-            return F.coalesce(*a)
-        case "lower":
-            return F.lower(a[0])
-        case "upper":
-            return F.upper(a[0])
-        case "trim":
-            return F.trim(a[0])
-        case "length":
-            return F.length(a[0])
-        case "substr":
-            start = a[1] + F.lit(1)  # SQL++ positions are 0-based
-            return F.substr(a[0], start, a[2]) if len(a) == 3 else F.substr(a[0], start)
-        case "abs":
-            return F.abs(a[0])
-        case "round":
-            if len(args) == 2:
-                if not isinstance(args[1], Const) or not isinstance(args[1].value, int):
-                    raise InternalError("ROUND's scale must be an integer constant")
-                return F.round(a[0], args[1].value)
-            return F.round(a[0])
-        case "floor":
-            return F.floor(a[0])
-        case "ceil":
-            return F.ceil(a[0])
-        case "to_string":
-            return a[0].cast("string")
-        case "exists":
-            return F.coalesce(F.size(a[0]) > 0, F.lit(False))
-        case "contains":  # x IN bag: FALSE for an empty bag even when x is NULL (SQL's x IN (empty))
-            return F.when(F.size(a[0]) == 0, F.lit(False)).otherwise(F.array_contains(a[0], a[1]))
-        case "singleton":
-            return F.when(F.size(a[0]) > 1,
-                          F.raise_error(F.lit(SCALAR_SUBQUERY_ERROR))
-                          ).otherwise(F.get(a[0], 0))
-    raise InternalError(f"no Spark compilation for function {f}")
-
-
-def _collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
-    """ARRAY_COUNT & co. over an array column: NULL elements are ignored, as SQL aggregates do."""
-    el = dtype.elementType if isinstance(dtype, ST.ArrayType) else None
-    visible = [f for f in el.fields if not f.name.startswith(HIDDEN_PREFIX)] if isinstance(el, ST.StructType) else []
-    if len(visible) == 1 and fn != "array_count":  # a one-column subquery: its values
-        name = visible[0].name
-        c = F.transform(c, lambda x: x.getField(name))
-        el = visible[0].dataType
-    values = F.filter(c, lambda x: x.isNotNull())
-    n = F.size(values)
-    if fn == "array_count":
-        return F.when(c.isNull(), F.lit(None)).otherwise(n)
-    if fn == "array_min":
-        return F.array_min(values)
-    if fn == "array_max":
-        return F.array_max(values)
-    zero = F.lit(0).cast(el if isinstance(el, ST.NumericType) else ST.DoubleType())
-    total = F.aggregate(values, zero, lambda acc, x: acc + x)
-    if fn == "array_sum":
-        return F.when(n > 0, total)
-    if fn == "array_avg":
-        return F.when(n > 0, total.cast("double") / n)
-    raise InternalError(f"no Spark compilation for collection function {fn}")
-
-
 def _among(entries: list, op: O.Operator, key: tuple) -> tuple | None:
     """The entry of ``entries`` (tuples starting with a subplan and the restrictions of its
     reads) for a subplan equal to ``op`` under the restrictions ``key``, if any."""
@@ -550,7 +391,7 @@ def _scan(pc: PlanCompiler, op: O.ScanCollection, env: Env) -> DataFrame:
             return rows
         return pc.compile(op.input, env).crossJoin(rows)
     df = pc.compile(op.input, env)
-    src = pc.term(op.source)
+    src = compile_term(op.source)
     if op.position or op.occurrence:
         pos = pc.fresh("pos")
         out = df.select("*", F.posexplode(src).alias(pos, op.var))
@@ -566,37 +407,37 @@ def _scan(pc: PlanCompiler, op: O.ScanCollection, env: Env) -> DataFrame:
 
 def _nav(pc: PlanCompiler, op: O.NavTuple, env: Env) -> DataFrame:
     df = pc.compile(op.input, env)
-    return df.select("*", pc.term(op.base).getField(op.field_name).alias(op.var))
+    return df.select("*", compile_term(op.base).getField(op.field_name).alias(op.var))
 
 
 def _select(pc: PlanCompiler, op: O.Select, env: Env) -> DataFrame:
-    return pc.compile(op.input, env).filter(pc.term(op.condition))
+    return pc.compile(op.input, env).filter(compile_term(op.condition))
 
 
 def _project(pc: PlanCompiler, op: O.Project, env: Env) -> DataFrame:
     df = pc.compile(op.input, env)
-    return pc.keep(env, df, *[pc.term(t).alias(v) for v, t in op.outputs])
+    return pc.keep(env, df, *[compile_term(t).alias(v) for v, t in op.outputs])
 
 
 def _assign(pc: PlanCompiler, op: O.Assign, env: Env) -> DataFrame:
-    return pc.compile(op.input, env).select("*", pc.term(op.term).alias(op.var))
+    return pc.compile(op.input, env).select("*", compile_term(op.term).alias(op.var))
 
 
 def _function(pc: PlanCompiler, op: O.FunctionCall, env: Env) -> DataFrame:
     df = pc.compile(op.input, env)
-    arg = pc.term(op.args[0])
+    arg = compile_term(op.args[0])
     dtype = df.select(arg).schema.fields[0].dataType
-    return df.select("*", _collection_function(op.function, arg, dtype).alias(op.var))
+    return df.select("*", collection_function(op.function, arg, dtype).alias(op.var))
 
 
 def _construct_tuple(pc: PlanCompiler, op: O.ConstructTuple, env: Env) -> DataFrame:
     df = pc.compile(op.input, env)
-    return df.select("*", F.struct(*[pc.term(t).alias(n) for n, t in op.fields]).alias(op.var))
+    return df.select("*", F.struct(*[compile_term(t).alias(n) for n, t in op.fields]).alias(op.var))
 
 
 def _construct_collection(pc: PlanCompiler, op: O.ConstructBag | O.ConstructArray, env: Env) -> DataFrame:
     df = pc.compile(op.input, env)
-    return df.select("*", F.array(*[pc.term(t) for t in op.items]).alias(op.var))
+    return df.select("*", F.array(*[compile_term(t) for t in op.items]).alias(op.var))
 
 
 def _apply(pc: PlanCompiler, op: O.ApplyPlan, env: Env) -> DataFrame:
@@ -623,7 +464,7 @@ def _return_bag(pc: PlanCompiler, op: O.ReturnBag, env: Env) -> DataFrame:
     collected inside a one-field struct (never null) and unwrapped afterwards.
     """
     df = pc.compile(op.input, env)
-    wrapped = _bag(F.struct(pc.term(op.element).alias("e")))
+    wrapped = _bag(F.struct(compile_term(op.element).alias("e")))
     bag = F.transform(wrapped, lambda w: w.getField("e")).alias("__bag")
     if not env.cols:
         return df.agg(bag)
@@ -641,10 +482,10 @@ def _bag(element: Column) -> Column:
 
 def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
     df = pc.compile(op.input, env)
-    keys = [pc.term(t).alias(k) for k, t in op.keys]
-    aggs = [_aggregate(pc, a).alias(v) for v, a in op.aggregates]
+    keys = [compile_term(t).alias(k) for k, t in op.keys]
+    aggs = [_aggregate(a).alias(v) for v, a in op.aggregates]
     if op.group_var:
-        members = F.struct(*[pc.term(t).alias(n) for n, t in op.group_fields])
+        members = F.struct(*[compile_term(t).alias(n) for n, t in op.group_fields])
         aggs.append(_bag(members).alias(op.group_var))
     if not aggs:
         aggs = [F.count(F.lit(1)).alias(pc.fresh("n"))]
@@ -655,7 +496,7 @@ def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
     envdf = pc.ground(env)
     renames = {e: pc.fresh("e") for e in env.cols}
     g2 = grouped.select(*[col(c).alias(renames.get(c, c)) for c in grouped.columns])
-    joined = envdf.join(g2, _all([envdf[e].eqNullSafe(g2[r]) for e, r in renames.items()]), "left")
+    joined = envdf.join(g2, all_true([envdf[e].eqNullSafe(g2[r]) for e, r in renames.items()]), "left")
     outs = []
     for v, a in op.aggregates:
         c = col(v)
@@ -666,10 +507,10 @@ def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
     return joined.select(*[envdf[e] for e in env.cols], *outs)
 
 
-def _aggregate(pc: PlanCompiler, a: O.Aggregate) -> Column:
+def _aggregate(a: O.Aggregate) -> Column:
     if a.arg is None:
         return F.count(F.lit(1))
-    x = pc.term(a.arg)
+    x = compile_term(a.arg)
     match a.function, a.distinct:
         case "count", False:
             return F.count(x)

@@ -19,14 +19,16 @@ from pyspark.sql import types as ST
 
 from idivm.algebra.operators import Operator
 from idivm.errors import DataError
-from idivm.exec.compiler import HIDDEN_PREFIX, SCALAR_SUBQUERY_ERROR, PlanCompiler
+from idivm.exec.compiler import PlanCompiler
+from idivm.exec.terms import SCALAR_SUBQUERY_ERROR
+from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 from idivm.storage.spark import Caches
 
 
 @contextmanager
 def data_errors(view: str) -> Iterator[None]:
     """Turn the errors the data raises inside Spark while a view is evaluated (see
-    :data:`~idivm.exec.compiler.SCALAR_SUBQUERY_ERROR`) into a DataError naming the view."""
+    :data:`~idivm.exec.terms.SCALAR_SUBQUERY_ERROR`) into a DataError naming the view."""
     try:
         yield
     except Exception as e:

@@ -80,7 +80,7 @@ def signature_schema() -> dict[str, Any]:
 
 
 def _load_schema(filename: str) -> dict[str, Any]:
-    text = resources.files("idivm.diffs").joinpath(filename).read_text(encoding="utf-8")
+    text = resources.files("idivm.diffs.model").joinpath(filename).read_text(encoding="utf-8")
     return json.loads(text)
 
 

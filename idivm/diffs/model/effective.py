@@ -48,7 +48,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from idivm.diffs.data import KeyedBag, apply_bag_diff, apply_update
 from idivm.diffs.instances import (
     ABSENT,
     BagDiff,
@@ -61,6 +60,7 @@ from idivm.diffs.instances import (
     attribute_path,
     element_path,
 )
+from idivm.diffs.model.data import KeyedBag, apply_bag_diff, apply_update
 from idivm.diffs.values import FrozenBag, FrozenTuple, canonical
 from idivm.errors import DataError
 

@@ -1,0 +1,181 @@
+"""Algebra terms -> Spark columns: the scalar half of the plan compiler
+(:mod:`idivm.exec.compiler`, which compiles operators).
+
+A term is compiled over a DataFrame holding one column per variable of the binding tuples
+(tuples are struct columns, collections array columns); :func:`compile_term` needs nothing
+else, so the column of a term is the same wherever the operator that holds it runs.  The
+scalar functions of :data:`~idivm.algebra.expressions.SCALAR_FUNCTIONS` and the collection
+functions (``ARRAY_COUNT`` & co.) keep SQL++'s NULL semantics.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as ST
+
+from idivm.algebra.expressions import (
+    ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var,
+)
+from idivm.errors import InternalError
+from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
+
+#: the run-time error of a scalar subquery with several values (raised inside Spark)
+SCALAR_SUBQUERY_ERROR = "a subquery used as a scalar returned more than one value"
+
+
+def col(name: str) -> Column:
+    """The column of variable ``name``."""
+    return F.col(f"`{name}`")
+
+
+def compile_term(t: Term) -> Column:
+    """The Spark column of term ``t`` over a frame with one column per variable."""
+    match t:
+        case Const(value=v):
+            return F.lit(v)
+        case Var(name=n):
+            return col(n)
+        case Field(base=b, name=n):
+            return compile_term(b).getField(n)
+        case Index(base=b, index=i):
+            return F.get(compile_term(b), compile_term(i))
+        case Call(function=f, args=args):
+            return _call(f, args)
+        case Case(whens=whens, otherwise=o):
+            out = None
+            for c, r in whens:
+                cond = compile_term(c)
+                out = F.when(cond, compile_term(r)) if out is None else out.when(cond, compile_term(r))
+            if o is not None:
+                out = out.otherwise(compile_term(o))
+            return out
+        case TupleExpr(fields=fs):
+            return F.struct(*[compile_term(v).alias(n) for n, v in fs])
+        case BagExpr(items=items) | ArrayExpr(items=items):
+            return F.array(*[compile_term(i) for i in items])
+        case TableRef(name=n):
+            raise InternalError(f"table {n} used as a value")
+    raise InternalError(f"no Spark compilation for term {t!r}")
+
+
+def all_true(parts: list[Column]) -> Column:
+    """The conjunction of ``parts`` (at least one)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = out & p
+    return out
+
+
+# ----------------------------------------------------------------------------- scalar functions
+
+
+def _call(f: str, args: tuple[Term, ...]) -> Column:
+    a = [compile_term(x) for x in args]
+    match f:
+        case "add":
+            return a[0] + a[1]
+        case "sub":
+            return a[0] - a[1]
+        case "mul":
+            return a[0] * a[1]
+        case "div":
+            return F.try_divide(a[0], a[1])
+        case "mod":
+            return F.when(a[1] == 0, F.lit(None)).otherwise(a[0] % a[1])
+        case "neg":
+            return -a[0]
+        case "concat":
+            return F.concat(*a)
+        case "eq":
+            return a[0] == a[1]
+        case "ne":
+            return a[0] != a[1]
+        case "same":
+            return a[0].eqNullSafe(a[1])
+        case "lt":
+            return a[0] < a[1]
+        case "le":
+            return a[0] <= a[1]
+        case "gt":
+            return a[0] > a[1]
+        case "ge":
+            return a[0] >= a[1]
+        case "and":
+            return all_true(a)
+        case "or":
+            out = a[0]
+            for x in a[1:]:
+                out = out | x
+            return out
+        case "not":
+            return ~a[0]
+        case "is_null":
+            return a[0].isNull()
+        case "is_missing":
+            return F.lit(False)
+        case "like":
+            return F.like(a[0], a[1])
+        case "in":
+            return a[0].isin(*a[1:])
+        case "coalesce":
+            return F.coalesce(*a)
+        case "lower":
+            return F.lower(a[0])
+        case "upper":
+            return F.upper(a[0])
+        case "trim":
+            return F.trim(a[0])
+        case "length":
+            return F.length(a[0])
+        case "substr":
+            start = a[1] + F.lit(1)  # SQL++ positions are 0-based
+            return F.substr(a[0], start, a[2]) if len(a) == 3 else F.substr(a[0], start)
+        case "abs":
+            return F.abs(a[0])
+        case "round":
+            if len(args) == 2:
+                if not isinstance(args[1], Const) or not isinstance(args[1].value, int):
+                    raise InternalError("ROUND's scale must be an integer constant")
+                return F.round(a[0], args[1].value)
+            return F.round(a[0])
+        case "floor":
+            return F.floor(a[0])
+        case "ceil":
+            return F.ceil(a[0])
+        case "to_string":
+            return a[0].cast("string")
+        case "exists":
+            return F.coalesce(F.size(a[0]) > 0, F.lit(False))
+        case "contains":  # x IN bag: FALSE for an empty bag even when x is NULL (SQL's x IN (empty))
+            return F.when(F.size(a[0]) == 0, F.lit(False)).otherwise(F.array_contains(a[0], a[1]))
+        case "singleton":
+            return F.when(F.size(a[0]) > 1,
+                          F.raise_error(F.lit(SCALAR_SUBQUERY_ERROR))
+                          ).otherwise(F.get(a[0], 0))
+    raise InternalError(f"no Spark compilation for function {f}")
+
+
+def collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
+    """ARRAY_COUNT & co. over an array column: NULL elements are ignored, as SQL aggregates do."""
+    el = dtype.elementType if isinstance(dtype, ST.ArrayType) else None
+    visible = [f for f in el.fields if not f.name.startswith(HIDDEN_PREFIX)] if isinstance(el, ST.StructType) else []
+    if len(visible) == 1 and fn != "array_count":  # a one-column subquery: its values
+        name = visible[0].name
+        c = F.transform(c, lambda x: x.getField(name))
+        el = visible[0].dataType
+    values = F.filter(c, lambda x: x.isNotNull())
+    n = F.size(values)
+    if fn == "array_count":
+        return F.when(c.isNull(), F.lit(None)).otherwise(n)
+    if fn == "array_min":
+        return F.array_min(values)
+    if fn == "array_max":
+        return F.array_max(values)
+    zero = F.lit(0).cast(el if isinstance(el, ST.NumericType) else ST.DoubleType())
+    total = F.aggregate(values, zero, lambda acc, x: acc + x)
+    if fn == "array_sum":
+        return F.when(n > 0, total)
+    if fn == "array_avg":
+        return F.when(n > 0, total.cast("double") / n)
+    raise InternalError(f"no Spark compilation for collection function {fn}")

@@ -1,0 +1,243 @@
+"""The clustered layout of a table written by delta-rs: rows ordered by a key in files of
+narrow, disjoint key ranges (:func:`write_clustered`), kept by a rewrite in the driver of the
+files an upsert or a delete names (:func:`rewrite_clustered`, copy-on-write)."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from idivm.storage import schema as schemas
+from idivm.storage.delta.commits import _commit_properties
+from idivm.storage.delta.table import (
+    TABLE_CONFIGURATION,
+    PathLike,
+    _by_low,
+    _check_driver_readable,
+    _File,
+    _files,
+    _read_file,
+    _sorted_values,
+    open_table,
+)
+
+
+def key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array:
+    """Which rows of ``table`` have the key (``keys``, NULL-safe) of a row of ``wanted``: a
+    first filter by the first key's values, then the exact match of the few rows it keeps."""
+    first = wanted.column(keys[0])
+    mask = pc.is_in(table.column(keys[0]), value_set=pc.unique(first), skip_nulls=False)
+    if len(keys) == 1 or not pc.any(mask).as_py():
+        return mask
+    named = {tuple(r.values()) for r in wanted.select(list(keys)).to_pylist()}
+    hits = pc.indices_nonzero(mask).to_pylist()
+    exact = [tuple(r.values()) in named for r in table.select(list(keys)).take(hits).to_pylist()]
+    out = [False] * table.num_rows
+    for i, hit in zip(hits, exact):
+        out[i] = hit
+    return pa.array(out, pa.bool_())
+
+
+def ordered(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``table`` sorted by ``keys`` (NULLs first): the order of a clustered table's rows."""
+    return table.sort_by([(k, "ascending", "at_start") for k in keys])
+
+
+def _file_stats(table: pa.Table) -> str:
+    """Delta statistics of a file's rows: the count, and the bounds and NULLs of the
+    top-level integer and string columns (the others have none, which readers allow)."""
+    low, high, nulls = {}, {}, {}
+    for f in table.schema:
+        if pa.types.is_integer(f.type) or pa.types.is_string(f.type):
+            column = table.column(f.name)
+            bounds = pc.min_max(column)
+            nulls[f.name] = column.null_count
+            if bounds["min"].is_valid:
+                low[f.name], high[f.name] = bounds["min"].as_py(), bounds["max"].as_py()
+    return json.dumps({"numRecords": table.num_rows, "minValues": low, "maxValues": high, "nullCount": nulls})
+
+
+class _NewFiles:
+    """Parquet files written into a table's directory, and their add actions."""
+
+    def __init__(self, root: Path, row_group_rows: int | None):
+        self.root, self.row_group_rows = root, row_group_rows
+        self.actions: list = []
+        self.rows = 0
+        self.now = int(time.time() * 1000)
+
+    def write(self, rows: pa.Table, limit: int, slack: int = 1) -> None:
+        """Write ``rows`` as one file, or, past ``slack`` times ``limit`` rows, as files of at
+        most ``limit`` rows."""
+        import pyarrow.parquet as pq
+        from deltalake.transaction import AddAction
+
+        parts = -(-rows.num_rows // limit) if rows.num_rows > slack * limit else 1
+        step = max(1, -(-rows.num_rows // parts))
+        for start in range(0, rows.num_rows, step):
+            part = rows.slice(start, step)
+            name = f"part-{uuid.uuid4()}-c000.snappy.parquet"
+            pq.write_table(part, str(self.root / name), row_group_size=self.row_group_rows, compression="snappy")
+            self.actions.append(AddAction(name, (self.root / name).stat().st_size, {}, self.now, True,
+                                          _file_stats(part)))
+            self.rows += part.num_rows
+
+
+def _rows_per_file(rows: pa.Table, file_bytes: int) -> int:
+    """The rows of a file of about ``file_bytes`` (of Arrow memory) at the density of ``rows``."""
+    return max(1, int(file_bytes * rows.num_rows / max(rows.nbytes, 1)))
+
+
+def write_clustered(path: PathLike, reader: pa.RecordBatchReader, mode: Literal["error", "overwrite"],
+                    file_bytes: int, *, row_group_rows: int | None = None,
+                    commit_metadata: Mapping[str, Any] | None = None) -> None:
+    """Create (``mode="error"``) or overwrite the table at ``path`` with the rows of ``reader``,
+    in their order, cut into files of about ``file_bytes`` of Arrow memory, in one commit: for
+    rows ordered by a key, the layout of :func:`rewrite_clustered`."""
+    from deltalake import Schema
+    from deltalake.transaction import create_table_with_add_actions
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    files = _NewFiles(path, row_group_rows)
+    buffered: list[pa.RecordBatch] = []
+    held = 0
+    limit = None
+    for batch in reader:
+        if batch.num_rows == 0:
+            continue
+        if limit is None:
+            limit = _rows_per_file(pa.Table.from_batches([batch]), file_bytes)
+        buffered.append(batch)
+        held += batch.num_rows
+        if held >= limit:
+            table = pa.Table.from_batches(buffered, reader.schema)
+            whole = (held // limit) * limit
+            files.write(table.slice(0, whole), limit)
+            rest = table.slice(whole)
+            buffered, held = rest.to_batches(), rest.num_rows
+    if held:
+        files.write(pa.Table.from_batches(buffered, reader.schema), limit or held)
+    create_table_with_add_actions(str(path), Schema.from_arrow(reader.schema), files.actions, mode=mode,
+                                  configuration=TABLE_CONFIGURATION,
+                                  commit_properties=_commit_properties(commit_metadata))
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What :func:`rewrite_clustered` did: its metrics (named as :func:`merge_arrow`'s, with
+    the new ``version``) and the rows it removed (those whose key an upsert or a delete named,
+    as they were before)."""
+
+    metrics: dict[str, Any]
+    removed: pa.Table
+
+
+def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys: Sequence[str], *,
+                      commit_metadata: Mapping[str, Any] | None = None,
+                      row_group_rows: int | None = None, file_bytes: int) -> Rewrite:
+    """Upsert ``upserts`` (whole rows) into the table at ``path`` and delete the rows whose
+    ``keys`` equal (NULL-safely) those of a row of ``deletes``, in one commit that rewrites only
+    the files that may hold those keys.
+
+    The rows with the key of a row of ``upserts`` or ``deletes`` are removed, and the rows of
+    ``upserts`` inserted: with unique keys, an upsert replaces the row with its key or is
+    inserted (``num_target_rows_updated`` counts the rows replaced, ``..._inserted`` the
+    upserts whose key was not there).
+
+    The files to rewrite are those whose statistics of the first key column admit a named
+    value (all of them when they have none), so the rewrite is exact on any layout.  It is
+    cheap on the layout :func:`write_clustered` gives rows ordered by ``keys`` (and
+    :func:`~idivm.storage.delta.write_spark` a DataFrame, with ``file_bytes``): files of
+    narrow, disjoint key ranges.  The rewrite keeps that layout.  An inserted row goes to the file whose range starts last at
+    or below its key (the first file for a key below all of them or NULL), each rewritten file
+    is written ordered by ``keys``, and one that grows past twice ``file_bytes`` is split.
+
+    The commit removes the rewritten files and adds the new ones; the metrics also land in its
+    metadata (``idivm.rewrite``).  Its change data feed, which has no change files, is read as
+    a delete of the rewritten files' rows and an insert of the new ones.  ``row_group_rows``
+    caps the rows of a row group, as in :func:`merge_arrow`.
+    """
+    from deltalake.transaction import RemoveAction
+
+    if not keys:
+        raise ValueError("rewrite_clustered needs at least one key column")
+    dt = open_table(path)
+    _check_driver_readable(dt, path)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    upserts = schemas.conform(upserts.select(table_schema.names), table_schema)
+    upsert_keys = upserts.select(list(keys))
+    named = pa.concat_tables([upsert_keys, deletes.select(list(keys)).cast(upsert_keys.schema)])
+    values, null = _sorted_values(pc.unique(named.column(keys[0])).to_pylist())
+    files = _by_low(_files(dt, keys[0]))
+    touched = {f.path for f in files if f.may_hold(values, null)}
+    homes = _homes(files, upserts.column(keys[0]).to_pylist())
+    touched.update(h for h in homes if h is not None)
+
+    root = Path(path)
+    new = _NewFiles(root, row_group_rows)
+    removed: list = []
+    updated = deleted = copied = 0
+    found: list[pa.Table] = [table_schema.empty_table()]  # the rows removed
+    for f in files:
+        if f.path not in touched:
+            continue
+        old = _read_file(root, f, table_schema)
+        hit = key_mask(old, keys, named)
+        matched = old.filter(hit)
+        n = int(pc.sum(key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
+        updated, deleted = updated + n, deleted + matched.num_rows - n
+        found.append(matched)
+        kept = old.filter(pc.invert(hit))
+        copied += kept.num_rows
+        mine = homes.pop(f.path, [])
+        rows = pa.concat_tables([kept, upserts.take(mine)]) if mine else kept
+        removed.append(RemoveAction(f.path, True, new.now, f.size, {}))
+        if rows.num_rows:
+            rows = ordered(rows, keys) if mine else rows
+            new.write(rows, _rows_per_file(old, file_bytes) if old.num_rows else _rows_per_file(rows, file_bytes),
+                      slack=2)
+    for rest in homes.values():  # the table had no file
+        rows = ordered(upserts.take(rest), keys)
+        new.write(rows, _rows_per_file(rows, file_bytes))
+    removed_rows = pa.concat_tables(found)
+    replaced = key_mask(upsert_keys, keys, removed_rows) if removed_rows.num_rows and upserts.num_rows else None
+    inserted = upserts.num_rows - (int(pc.sum(replaced).as_py() or 0) if replaced is not None else 0)
+    stats = {"num_source_rows": named.num_rows, "num_target_rows_inserted": inserted,
+             "num_target_rows_updated": updated, "num_target_rows_deleted": deleted,
+             "num_target_rows_copied": copied, "num_output_rows": new.rows,
+             "num_target_files_added": len(new.actions), "num_target_files_removed": len(removed)}
+    if new.actions or removed or commit_metadata:
+        metadata = {**(commit_metadata or {}), "idivm.rewrite": json.dumps(stats, sort_keys=True)}
+        dt.create_write_transaction([*removed, *new.actions], mode="append", schema=dt.schema(),
+                                    commit_properties=_commit_properties(metadata))
+    stats["version"] = open_table(path).version()
+    return Rewrite(stats, removed_rows)
+
+
+def _homes(files: Sequence[_File], keys: Sequence[Any]) -> dict[str | None, list[int]]:
+    """The file each of the rows with first key ``keys`` is inserted into (by the rows'
+    positions): the last of the ``files`` (sorted by lower bound) whose range starts at or below
+    the key; the first file for a key below every range, for NULL, or when the bounds do not
+    compare with the key; None when there is no file."""
+    bounded = [f for f in files if f.low is not None]
+    starts = [f.low for f in bounded]
+    homes: dict[str | None, list[int]] = {}
+    for i, key in enumerate(keys):
+        try:
+            at = bisect.bisect_right(starts, key) - 1 if key is not None else -1
+        except TypeError:
+            at = -1
+        home = bounded[at].path if at >= 0 else (files[0].path if files else None)
+        homes.setdefault(home, []).append(i)
+    return homes
+

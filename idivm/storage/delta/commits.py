@@ -1,0 +1,73 @@
+"""Commit metadata and the history of a table.
+
+Commit metadata (``commit_metadata=``) is a flat ``dict`` of JSON values that
+lands in the commit's ``commitInfo`` (delta-rs: as keys of it; delta-spark: as the JSON object
+of its ``userMetadata``) and comes back from :func:`history` as keys of the commit;
+keys should be prefixed (``"idivm.watermark"``) so they do not collide with
+Delta's own commitInfo fields, and keys that do collide are rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from idivm.storage.delta.table import PathLike, open_table
+
+_RESERVED_COMMIT_KEYS = frozenset({
+    "timestamp", "operation", "operationParameters", "operationMetrics", "readVersion", "version",
+    "isolationLevel", "isBlindAppend", "engineInfo", "clientVersion", "userMetadata", "userId",
+    "userName", "job", "notebook", "clusterId", "txnId", "inCommitTimestamp",
+})
+
+
+def history(path: PathLike, limit: int | None = None) -> list[dict[str, Any]]:
+    """Commits of a table, newest first: dicts with ``version``, ``timestamp``
+    (ms since the epoch), ``operation``, ``operationMetrics``, ... and the
+    keys of the commit's custom metadata (delta-rs's keys, or the keys of the JSON object of
+    delta-spark's ``userMetadata``)."""
+    commits = open_table(path).history(limit)
+    for commit in commits:
+        user = commit.get("userMetadata")
+        if isinstance(user, str) and user.startswith("{"):
+            try:
+                keys = json.loads(user)
+            except ValueError:
+                continue
+            if isinstance(keys, dict):
+                for k, v in keys.items():
+                    commit.setdefault(k, v)
+    return commits
+
+
+def data_version(path: PathLike) -> int:
+    """The latest version of a table that changed its data: its latest version, less the
+    ``OPTIMIZE`` commits after it (which rewrite files, not rows)."""
+    dt = open_table(path)
+    for limit in (1, None):  # the last commit, which is nearly always a data change, then all
+        for commit in dt.history(limit):
+            if commit.get("operation") != "OPTIMIZE":
+                return int(commit["version"])
+    return dt.version()
+
+
+def _commit_properties(commit_metadata: Mapping[str, Any] | None):
+    from deltalake import CommitProperties
+
+    if not commit_metadata:
+        return None
+    return CommitProperties(custom_metadata=_checked(commit_metadata))
+
+
+def _user_metadata(commit_metadata: Mapping[str, Any]) -> str:
+    """Commit metadata as delta-spark's ``userMetadata``: a JSON object (see :func:`history`)."""
+    return json.dumps(_checked(commit_metadata), sort_keys=True)
+
+
+def _checked(commit_metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The commit metadata, after checking that no key collides with Delta's commitInfo fields."""
+    clash = sorted(set(commit_metadata) & _RESERVED_COMMIT_KEYS)
+    if clash:
+        raise ValueError(f"commit metadata keys collide with Delta commitInfo fields: {', '.join(clash)}")
+    return dict(commit_metadata)

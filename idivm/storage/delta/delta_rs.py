@@ -1,0 +1,295 @@
+"""The delta-rs paths: tables written and read in the driver through delta-rs (the
+``deltalake`` package), and read into Spark by their Parquet files.
+
+Reading into Spark goes by the list of a version's active Parquet files and
+the table's own schema (``DeltaTable(path, version=v).file_uris()`` →
+``spark.read.schema(...).parquet(*uris)``), so Spark needs no Delta jars.
+Writing from Spark goes through a Parquet staging directory whose files are
+streamed as Arrow batches into delta-rs (:func:`write_staged`); nothing is
+collected into the driver.  None of this applies to a table that needs delta-spark
+(:func:`~idivm.storage.delta.table.needs_delta_spark`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from idivm.errors import CatalogError, DataError
+from idivm.storage import schema as schemas
+from idivm.storage.delta.clustered import write_clustered
+from idivm.storage.delta.commits import _commit_properties
+from idivm.storage.delta.merge import MergeClause, _clause_calls
+from idivm.storage.delta.table import (
+    CHANGE_COLUMNS,
+    TABLE_CONFIGURATION,
+    PathLike,
+    _by_low,
+    _check_driver_readable,
+    _check_mode,
+    _files,
+    _files_holding,
+    _name,
+    _read_file,
+    exists,
+    open_table,
+    version,
+)
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+def create_table(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
+                 schema: pa.Schema | None = None,
+                 commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None) -> int:
+    """Create a Delta table at ``path`` holding ``data``; return its version (0).
+
+    ``data`` is a pyarrow Table or RecordBatchReader (streamed, never fully
+    materialized).  It is conformed to ``schema`` if given, else to
+    :func:`idivm.storage.schema.delta_schema` of its own schema.  The table gets
+    ``delta.enableChangeDataFeed=true``.  Fails if a table exists at ``path``.
+    ``row_group_rows`` caps the rows of a Parquet row group (see :func:`merge_arrow`).
+    """
+    from deltalake import write_deltalake
+
+    if exists(path):
+        raise CatalogError(f"a Delta table already exists at {path}")
+    target = schemas.delta_schema(schema if schema is not None else data.schema)
+    write_deltalake(str(path), schemas.conform(data, target), mode="error",
+                    configuration=TABLE_CONFIGURATION, writer_properties=_writer_properties(row_group_rows),
+                    commit_properties=_commit_properties(commit_metadata))
+    return version(path)
+
+
+def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
+                mode: Literal["error", "append", "overwrite"] = "append",
+                commit_metadata: Mapping[str, Any] | None = None) -> int:
+    """Write Arrow data to a table (creating it with the change data feed on if
+    needed); ``overwrite`` may also replace the schema.  Returns the new version."""
+    from deltalake import write_deltalake
+
+    _check_mode(mode, ("error", "append", "overwrite"))
+    if mode == "append" and exists(path):
+        target = schemas.delta_schema(schemas.as_arrow_schema(open_table(path).schema().to_arrow()))
+    else:
+        target = schemas.delta_schema(data.schema)
+    write_deltalake(str(path), schemas.conform(data, target), mode=mode,
+                    configuration=TABLE_CONFIGURATION,
+                    schema_mode="overwrite" if mode == "overwrite" else None,
+                    commit_properties=_commit_properties(commit_metadata))
+    return version(path)
+
+
+def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
+                 commit_metadata: Mapping[str, Any] | None, row_group_rows: int | None,
+                 file_bytes: int | None) -> None:
+    """Write a Spark DataFrame to the table at ``target`` through a Parquet staging directory
+    whose files are streamed into delta-rs, or, with ``file_bytes``, into
+    :func:`~idivm.storage.delta.clustered.write_clustered` (see
+    :func:`idivm.storage.delta.write_spark`)."""
+    import pyarrow.dataset as ds
+    from deltalake import write_deltalake
+
+    arrow = schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
+    staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        df.write.mode("error").parquet(str(staging))
+        files = sorted(str(p) for p in staging.glob("*.parquet"))
+        if files:
+            reader = schemas.conform(ds.dataset(files, format="parquet").scanner().to_reader(), arrow)
+        else:
+            reader = pa.RecordBatchReader.from_batches(arrow, iter(()))
+        if file_bytes is not None:
+            write_clustered(target, reader, mode, file_bytes, row_group_rows=row_group_rows,
+                            commit_metadata=commit_metadata)
+        else:
+            write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
+                            schema_mode="overwrite" if mode == "overwrite" else None,
+                            writer_properties=_writer_properties(row_group_rows),
+                            commit_properties=_commit_properties(commit_metadata))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Sequence[MergeClause], *,
+                source_alias: str = "s", target_alias: str = "t",
+                commit_metadata: Mapping[str, Any] | None = None,
+                streamed_exec: bool = False, row_group_rows: int | None = None) -> dict[str, Any]:
+    """MERGE ``source`` into the table at ``path`` in one commit; return delta-rs's metrics.
+
+    ``predicate`` and the clause predicates/expressions are delta-rs SQL over
+    ``source_alias``/``target_alias`` columns.  ``clauses`` apply in order
+    (the first clause whose predicate holds wins), e.g.::
+
+        merge_arrow(p, batch, "t.id = s.id",
+                    [MatchedDelete("s._op = 'delete'"), MatchedUpdate(), NotMatchedInsert("s._op <> 'delete'")])
+
+    Source rows are conformed to the table's schema by column name (extra
+    source columns stay usable in predicates).  Metrics include
+    ``num_target_rows_inserted/updated/deleted/copied`` and
+    ``num_target_files_added/removed``, plus ``version``: the table version
+    after the merge.  A merge that changes no file makes no commit, unless
+    ``commit_metadata`` is given: then an empty commit carries it, so the
+    metadata always lands.  The source is
+    held in memory (``streamed_exec=False``) so delta-rs can prune target files
+    by the source's key ranges; pass ``streamed_exec=True`` for very large sources.
+
+    ``row_group_rows`` caps the rows of each Parquet row group the merge writes (default:
+    delta-rs's, about a million): a table whose rows are ordered by a key and read by a few
+    of its values then has row groups narrow enough for the reader to skip the others by
+    their statistics.
+    """
+    if not clauses:
+        raise ValueError("merge_arrow needs at least one clause")
+    dt = open_table(path)
+    merger = dt.merge(_conform_source(dt, source), predicate, source_alias=source_alias,
+                      target_alias=target_alias, streamed_exec=streamed_exec,
+                      writer_properties=_writer_properties(row_group_rows),
+                      commit_properties=_commit_properties(commit_metadata))
+    for method, argument, p in _clause_calls(clauses):
+        merger = getattr(merger, method)(*([argument] if argument is not None else []), predicate=p)
+    metrics = dict(merger.execute())
+    if commit_metadata and not (metrics.get("num_target_files_added") or metrics.get("num_target_files_removed")):
+        # delta-rs does not commit a merge that changes no file; commit an empty append so the
+        # metadata (e.g. a watermark) still lands.
+        from deltalake import write_deltalake
+
+        empty = schemas.as_arrow_schema(dt.schema().to_arrow()).empty_table()
+        write_deltalake(dt, empty, mode="append", commit_properties=_commit_properties(commit_metadata))
+    metrics["version"] = dt.version()
+    return metrics
+
+
+def _conform_source(dt: "DeltaTable", source: pa.Table) -> pa.Table:
+    """Cast the source's table columns to the table's types; keep extra columns as they are."""
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    columns, fields = [], []
+    for f in source.schema:
+        col = source.column(f.name)
+        target = table_schema.field(f.name).type if f.name in table_schema.names else schemas.delta_schema(
+            pa.schema([f])).field(0).type
+        if col.type != target:
+            try:
+                col = col.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise DataError(f"merge source column '{f.name}' ({f.type}) does not fit the table's "
+                                f"type {target}: {str(e).splitlines()[0]}") from e
+        columns.append(col)
+        fields.append(pa.field(f.name, target, True))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[str] | None = None,
+               holding: tuple[str, Iterable[Any]] | None = None) -> pa.Table:
+    """The rows of a table version as a pyarrow Table (with the table's schema).
+    ``holding=(column, values)``: only the rows of the files whose statistics admit a row with
+    ``column`` among ``values`` (NULL included), as :func:`read_files`'s."""
+    dt = open_table(path, version)
+    _check_driver_readable(dt, path)
+    if holding is None:
+        return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns is not None else None)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    tables = [_read_file(path, f, table_schema, columns) for f in _files_holding(dt, holding)]
+    empty = table_schema if columns is None else pa.schema([table_schema.field(c) for c in columns])
+    return pa.concat_tables([empty.empty_table(), *tables])
+
+
+def scan_ordered(dt: "DeltaTable", path: PathLike, column: str,
+                 columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of ``dt`` (the table at ``path``) file by file, the files in the order of their
+    lower bound of ``column`` (files without one first)."""
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    for f in _by_low(_files(dt, column)):
+        yield from _read_file(path, f, table_schema, columns).to_batches()
+
+
+def read_files(spark: "SparkSession", dt: "DeltaTable",
+             holding: tuple[str, Sequence[Any]] | None = None) -> "DataFrame":
+    """A Spark DataFrame over the active Parquet files of ``dt`` (only those whose statistics
+    admit a row with ``column`` among ``values``, NULL included, for ``holding=(column,
+    values)``), with the Spark schema converted from the table's Arrow schema (no Spark job);
+    no file gives an empty DataFrame with that schema."""
+    struct = schemas.spark_schema(dt.schema().to_arrow())
+    uris = dt.file_uris()
+    if holding is not None:
+        kept = {_name(f.path) for f in _files_holding(dt, holding)}
+        uris = [u for u in uris if _name(u) in kept]
+    if not uris:
+        return spark.createDataFrame([], struct)
+    return spark.read.schema(struct).parquet(*uris)
+
+
+def active_files(path: PathLike) -> pa.Table:
+    """The active files of the latest version of a table: ``path``, ``size_bytes`` and
+    ``num_records`` (the rows in the file, deleted by vector or not; 0 when not recorded)."""
+    actions = pa.table(open_table(path).get_add_actions(flatten=True))
+    rows = actions.column("num_records").fill_null(0) if "num_records" in actions.column_names \
+        else pa.array([0] * actions.num_rows, pa.int64())
+    return pa.table({"path": actions.column("path"), "size_bytes": actions.column("size_bytes"),
+                     "num_records": rows})
+
+
+def optimize(path: PathLike, order: Sequence[str], *, target_file_bytes: int, row_group_rows: int | None,
+             commit_metadata: Mapping[str, Any] | None) -> None:
+    """delta-rs's ``OPTIMIZE`` of the table at ``path``: Z-ordered by ``order``, else a compaction."""
+    options = {"target_size": target_file_bytes, "writer_properties": _writer_properties(row_group_rows),
+               "commit_properties": _commit_properties(commit_metadata)}
+    dt = open_table(path)
+    if order:
+        dt.optimize.z_order(list(order), **options)
+    else:
+        dt.optimize.compact(**options)
+
+
+def row_count(dt: "DeltaTable") -> int:
+    """The rows of ``dt``: from the add actions' statistics when every file has them,
+    otherwise by counting rows of the files."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    if "num_records" in actions.column_names:
+        counts = actions.column("num_records")
+        if counts.null_count == 0:
+            return int(pc.sum(counts).as_py() or 0)
+    return dt.to_pyarrow_dataset().count_rows()
+
+
+def read_changes(path: PathLike, start_version: int, end_version: int | None = None) -> pa.Table:
+    """The change data feed of versions ``start_version..end_version`` (inclusive;
+    default: up to the latest) as a pyarrow Table.
+
+    Columns: the table's columns plus :data:`CHANGE_COLUMNS` (``_change_type``
+    is ``insert``, ``delete``, ``update_preimage`` or ``update_postimage``).
+    An empty range (``start_version`` past the end) gives an empty table.
+    """
+    dt = open_table(path)
+    latest = dt.version()
+    end = latest if end_version is None else min(end_version, latest)
+    table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    target = pa.schema(list(table_schema) + list(CHANGE_COLUMNS))
+    if start_version < 0:
+        raise ValueError(f"start_version must be >= 0, got {start_version}")
+    if start_version > end:
+        return target.empty_table()
+    reader = pa.RecordBatchReader.from_stream(dt.load_cdf(starting_version=start_version, ending_version=end))
+    changes = reader.read_all()
+    columns = [changes.column(f.name).cast(f.type) if f.name in changes.column_names
+               else pa.nulls(changes.num_rows, f.type) for f in target]
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+def _writer_properties(row_group_rows: int | None):
+    from deltalake import WriterProperties
+
+    return None if row_group_rows is None else WriterProperties(max_row_group_size=row_group_rows)

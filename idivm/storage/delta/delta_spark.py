@@ -1,0 +1,187 @@
+"""The delta-spark paths: tables that Spark's executors write with ``format("delta")``, MERGE
+into and read at pinned versions (``versionAsOf``), and delta-spark's ``OPTIMIZE``.  These
+are the tables of a delta-spark engine and every table that needs delta-spark
+(:func:`~idivm.storage.delta.table.needs_delta_spark`); they need the Delta jars in the session.
+
+A delta-spark command takes commit metadata from a setting of the session
+(:func:`spark_settings`), so one such command runs at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from idivm.storage import schema as schemas
+from idivm.storage.delta.commits import _commit_properties, _user_metadata
+from idivm.storage.delta.merge import MergeClause, _clause_calls, quoted
+from idivm.storage.delta.table import TABLE_CONFIGURATION, PathLike, _sorted_values, open_table, version
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def write(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
+          commit_metadata: Mapping[str, Any] | None, create: bool, deletion_vectors: bool) -> None:
+    """Write a Spark DataFrame to the table at ``target`` by the executors, in the DataFrame's
+    partitions; a table it creates (``create``) gets the change data feed, and deletion
+    vectors when ``deletion_vectors`` (see :func:`idivm.storage.delta.write_spark`)."""
+    writer = df.write.format("delta").mode("overwrite" if mode == "overwrite" else "errorifexists")
+    if commit_metadata:
+        writer = writer.option("userMetadata", _user_metadata(commit_metadata))
+    if mode == "overwrite":
+        writer = writer.option("overwriteSchema", "true")
+    if create:
+        for key, value in TABLE_CONFIGURATION.items():
+            writer = writer.option(key, value)
+        if deletion_vectors:
+            writer = writer.option("delta.enableDeletionVectors", "true")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    writer.save(str(target.absolute()))
+
+
+#: delta-spark's merge builder method for each of delta-rs's, and the keyword of its assignments
+_SPARK_CLAUSES = {
+    "when_matched_update_all": ("whenMatchedUpdateAll", None),
+    "when_matched_update": ("whenMatchedUpdate", "set"),
+    "when_matched_delete": ("whenMatchedDelete", None),
+    "when_not_matched_insert_all": ("whenNotMatchedInsertAll", None),
+    "when_not_matched_insert": ("whenNotMatchedInsert", "values"),
+    "when_not_matched_by_source_delete": ("whenNotMatchedBySourceDelete", None),
+    "when_not_matched_by_source_update": ("whenNotMatchedBySourceUpdate", "set"),
+}
+
+#: delta-spark's MERGE metrics, by the names :func:`~idivm.storage.delta.delta_rs.merge_arrow` gives them
+_SPARK_MERGE_METRICS = {
+    "numSourceRows": "num_source_rows", "numTargetRowsInserted": "num_target_rows_inserted",
+    "numTargetRowsUpdated": "num_target_rows_updated", "numTargetRowsDeleted": "num_target_rows_deleted",
+    "numTargetRowsCopied": "num_target_rows_copied", "numOutputRows": "num_output_rows",
+    "numTargetFilesAdded": "num_target_files_added", "numTargetFilesRemoved": "num_target_files_removed",
+    "numTargetDeletionVectorsAdded": "num_target_deletion_vectors_added",
+    "numTargetDeletionVectorsRemoved": "num_target_deletion_vectors_removed",
+}
+
+#: the session's commit metadata is a setting of the session: one command at a time sets it
+_SESSION_SETTINGS = threading.Lock()
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@contextmanager
+def spark_settings(spark: "SparkSession", settings: Mapping[str, str],
+                   commit_metadata: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """Run a delta-spark command with session ``settings`` (and ``commit_metadata`` as the
+    ``userMetadata`` of the commit it makes), restored afterwards; one command at a time."""
+    settings = dict(settings)
+    if commit_metadata:
+        settings[USER_METADATA] = _user_metadata(commit_metadata)
+    with _SESSION_SETTINGS:
+        before = {k: spark.conf.get(k, None) for k in settings}
+        for k, v in settings.items():
+            spark.conf.set(k, v)
+        try:
+            yield
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+
+
+def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Sequence[MergeClause], *,
+                source_alias: str = "s", target_alias: str = "t",
+                commit_metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """MERGE the Spark DataFrame ``source`` into the table at ``path`` through delta-spark, in
+    one commit executed by Spark (nothing is collected); the clauses, predicates and metrics
+    are :func:`~idivm.storage.delta.delta_rs.merge_arrow`'s (predicates in Spark SQL), and so
+    is the commit of ``commit_metadata`` when the MERGE changes nothing.  A table with deletion vectors marks
+    the rows it replaces or deletes instead of rewriting their files."""
+    from delta.tables import DeltaTable
+
+    if not clauses:
+        raise ValueError("merge_spark needs at least one clause")
+    spark = source.sparkSession
+    before = version(path)
+    merger = DeltaTable.forPath(spark, str(Path(path).absolute())).alias(target_alias) \
+        .merge(source.alias(source_alias), predicate)
+    for method, argument, p in _clause_calls(clauses):
+        name, keyword = _SPARK_CLAUSES[method]
+        merger = getattr(merger, name)(condition=p, **({keyword: argument} if argument is not None else {}))
+    with spark_settings(spark, {}, commit_metadata):
+        merger.execute()
+    after = version(path)
+    metrics: dict[str, Any] = {}
+    if after > before:
+        last = open_table(path, after).history(1)[0]
+        metrics = {ours: int(v) for theirs, ours in _SPARK_MERGE_METRICS.items()
+                   if (v := (last.get("operationMetrics") or {}).get(theirs)) is not None}
+    elif commit_metadata:
+        # nothing changed and nothing was committed: an empty commit carries the metadata
+        dt = open_table(path)
+        dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                    commit_properties=_commit_properties(commit_metadata))
+        after = version(path)
+    metrics["version"] = after
+    return metrics
+
+
+def read(spark: "SparkSession", path: PathLike, version: int | None = None,
+         holding: tuple[str, Sequence[Any]] | None = None) -> "DataFrame":
+    """A Spark DataFrame over one version of the table at ``path`` (default: the latest), read by
+    delta-spark; ``holding=(column, values)`` filters the rows to those with ``column`` among
+    ``values`` (NULL included), which Delta's data skipping turns into a read of the files
+    whose statistics admit them."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    df = reader.load(str(Path(path).absolute()))
+    if holding is not None:
+        column, named = holding
+        values, null = _sorted_values(named)
+        col = F.col(f"`{column}`")
+        df = df.filter((col.isin(values) if values else F.lit(False)) | (col.isNull() if null else F.lit(False)))
+    return df
+
+
+def scan_ordered(dt: "DeltaTable", path: PathLike, version: int | None, column: str,
+                 columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of ``dt`` (the table at ``path``, at ``version``) read by delta-spark in the active
+    session, in the order of ``column``."""
+    from pyspark.sql import SparkSession, functions as F
+
+    df = read(SparkSession.active(), path, version).orderBy(F.col(f"`{column}`"))
+    if columns is not None:
+        df = df.select(*[F.col(f"`{c}`") for c in columns])
+    schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    yield from schemas.conform(df.toArrow(), target).to_batches()
+
+
+def row_count(path: PathLike, version: int | None = None) -> int:
+    """The rows of a table version, counted by delta-spark in the active session (the files'
+    row counts include the rows deleted by vector)."""
+    from pyspark.sql import SparkSession
+
+    return read(SparkSession.active(), path, version).count()
+
+
+def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str], *, target_file_bytes: int,
+             commit_metadata: Mapping[str, Any] | None) -> None:
+    """delta-spark's ``OPTIMIZE`` of the table at ``path``: Z-ordered by ``order``, else a
+    compaction of its small files and its files with deleted rows."""
+    table = "delta.`" + str(Path(path).absolute()).replace("`", "``") + "`"
+    settings = {"spark.databricks.delta.optimize.maxFileSize": str(target_file_bytes),
+                # a view's ID columns come last and may have no statistics: Z-ordering by
+                # them still clusters the files
+                "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled": "false"}
+    zorder = f" ZORDER BY ({', '.join(quoted(c) for c in order)})" if order else ""
+    with spark_settings(spark, settings, commit_metadata):
+        spark.sql(f"OPTIMIZE {table}{zorder}").collect()

@@ -1,0 +1,245 @@
+"""A Delta table as its log describes it: opening it at a version, its versions and schema,
+whether it needs delta-spark, and its active files with their statistics.  Also the settings
+every table idivm creates gets, and the storage engines (:class:`Engine`).
+
+Paths are local directories (``str`` or ``Path``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from idivm.errors import CatalogError, DataError
+from idivm.storage import schema as schemas
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+TABLE_CONFIGURATION = {"delta.enableChangeDataFeed": "true"}
+
+#: the rows of a Parquet row group of a base table (at create and at every ingest): narrow
+#: enough that a read restricted to a few values of a column the rows are ordered or grouped
+#: by (a key, or ``reviews.business_id`` when reviews come business by business) skips most
+#: row groups by their statistics, wide enough that a full scan does not slow down
+BASE_ROW_GROUP = 16_384
+
+#: Columns that :func:`read_changes` adds to the table's own columns.
+CHANGE_COLUMNS = pa.schema([
+    pa.field("_change_type", pa.string()),       # insert | update_preimage | update_postimage | delete
+    pa.field("_commit_version", pa.int64()),
+    pa.field("_commit_timestamp", pa.timestamp("us", tz="UTC")),
+])
+
+PathLike = str | os.PathLike
+
+#: the storage engines of the tables Spark computes (see the module doc)
+ENGINES = ("delta-rs", "delta-spark", "delta-spark-dv")
+#: the environment variable naming the engine when none is given
+ENGINE_ENV = "IDIVM_STORAGE"
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """The storage engine of the tables Spark computes (one of :data:`ENGINES`)."""
+
+    name: str = "delta-rs"
+
+    def __post_init__(self) -> None:
+        if self.name not in ENGINES:
+            raise ValueError(f"unknown storage engine {self.name!r}: use one of {', '.join(ENGINES)}")
+
+    @property
+    def spark(self) -> bool:
+        """Whether Spark writes (and reads) the tables, through delta-spark."""
+        return self.name != "delta-rs"
+
+    @property
+    def deletion_vectors(self) -> bool:
+        """Whether views and caches get deletion vectors (merge-on-read)."""
+        return self.name == "delta-spark-dv"
+
+
+DELTA_RS = Engine()
+
+
+def engine(name: str | None = None) -> Engine:
+    """The engine named (default: ``$IDIVM_STORAGE``, else ``delta-rs``)."""
+    return Engine(name or os.environ.get(ENGINE_ENV) or DELTA_RS.name)
+
+
+# --- opening -------------------------------------------------------------------------------------
+
+def exists(path: PathLike) -> bool:
+    """Whether ``path`` holds a Delta table."""
+    from deltalake import DeltaTable
+
+    return Path(path).is_dir() and DeltaTable.is_deltatable(str(path))
+
+
+#: tables opened at a given version, which a maintenance run reads many times (opening replays
+#: the log: about 15 ms for a table of a few hundred commits); by path, version and the
+#: identity of that version's commit file, so a table deleted and created again is not mistaken
+#: for the old one.  Only reads go through them.
+_OPENED: dict[tuple, "DeltaTable"] = {}
+_OPENED_MAX = 64
+
+
+def open_table(path: PathLike, version: int | None = None) -> "DeltaTable":
+    """The ``DeltaTable`` at ``path`` (at ``version``, default latest).  A table opened at a
+    given version may be one opened before: callers only read it.
+
+    Raises :class:`CatalogError` if there is no table there or no such version.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    key = None
+    if version is not None:
+        try:
+            commit = os.stat(Path(path, "_delta_log", f"{version:020d}.json"))
+            key = (os.path.abspath(path), version, commit.st_ino, commit.st_mtime_ns, commit.st_size)
+        except OSError:
+            key = None
+        if key in _OPENED:
+            return _OPENED[key]
+    if not exists(path):
+        raise CatalogError(f"no Delta table at {path}")
+    try:
+        dt = DeltaTable(str(path), version=version)
+        if key is not None:
+            if len(_OPENED) >= _OPENED_MAX:
+                _OPENED.pop(next(iter(_OPENED)))
+            _OPENED[key] = dt
+        return dt
+    except TableNotFoundError as e:
+        raise CatalogError(f"no Delta table at {path}") from e
+    except DeltaError as e:
+        if version is not None:
+            latest = DeltaTable(str(path)).version()
+            raise CatalogError(f"{path} has no version {version} (versions 0..{latest}, "
+                               "unless older ones were vacuumed)") from e
+        raise
+
+
+def needs_delta_spark(path: PathLike, dt: "DeltaTable | None" = None) -> bool:
+    """Whether the table at ``path`` must be read (and written) through delta-spark: it has
+    deletion vectors, partitions or column mapping, which a reader of its Parquet files (and
+    the driver-side rewrite of :func:`rewrite_clustered`) would get wrong."""
+    dt = dt if dt is not None else open_table(path)
+    meta = dt.metadata()
+    return bool(meta.partition_columns) \
+        or meta.configuration.get("delta.columnMapping.mode", "none") != "none" \
+        or "deletionVectors" in (dt.protocol().reader_features or ())
+
+
+def _check_driver_readable(dt: "DeltaTable", path: PathLike) -> None:
+    if needs_delta_spark(path, dt):
+        raise DataError(f"{path}: a Delta table with deletion vectors, partitions or column mapping "
+                        "is read and written through delta-spark only")
+
+
+def schema(path: PathLike, version: int | None = None) -> pa.Schema:
+    """The Arrow schema of a table version (default: the latest)."""
+    at = version if version is not None else _latest(path)
+    return schemas.as_arrow_schema(open_table(path, at).schema().to_arrow())
+
+
+def version(path: PathLike) -> int:
+    """The latest version of a table."""
+    return _latest(path)
+
+
+def _latest(path: PathLike) -> int:
+    """The latest version of a table: its last commit file (every version has one)."""
+    try:
+        names = os.listdir(Path(path, "_delta_log"))
+    except OSError:
+        names = []
+    versions = [int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    return max(versions) if versions else open_table(path).version()
+
+
+def _check_mode(mode: str, allowed: tuple[str, ...]) -> None:
+    if mode not in allowed:
+        raise ValueError(f"mode must be one of {', '.join(allowed)}, got {mode!r}")
+
+
+# --- active files --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    """An active file of a table and the statistics of one column (None: not recorded)."""
+
+    path: str
+    size: int
+    rows: int | None
+    low: Any
+    high: Any
+    nulls: int | None
+
+    def may_hold(self, values: Sequence[Any], null: bool) -> bool:
+        """Whether the file may hold a row whose column is one of the sorted non-NULL
+        ``values``, or NULL when ``null``."""
+        if null and (self.nulls is None or self.nulls > 0):
+            return True
+        if self.low is None or self.high is None:
+            # no bounds: the column is NULL in every row, or the file has no statistics
+            return bool(values) and not (self.nulls is not None and self.nulls == self.rows)
+        try:
+            i = bisect.bisect_left(values, self.low)
+            return i < len(values) and values[i] <= self.high
+        except TypeError:  # values of a type the statistics do not compare with
+            return True
+
+
+def _files(dt: "DeltaTable", column: str) -> list[_File]:
+    """The active files of ``dt`` with the statistics of ``column``."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+
+    def col(name: str) -> list:
+        return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
+
+    return [_File(*f) for f in zip(col("path"), col("size_bytes"), col("num_records"), col(f"min.{column}"),
+                                   col(f"max.{column}"), col(f"null_count.{column}"))]
+
+
+def _files_holding(dt: "DeltaTable", holding: tuple[str, Iterable[Any]]) -> list[_File]:
+    """The active files of ``dt`` whose statistics admit a row with ``column`` among ``values``
+    (NULL included), ``holding`` being (column, values)."""
+    column, named = holding
+    values, null = _sorted_values(named)
+    return [f for f in _files(dt, column) if f.may_hold(values, null)]
+
+
+def _by_low(files: list[_File]) -> list[_File]:
+    """``files`` by their lower bound, those without one first."""
+    return sorted(files, key=lambda f: (f.low is not None, f.low if f.low is not None else 0))
+
+
+def _name(path: str) -> str:
+    """The file name of a path or URI of a table's file (an unpartitioned table's files lie at
+    its root)."""
+    return unquote(path.rsplit("/", 1)[-1])
+
+
+def _sorted_values(values: Iterable[Any]) -> tuple[list, bool]:
+    """(the distinct non-NULL ``values`` sorted, whether NULL is among them)."""
+    distinct = set(values)
+    return sorted(v for v in distinct if v is not None), None in distinct
+
+
+def _read_file(path: PathLike, file: _File, schema: pa.Schema, columns: Sequence[str] | None = None) -> pa.Table:
+    """The rows of an active file of the table at ``path``, in the table's ``schema``."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(str(Path(path) / unquote(file.path)), schema=schema,
+                         columns=list(columns) if columns is not None else None)
+
