@@ -58,7 +58,8 @@ def open_warehouse(ctx: click.Context) -> Warehouse:
 @click.option("--spark-master", metavar="URL", envvar="IDIVM_SPARK_MASTER", default=None,
               help="Spark master URL (or $IDIVM_SPARK_MASTER); default local[*].")
 @click.option("--storage", type=click.Choice(ENGINES), envvar=ENGINE_ENV, default=None,
-              help=f"Storage engine of what Spark computes (or ${ENGINE_ENV}); default delta-rs.")
+              help=f"Storage engine of what Spark computes (or ${ENGINE_ENV}); default delta-rs on a "
+                   "local master, delta-spark-dv on a cluster.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(__version__, prog_name="idivm")
 @click.pass_context

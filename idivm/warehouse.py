@@ -36,6 +36,7 @@ from idivm.ingest.load import (
 )
 from idivm.storage import delta
 from idivm.storage import schema as schemas
+from idivm.storage.spark import resolve_master
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -206,14 +207,16 @@ class Warehouse:
     SparkSession to use as it is; otherwise one is created on first need with
     ``idivm.storage.spark.get_session(spark_master)``.  ``storage`` is the engine that writes
     what Spark computes (``delta-rs``, ``delta-spark``, ``delta-spark-dv``; default
-    ``$IDIVM_STORAGE``, else ``delta-rs``; see :mod:`idivm.storage.delta`).
+    ``$IDIVM_STORAGE``, else ``delta-rs`` on a local master and ``delta-spark-dv`` on a cluster;
+    see :func:`idivm.storage.delta.engine`).
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, spark: "SparkSession | None" = None,
                  spark_master: str | None = None, storage: str | None = None):
         self.path = Path(path if path is not None else os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE).absolute()
         #: the storage engine of what Spark computes (:func:`idivm.storage.delta.engine`)
-        self.storage = delta.engine(storage)
+        self.storage = delta.engine(storage, spark.sparkContext.master if spark is not None else
+                                    resolve_master(spark_master))
         self._spark = spark
         self._spark_master = spark_master
         Catalog.load(self.path)  # fail early on a corrupt catalog or a path that is a file

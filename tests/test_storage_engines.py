@@ -10,6 +10,7 @@ import json
 import pyarrow as pa
 import pytest
 
+from idivm import Warehouse
 from idivm.errors import DataError
 from idivm.storage import delta
 from idivm.storage.delta import MatchedDelete, MatchedUpdate, NotMatchedInsert
@@ -104,6 +105,23 @@ def test_unknown_engines_are_refused(monkeypatch):
         delta.engine("delta-xyz")
     monkeypatch.setenv(delta.ENGINE_ENV, "delta-spark-dv")
     assert delta.engine() == DV
+
+
+def test_the_default_engine_is_delta_rs_on_a_local_master_and_deletion_vectors_on_a_cluster(monkeypatch, tmp_path):
+    monkeypatch.delenv(delta.ENGINE_ENV, raising=False)
+    assert delta.engine() == delta.DELTA_RS
+    for master in ("local", "local[2]", "local[*]"):
+        assert delta.engine(None, master) == delta.DELTA_RS
+    for master in ("spark://10.0.0.5:7077", "yarn", "k8s://https://example:6443"):
+        assert delta.engine(None, master) == DV
+    assert delta.engine("delta-rs", "spark://10.0.0.5:7077") == delta.DELTA_RS
+    monkeypatch.setenv(delta.ENGINE_ENV, "delta-spark")
+    assert delta.engine(None, "spark://10.0.0.5:7077").name == "delta-spark"
+    # a warehouse asks for no session to know its engine
+    monkeypatch.delenv(delta.ENGINE_ENV)
+    monkeypatch.delenv("IDIVM_SPARK_MASTER", raising=False)
+    assert Warehouse(tmp_path / "wh", spark_master="spark://10.0.0.5:7077").storage == DV
+    assert Warehouse(tmp_path / "wh").storage == delta.DELTA_RS
 
 
 def _dv_table(spark, path) -> dict:

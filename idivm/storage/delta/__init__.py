@@ -69,6 +69,7 @@ from idivm.storage.delta.merge import (
 from idivm.storage.delta.table import (
     BASE_ROW_GROUP,
     CHANGE_COLUMNS,
+    CLUSTER_ENGINE,
     DELTA_RS,
     ENGINE_ENV,
     ENGINES,
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BASE_ROW_GROUP",
     "CHANGE_COLUMNS",
+    "CLUSTER_ENGINE",
     "DELTA_RS",
     "ENGINES",
     "ENGINE_ENV",

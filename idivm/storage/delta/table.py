@@ -70,9 +70,21 @@ class Engine:
 DELTA_RS = Engine()
 
 
-def engine(name: str | None = None) -> Engine:
-    """The engine named (default: ``$IDIVM_STORAGE``, else ``delta-rs``)."""
-    return Engine(name or os.environ.get(ENGINE_ENV) or DELTA_RS.name)
+#: the default engine on a cluster: delta-rs writes in the driver, which neither scales out nor
+#: holds a table of a cluster's size, so Spark's executors write there, with deletion vectors
+CLUSTER_ENGINE = "delta-spark-dv"
+
+
+def engine(name: str | None = None, master: str | None = None) -> Engine:
+    """The engine named; by default ``$IDIVM_STORAGE``, else ``delta-rs`` on a local Spark master
+    (``local``, ``local[N]``, or none given), where it is the faster (``benchmarks/README.md``,
+    Storage engines), and :data:`CLUSTER_ENGINE` on any other master."""
+    chosen = name or os.environ.get(ENGINE_ENV)
+    if chosen:
+        return Engine(chosen)
+    if master and not master.startswith("local"):
+        return Engine(CLUSTER_ENGINE)
+    return DELTA_RS
 
 
 # --- opening -------------------------------------------------------------------------------------
