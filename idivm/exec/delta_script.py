@@ -1,8 +1,8 @@
 """Running a Δ-script (thesis §2.4 pass 3, §2.5): from change data feeds to one MERGE.
 
 1. *Base i-diffs.*  Each base table's change data feed since the view's
-   watermark is condensed per key into its effective change (the row at the
-   watermark and the row now: insert+delete is nothing, update+update one
+   watermark is condensed per key (:func:`idivm.changes.condense_feed`) into its
+   effective change (the row at the watermark and the row now: insert+delete is nothing, update+update one
    update with the first pre and the last post, §2.2) and routed: a change of
    attributes the view never reads is dropped; an insert, a delete or an update
    of a conditional attribute goes to ``Δ(T)`` (keys), its row before to
@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
+from idivm.changes import condense_feed
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.storage.delta import key_mask
@@ -50,7 +51,6 @@ from idivm.generator.script import (
 )
 
 ACTION = "__idivm_action"
-_ORDER = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
         elements: dict[ElementDiffs, list[dict]] = {}
         if cdf is not None and cdf.num_rows:
             read += cdf.num_rows
-            for pre, post in _effective(cdf, td.key).values():
+            for pre, post in condense_feed(cdf, td.key).values():
                 route = _route(td, pre, post)
                 moved = [e for e in td.elements if pre[e.attribute] != post[e.attribute]] \
                     if route != "replace" and pre is not None and post is not None else []
@@ -156,24 +156,6 @@ def changed_elements(e: ElementDiffs, pre: list | None, post: list | None) -> li
 def _canonical(value) -> str:
     """A hashable form of a (nested) value."""
     return json.dumps(value, sort_keys=True, default=str)
-
-
-def _effective(cdf: pa.Table, key: tuple[str, ...]) -> dict[tuple, tuple[dict | None, dict | None]]:
-    """key -> (row at the start, row at the end), None where the row does not exist."""
-    rows = cdf.to_pylist()
-    rows.sort(key=lambda r: (r["_commit_version"], _ORDER.get(r["_change_type"], 9)))
-    out: dict[tuple, list] = {}
-    for r in rows:
-        k = tuple(r[c] for c in key)
-        kind = r["_change_type"]
-        data = {n: v for n, v in r.items() if not n.startswith("_change_type") and not n.startswith("_commit_")}
-        if k not in out:
-            out[k] = [data if kind in ("delete", "update_preimage") else None, None]
-        if kind in ("insert", "update_postimage"):
-            out[k][1] = data
-        elif kind == "delete":
-            out[k][1] = None
-    return {k: (pre, post) for k, (pre, post) in out.items()}
 
 
 def _route(td: TableDiffs, pre: dict | None, post: dict | None) -> str | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from idivm.changes import condense as condense_by_key
 from idivm.ingest.records import DELETE, Change, ChangeSet
 from idivm.storage import delta
 
@@ -44,11 +45,10 @@ class IngestResult:
 
 
 def condense(changes: Iterable[Change]) -> list[Change]:
-    """One change per key, the last one of each key (in the order keys first appeared)."""
-    last: dict[tuple, Change] = {}
-    for c in changes:
-        last[c.key] = c
-    return list(last.values())
+    """One change per key, the last one of each key (in the order keys first appeared): the
+    change's net effect (:func:`idivm.changes.condense`), as an upsert leaves its row and a
+    delete no row, whatever was there before."""
+    return [last for _, last in condense_by_key((c.key, None, c) for c in changes).values()]
 
 
 def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[str]) -> IngestResult:
