@@ -35,7 +35,9 @@ from idivm.ingest.load import (
     parse_element_keys, parse_key,
 )
 from idivm.storage import delta
+from idivm.storage import layout as layouts
 from idivm.storage import schema as schemas
+from idivm.storage.layout import ACTION
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -354,8 +356,7 @@ class Warehouse:
         rel = catalog.new_view_path(view_name)
         metadata = {"idivm.operation": "define view", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
-        ids = [{"column": c, "name": n} for c, n in prov.view_ids]
-        extra = {"ids": ids, "watermark": watermark, "strategy": strategy}
+        extra = {"ids": [{"column": c, "name": n} for c, n in prov.view_ids], "watermark": watermark, "strategy": strategy}
         if note:
             extra["strategy_note"] = note
         writes = [(f"{rel}.{PROGRAM_DIR}", lambda p: _write_program(p, program))]
@@ -378,7 +379,8 @@ class Warehouse:
         from idivm.exec.materialize import data_errors
 
         strategy = script.strategy if script is not None else None
-        writes.insert(0, (rel, lambda p: _write_view(df, p, "error", metadata, prov, strategy, self.storage)))
+        ids = [c for c, _ in prov.view_ids]
+        writes.insert(0, (rel, lambda p: layouts.write_view(df, p, "error", metadata, ids, strategy, self.storage)))
         with data_errors(view_name):
             self._install(writes, lambda cat: cat.add_view(entry))
             if script is not None and script.strategy == "id":
@@ -495,7 +497,7 @@ class Warehouse:
             if cache_new:
                 metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
             stored = _stored_indexes(program, path) if use_indexes and script.strategy == "id" else []
-            layout = _layout(delta.schema(path).names, prov, script.strategy)
+            layout = layouts.view_layout(delta.schema(path).names, [c for c, _ in prov.view_ids], script.strategy)
             stats = self._apply_script(script, path, tables, old, new, changes, metadata, progress,
                                        cache_paths, cache_new, stored, layout)
             compacted = self._compact(view_name, path, layout, [cache_paths[c.name] for c in script.caches],
@@ -505,7 +507,7 @@ class Warehouse:
                                  inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
                                  rows_written=written + stats["rows_written"], note=note, compacted=compacted)
 
-    def _compact(self, view_name: str, path: Path, layout: "Layout | None", caches: Sequence[Path],
+    def _compact(self, view_name: str, path: Path, layout: "layouts.Layout | None", caches: Sequence[Path],
                  stored_indexes: Sequence, progress) -> tuple["Compaction", ...]:
         """Compact the tables an ID- or tuple-based run wrote that have drifted past the
         compaction policy (:mod:`idivm.storage.compaction`): the view in its layout, its
@@ -513,9 +515,9 @@ class Warehouse:
         from idivm.exec import indexes
         from idivm.storage.compaction import compact_if_needed
 
-        tables = [(view_name, path, layout.keys if layout else (), layout.file_bytes if layout else FILE_BYTES,
+        tables = [(view_name, path, layout.keys if layout else (), layout.file_bytes if layout else layouts.FILE_BYTES,
                    layout.row_group_rows if layout else None)]
-        tables += [(f"{view_name} cache {p.name}", p, (), FILE_BYTES, None) for p in caches]
+        tables += [(f"{view_name} cache {p.name}", p, (), layouts.FILE_BYTES, None) for p in caches]
         tables += [(f"{view_name} index {i.path(path).name}", i.path(path), i.order, indexes.INDEX_FILE_BYTES,
                     None) for i in stored_indexes]
         done = []
@@ -555,8 +557,8 @@ class Warehouse:
         df = self._evaluate_at(catalog, prov.plan, at)
         metadata["idivm.strategy"] = "recompute"
         with data_errors(view_name):
-            version = _write_view(df, path, "overwrite", metadata, prov,
-                                  planned.strategy if planned is not None else None, self.storage)
+            version = layouts.write_view(df, path, "overwrite", metadata, [c for c, _ in prov.view_ids],
+                                         planned.strategy if planned is not None else None, self.storage)
         return version, delta.row_count(path), written
 
     def _repair(self, catalog: Catalog, view_name: str) -> int:
@@ -644,7 +646,7 @@ class Warehouse:
                       new: Mapping[str, int], changes, metadata, progress,
                       cache_paths: Mapping[str, Path] | None = None,
                       cache_versions: Mapping[str, int] | None = None,
-                      stored_indexes: Sequence = (), layout: Layout | None = None) -> dict:
+                      stored_indexes: Sequence = (), layout: layouts.Layout | None = None) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
         (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
         data feeds from ``old`` to ``new``.  The caches the script reads (of ``cache_paths``) are
@@ -657,7 +659,7 @@ class Warehouse:
         from pyspark.sql import functions as F
 
         from idivm.exec import indexes
-        from idivm.exec.delta_script import ACTION, base_diffs, evaluate
+        from idivm.exec.delta_script import base_diffs, evaluate
         from idivm.storage.spark import IN_MEMORY_MAX_ROWS
 
         read = [t.table for t in script.tables if t.table in (cache_paths or {})]
@@ -761,8 +763,6 @@ class Warehouse:
         the MERGE replaced or deleted (read from ``view``) and its upserts, which are collected
         (as many as the run changes) only when there are indexes."""
         from pyspark.sql import functions as F
-
-        from idivm.exec.delta_script import ACTION
 
         if result.direct is not None:
             # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
@@ -957,38 +957,6 @@ class Warehouse:
             raise
 
 
-#: the size of the files of a table without a layout (delta-rs's and delta-spark's default order)
-FILE_BYTES = 128 * 1024 * 1024
-#: the rows of a Parquet row group of a view maintained by ID (see :class:`Layout`)
-CLUSTERED_ROW_GROUP = 1024
-#: the Arrow memory of a file of a view maintained by ID (see :class:`Layout`)
-CLUSTERED_FILE_BYTES = 512 * 1024
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a view maintained by ID is stored: ordered by its ID columns ``keys`` in files of
-    about :data:`CLUSTERED_FILE_BYTES` and row groups of at most :data:`CLUSTERED_ROW_GROUP`
-    rows.  A file then holds a narrow range of IDs, so a run reads only the files that may
-    hold the rows it names (``delta.read_spark(holding=)``) and rewrites only those
-    (:func:`idivm.storage.delta.rewrite_clustered`, which keeps the layout), and a read
-    restricted to a few IDs skips the other row groups by their statistics."""
-
-    keys: tuple[str, ...]
-    row_group_rows: int
-    file_bytes: int
-
-    def write(self, df: "DataFrame", path, mode: str, commit_metadata, engine: "delta.Engine" = delta.DELTA_RS) -> int:
-        """Write ``df`` (the view's rows) in this layout; the new version.  A delta-spark engine
-        writes the rows ordered by the keys in Spark's partitions of ranges of them."""
-        from pyspark.sql import functions as F
-
-        ordered = df.orderBy(*[F.col(f"`{c}`") for c in self.keys])
-        return delta.write_spark(ordered, path, mode=mode, commit_metadata=commit_metadata,
-                                 row_group_rows=self.row_group_rows, file_bytes=self.file_bytes,
-                                 engine=engine, deletion_vectors=True)
-
-
 #: the directory beside a view's table holding its compiled program (:mod:`idivm.program`)
 PROGRAM_DIR = "program"
 PROGRAM_FILE = "program.json"
@@ -1027,8 +995,6 @@ def _direct_merge(statement) -> tuple[str, list]:
 def _upsert_merge(ids: Sequence[str], columns: Sequence[str]) -> tuple[str, list]:
     """(predicate, clauses) of the MERGE of upserts and deletes (rows ``s`` whose ACTION column
     says which) into the table (``t``) by its ID columns ``ids``."""
-    from idivm.exec.delta_script import ACTION
-
     assign = {delta.quoted(c): delta.quoted(c, "s") for c in columns}
     action = delta.quoted(ACTION, "s")
     return _same(ids), [delta.MatchedDelete(f"{action} = 'delete'"), delta.MatchedUpdate(assign),
@@ -1057,23 +1023,6 @@ def _landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, me
             "updated": int(metrics.get("num_target_rows_updated") or 0),
             "deleted": int(metrics.get("num_target_rows_deleted") or 0),
             "rows_written": int(metrics.get("num_output_rows") or 0) + index_rows}
-
-
-def _layout(columns: Sequence[str], prov, strategy: str | None) -> Layout | None:
-    """The layout of a view of ``strategy`` with ``columns`` (None: one delta-rs write, files
-    of its default size): a view maintained by ID with ID columns is clustered by them."""
-    ids = tuple(c for c, _ in prov.view_ids if c in columns)
-    return Layout(ids, CLUSTERED_ROW_GROUP, CLUSTERED_FILE_BYTES) if strategy == "id" and ids else None
-
-
-def _write_view(df: "DataFrame", path, mode: str, commit_metadata, prov, strategy: str | None,
-                engine: "delta.Engine" = delta.DELTA_RS) -> int:
-    """Write a view's rows ``df`` in the layout of ``strategy`` with ``engine``; the new version."""
-    layout = _layout(df.columns, prov, strategy)
-    if layout is not None:
-        return layout.write(df, path, mode, commit_metadata, engine)
-    return delta.write_spark(df, path, mode=mode, commit_metadata=commit_metadata, engine=engine,
-                             deletion_vectors=True)
 
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:

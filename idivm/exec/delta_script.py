@@ -50,8 +50,6 @@ from idivm.generator.script import (
     delta_updates, parse_source,
 )
 
-ACTION = "__idivm_action"
-
 
 @dataclass(frozen=True)
 class BaseDiffs:
@@ -576,5 +574,5 @@ def _union(frames: list[DataFrame], empty: DataFrame) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), frames) if frames else empty
 
 
-__all__ = ["ACTION", "BaseDiffs", "ViewChanges", "base_diffs", "evaluate", "POST", "PRE",
+__all__ = ["BaseDiffs", "ViewChanges", "base_diffs", "evaluate", "POST", "PRE",
            "delta_keys", "delta_updates"]

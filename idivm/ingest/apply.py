@@ -25,11 +25,7 @@ import pyarrow as pa
 from idivm.changes import condense as condense_by_key
 from idivm.ingest.records import DELETE, Change, ChangeSet
 from idivm.storage import delta
-
-#: The merge source's column telling upserts from deletes (the hidden-column prefix keeps it
-#: apart from table columns).
-OP_COLUMN = "__idivm_op"
-
+from idivm.storage.layout import ACTION
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
@@ -58,10 +54,10 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
     schema = delta.schema(table_path)
     net = condense(change_set.changes)
     source = pa.Table.from_pylist(
-        [{**c.row, OP_COLUMN: c.op} for c in net],
-        schema=pa.schema([*schema, pa.field(OP_COLUMN, pa.string())]))
+        [{**c.row, ACTION: c.op} for c in net],
+        schema=pa.schema([*schema, pa.field(ACTION, pa.string())]))
     columns = {delta.quoted(f.name): delta.quoted(f.name, "s") for f in schema}
-    is_delete = f"{delta.quoted(OP_COLUMN, 's')} = '{DELETE}'"
+    is_delete = f"{delta.quoted(ACTION, 's')} = '{DELETE}'"
     metrics = delta.merge_arrow(
         table_path, source, " AND ".join(f"{delta.quoted(k, 't')} = {delta.quoted(k, 's')}" for k in key),
         [delta.MatchedDelete(is_delete),
