@@ -94,8 +94,9 @@ class Run:
 
 
 class Runtime:
-    """Maintains the views of a warehouse: ``spark()`` gives the SparkSession (created on first
-    need), ``storage`` is the engine that writes what Spark computes."""
+    """Materializes and maintains the views of a warehouse.  ``spark`` is a function giving the
+    SparkSession (created on first need), ``storage`` the engine that writes what Spark
+    computes."""
 
     def __init__(self, spark: Callable[[], "SparkSession"], storage: "delta.Engine"):
         self._spark = spark
@@ -147,8 +148,8 @@ class Runtime:
                 extra["caches"] = caches
                 metadata["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
         ids = [c for c, _ in prov.view_ids]
-        layout_of = script.strategy if script is not None else None
-        writes.insert(0, (rel, lambda p: layouts.write_view(df, p, "error", metadata, ids, layout_of, self.storage)))
+        maintained_by = script.strategy if script is not None else None
+        writes.insert(0, (rel, lambda p: layouts.write_view(df, p, "error", metadata, ids, maintained_by, self.storage)))
         return writes, extra, metadata
 
     def build_indexes(self, program: "Program", path: Path, metadata: Mapping) -> None:
