@@ -187,8 +187,6 @@ class Warehouse:
         self.storage = delta.engine(storage)
         self._spark = spark
         self._spark_master = spark_master
-        #: the maintenance of the views (:mod:`idivm.exec.runtime`)
-        self._runtime = Runtime(lambda: self.spark, self.storage)
         Catalog.load(self.path)  # fail early on a corrupt catalog or a path that is a file
 
     def __repr__(self) -> str:
@@ -202,6 +200,12 @@ class Warehouse:
 
             self._spark = get_session(self._spark_master)
         return self._spark
+
+    @property
+    def _runtime(self) -> Runtime:
+        """What materializes and maintains the views (:mod:`idivm.exec.runtime`), with this
+        warehouse's session and storage engine."""
+        return Runtime(lambda: self.spark, self.storage)
 
     @property
     def catalog(self) -> Catalog:
