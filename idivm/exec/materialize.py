@@ -20,6 +20,7 @@ from pyspark.sql import types as ST
 from idivm.algebra.operators import Operator
 from idivm.errors import DataError
 from idivm.exec.compiler import HIDDEN_PREFIX, SCALAR_SUBQUERY_ERROR, PlanCompiler
+from idivm.storage.delta import quoted
 from idivm.storage.spark import Caches
 
 
@@ -61,7 +62,7 @@ def _has_hidden(dtype: ST.DataType) -> bool:
 
 def user_visible(df: DataFrame) -> DataFrame:
     """Drop hidden columns and hidden fields of nested tuples."""
-    return df.select(*[_visible(F.col(f"`{f.name}`"), f.dataType).alias(f.name)
+    return df.select(*[_visible(F.col(quoted(f.name)), f.dataType).alias(f.name)
                        for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX)])
 
 
@@ -129,7 +130,7 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
 
     def canon(df: DataFrame) -> DataFrame:
         types = {f.name: f.dataType for f in df.schema.fields}
-        return df.select(*[canonical(F.col(f"`{n}`"), types[n]).alias(n) for n in columns])
+        return df.select(*[canonical(F.col(quoted(n)), types[n]).alias(n) for n in columns])
 
     held = Caches()
     a, e = held.add(canon(actual)), held.add(canon(expected))  # each side is computed once
