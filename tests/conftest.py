@@ -59,10 +59,10 @@ def small_view_files():
     """Views maintained by ID and their index tables are stored in files of about 4 KiB in
     tests (instead of CLUSTERED_FILE_BYTES and INDEX_FILE_BYTES), so that tables of a few
     dozen rows span several files and every run reads and rewrites only some of them."""
-    from idivm import warehouse
     from idivm.exec import indexes
+    from idivm.storage import layout
 
-    defaults = warehouse.CLUSTERED_FILE_BYTES, indexes.INDEX_FILE_BYTES
-    warehouse.CLUSTERED_FILE_BYTES = indexes.INDEX_FILE_BYTES = 4096
+    defaults = layout.CLUSTERED_FILE_BYTES, indexes.INDEX_FILE_BYTES
+    layout.CLUSTERED_FILE_BYTES = indexes.INDEX_FILE_BYTES = 4096
     yield
-    warehouse.CLUSTERED_FILE_BYTES, indexes.INDEX_FILE_BYTES = defaults
+    layout.CLUSTERED_FILE_BYTES, indexes.INDEX_FILE_BYTES = defaults

@@ -147,18 +147,19 @@ def test_a_crash_between_the_cache_commit_and_the_view_commit_is_recovered(thesi
     thesis.define(view_path("devices_cost"), strategy="id")
     _price_changes(tmp_path / "p.jsonl", 1.25, _rows("parts")[:3])
     thesis.ingest("parts", tmp_path / "p.jsonl", format="rows")
-    real = Warehouse._apply_script
+    from idivm.exec.runtime import Runtime, view_watermark
+
+    real = Runtime.apply_script
 
     def crash_on_the_view(self, script, path, *args, **kwargs):
         if script.view == "phone_cost":
             raise KeyboardInterrupt("crash after the cache committed")
         return real(self, script, path, *args, **kwargs)
 
-    monkeypatch.setattr(Warehouse, "_apply_script", crash_on_the_view)
+    monkeypatch.setattr(Runtime, "apply_script", crash_on_the_view)
     with pytest.raises(KeyboardInterrupt):
         thesis.maintain("phone_cost")
-    monkeypatch.setattr(Warehouse, "_apply_script", real)
-    from idivm.warehouse import view_watermark
+    monkeypatch.setattr(Runtime, "apply_script", real)
 
     cache = thesis.path / "views" / "phone_cost.caches" / "1"
     view = thesis.path / "views" / "phone_cost"

@@ -49,11 +49,11 @@ def oracle(view_path: Path, index: indexes.StoredIndex) -> set[tuple]:
 
 def stored(wh, name="sf_reviews"):
     """The view's path and its index tables, as the view's stored program lays them out."""
-    from idivm.warehouse import _stored_indexes
+    from idivm.exec.programs import load_program, stored_indexes
 
     entry = wh.catalog.view(name)
     path = wh.catalog.path_of(entry)
-    return path, _stored_indexes(wh._program(wh.catalog, entry), path)
+    return path, stored_indexes(load_program(wh.catalog, entry), path)
 
 
 def table_rows(path: Path, index) -> set[tuple]:

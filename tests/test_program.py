@@ -10,6 +10,8 @@ import pytest
 
 from idivm import program as programs
 from idivm.datasets import devices, sample_path, view_path, yelp
+from idivm.exec import programs as stored_programs
+from idivm.exec.programs import compile_program
 from idivm.warehouse import Warehouse
 
 VIEWS = {"devices_v": "devices", "devices_cost": "devices", "sf_reviews": "yelp", "sf_reviews_grouped": "yelp"}
@@ -28,7 +30,7 @@ def samples(spark, tmp_path_factory) -> Warehouse:
 @pytest.mark.parametrize("view", sorted(VIEWS))
 def test_a_program_reads_back_equal_to_its_compilation(samples, view):
     text = view_path(view).read_text(encoding="utf-8")
-    compiled = samples._compile(samples.catalog, text, view, "id", strict=True)
+    compiled = compile_program(samples.catalog, text, view, "id", strict=True)
     back = programs.from_json(json.loads(json.dumps(programs.to_json(compiled))))
     assert back == compiled
     assert back.script.render() == compiled.script.render() and back.prov.view_ids == compiled.prov.view_ids
@@ -74,7 +76,7 @@ def _forbid_compiling(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("maintain compiled a view again")
 
-    monkeypatch.setattr(Warehouse, "_plan", refuse)
+    monkeypatch.setattr(stored_programs, "plan_view", refuse)
     monkeypatch.setattr(caches, "generate_view", refuse)
 
 

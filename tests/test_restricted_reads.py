@@ -334,7 +334,7 @@ def test_a_view_maintained_by_id_is_stored_in_files_of_narrow_id_ranges_a_run_re
     import pyarrow.parquet as pq
 
     from idivm.storage import delta
-    from idivm.warehouse import CLUSTERED_ROW_GROUP
+    from idivm.storage.layout import CLUSTERED_ROW_GROUP
 
     keys = list(range(3000))
     random.Random(7).shuffle(keys)

@@ -1,8 +1,8 @@
 """Running a Δ-script (thesis §2.4 pass 3, §2.5): from change data feeds to one MERGE.
 
 1. *Base i-diffs.*  Each base table's change data feed since the view's
-   watermark is condensed per key into its effective change (the row at the
-   watermark and the row now: insert+delete is nothing, update+update one
+   watermark is condensed per key (:func:`idivm.changes.condense_feed`) into its
+   effective change (the row at the watermark and the row now: insert+delete is nothing, update+update one
    update with the first pre and the last post, §2.2) and routed: a change of
    attributes the view never reads is dropped; an insert, a delete or an update
    of a conditional attribute goes to ``Δ(T)`` (keys), its row before to
@@ -39,18 +39,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra import operators as O
+from idivm.changes import condense_feed
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
-from idivm.storage.delta import key_mask
+from idivm.storage.delta import key_mask, quoted
 from idivm.storage.schema import arrow_schema
 from idivm.storage.spark import Caches
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
     delta_updates, parse_source,
 )
-
-ACTION = "__idivm_action"
-_ORDER = {"update_preimage": 0, "delete": 1, "insert": 2, "update_postimage": 3}
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
         elements: dict[ElementDiffs, list[dict]] = {}
         if cdf is not None and cdf.num_rows:
             read += cdf.num_rows
-            for pre, post in _effective(cdf, td.key).values():
+            for pre, post in condense_feed(cdf, td.key).values():
                 route = _route(td, pre, post)
                 moved = [e for e in td.elements if pre[e.attribute] != post[e.attribute]] \
                     if route != "replace" and pre is not None and post is not None else []
@@ -156,24 +154,6 @@ def changed_elements(e: ElementDiffs, pre: list | None, post: list | None) -> li
 def _canonical(value) -> str:
     """A hashable form of a (nested) value."""
     return json.dumps(value, sort_keys=True, default=str)
-
-
-def _effective(cdf: pa.Table, key: tuple[str, ...]) -> dict[tuple, tuple[dict | None, dict | None]]:
-    """key -> (row at the start, row at the end), None where the row does not exist."""
-    rows = cdf.to_pylist()
-    rows.sort(key=lambda r: (r["_commit_version"], _ORDER.get(r["_change_type"], 9)))
-    out: dict[tuple, list] = {}
-    for r in rows:
-        k = tuple(r[c] for c in key)
-        kind = r["_change_type"]
-        data = {n: v for n, v in r.items() if not n.startswith("_change_type") and not n.startswith("_commit_")}
-        if k not in out:
-            out[k] = [data if kind in ("delete", "update_preimage") else None, None]
-        if kind in ("insert", "update_postimage"):
-            out[k][1] = data
-        elif kind == "delete":
-            out[k][1] = None
-    return {k: (pre, post) for k, (pre, post) in out.items()}
 
 
 def _route(td: TableDiffs, pre: dict | None, post: dict | None) -> str | None:
@@ -374,7 +354,7 @@ def _holding(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None
     hold the values ``names`` give the first ID column (computed now: few), when ``on`` has it."""
     if read_view is None or not ids or ids[0] not in on:
         return view
-    return _in_files(view, read_view, ids, names.select(F.col(f"`{ids[0]}`")).distinct()
+    return _in_files(view, read_view, ids, names.select(F.col(quoted(ids[0]))).distinct()
                      .limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist())
 
 
@@ -433,7 +413,7 @@ def _named(rows: DataFrame, s: Statement, q) -> DataFrame:
     (``q``: for a nested update, its element map; for a nested replace, its key set and
     elements)."""
     names = q if s.kind == "nested_update" else q[0]
-    hit = F.exists(F.col(f"`{s.path}`"), lambda e: _names(s, e))
+    hit = F.exists(F.col(quoted(s.path)), lambda e: _names(s, e))
     return rows.crossJoin(names).filter(hit).select(*rows.columns)
 
 
@@ -449,7 +429,7 @@ def _element_keys(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
     """The keys of a nested replace as one array (a single-row DataFrame, column
     :data:`ELEMENT_KEYS`) of element provenance (the ``match`` fields, in the view's types)."""
     prov = view.schema[s.path].dataType.elementType[PROV_FIELD].dataType
-    key = F.struct(*[F.col(f"`{c}`").cast(prov[p].dataType).alias(p) for p, c in s.match])
+    key = F.struct(*[F.col(quoted(c)).cast(prov[p].dataType).alias(p) for p, c in s.match])
     return q.agg(F.array_distinct(F.collect_list(key)).alias(ELEMENT_KEYS))
 
 
@@ -460,17 +440,17 @@ def _replace_elements(rows: DataFrame, s: Statement, q: tuple[DataFrame, DataFra
     keys, elements = q
     bag = rows.schema[s.path].dataType
     new = f"{HIDDEN}new_elements"
-    grouped = elements.groupBy(*[F.col(f"`{c}`") for c in s.on]).agg(
-        F.collect_list(F.col(f"`{ELEMENT}`").cast(bag.elementType)).alias(new))
-    r = grouped.select(*[F.col(f"`{c}`").alias(f"__q_{c}") for c in s.on], new)
+    grouped = elements.groupBy(*[F.col(quoted(c)) for c in s.on]).agg(
+        F.collect_list(F.col(quoted(ELEMENT)).cast(bag.elementType)).alias(new))
+    r = grouped.select(*[F.col(quoted(c)).alias(f"__q_{c}") for c in s.on], new)
     cond = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(r[f"__q_{c}"]) for c in s.on])
     joined = rows.join(r, cond, "left").crossJoin(keys)
-    old = F.col(f"`{s.path}`")
+    old = F.col(quoted(s.path))
     kept = F.filter(old, lambda e: ~_names(s, e))
     empty = F.array().cast(bag)
     value = F.when(old.isNull() & F.col(new).isNull(), old) \
         .otherwise(F.sort_array(F.concat(F.coalesce(kept, empty), F.coalesce(F.col(new), empty))))
-    return joined.select(*[value.alias(c) if c == s.path else F.col(f"`{c}`") for c in rows.columns])
+    return joined.select(*[value.alias(c) if c == s.path else F.col(quoted(c)) for c in rows.columns])
 
 
 def _element_map(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
@@ -480,8 +460,8 @@ def _element_map(s: Statement, q: DataFrame, view: DataFrame) -> DataFrame:
     ``__idivm_set<i>`` in the order of ``set``)."""
     element = view.schema[s.path].dataType.elementType
     prov = element[PROV_FIELD].dataType
-    key = F.struct(*[F.col(f"`{c}`").cast(prov[p].dataType).alias(p) for p, c in s.match])
-    value = F.struct(*[F.col(f"`{c}`").cast(_field_type(element, path)).alias(_set_field(i))
+    key = F.struct(*[F.col(quoted(c)).cast(prov[p].dataType).alias(p) for p, c in s.match])
+    value = F.struct(*[F.col(quoted(c)).cast(_field_type(element, path)).alias(_set_field(i))
                        for i, (path, c) in enumerate(s.set)])
     entries = F.collect_list(F.struct(key.alias("key"), value.alias("value")))
     return q.agg(F.map_from_entries(entries).alias(ELEMENT_MAP))
@@ -534,7 +514,7 @@ def _rewrite_elements(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
     def looked_up(c):  # each element with its new values (NULL: not named), one lookup each
         return F.transform(c, lambda e: F.struct(e.alias("e"), F.try_element_at(m, _element_key(s, e)).alias("new")))
 
-    out = [F.transform(looked_up(F.col(f"`{c}`")), element).alias(c) if c == s.path else F.col(f"`{c}`")
+    out = [F.transform(looked_up(F.col(quoted(c))), element).alias(c) if c == s.path else F.col(quoted(c))
            for c in rows.columns]
     return rows.crossJoin(q).select(*out)
 
@@ -543,7 +523,7 @@ def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
     """``rows`` with the update/increment ``s`` (query result ``q``) applied where it names them."""
     matched = "__idivm_matched"
     q2 = q.withColumn(matched, F.lit(True))
-    renamed = q2.select(*[F.col(f"`{c}`").alias(f"__q_{c}") for c in q2.columns])
+    renamed = q2.select(*[F.col(quoted(c)).alias(f"__q_{c}") for c in q2.columns])
     cond = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(renamed[f"__q_{c}"]) for c in s.on]) if s.on else F.lit(True)
     joined = rows.join(renamed, cond, "left")
     hit = F.col(f"__q_{matched}").isNotNull()
@@ -551,11 +531,11 @@ def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
     sets = dict(s.set)
     for c in rows.columns:
         if c in sets:
-            v = F.col(f"`__q_{sets[c]}`")
-            new = v if s.kind == "update" else F.col(f"`{c}`") + v
-            out.append(F.when(hit, new).otherwise(F.col(f"`{c}`")).alias(c))
+            v = F.col(quoted(f"__q_{sets[c]}"))
+            new = v if s.kind == "update" else F.col(quoted(c)) + v
+            out.append(F.when(hit, new).otherwise(F.col(quoted(c))).alias(c))
         else:
-            out.append(F.col(f"`{c}`"))
+            out.append(F.col(quoted(c)))
     return joined.select(*out)
 
 
@@ -572,7 +552,7 @@ def _match(left: DataFrame, right: DataFrame, cols, how: str) -> DataFrame:
     cast to the other side's type (or to string).  ``left`` keeps its columns as they are."""
     cols = list(cols)
     types = {c: _comparable(left.schema[c].dataType, right.schema[c].dataType) for c in cols}
-    r = right.select(*[_cast(F.col(f"`{c}`"), types[c]).alias(f"__r_{c}") for c in cols])
+    r = right.select(*[_cast(F.col(quoted(c)), types[c]).alias(f"__r_{c}") for c in cols])
     cond = reduce(lambda a, b: a & b, [_cast(left[c], types[c]).eqNullSafe(r[f"__r_{c}"]) for c in cols]) \
         if cols else F.lit(True)
     return left.join(r, cond, how)
@@ -594,5 +574,5 @@ def _union(frames: list[DataFrame], empty: DataFrame) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), frames) if frames else empty
 
 
-__all__ = ["ACTION", "BaseDiffs", "ViewChanges", "base_diffs", "evaluate", "POST", "PRE",
+__all__ = ["BaseDiffs", "ViewChanges", "base_diffs", "evaluate", "POST", "PRE",
            "delta_keys", "delta_updates"]

@@ -22,6 +22,7 @@ from idivm.errors import DataError
 from idivm.exec.compiler import PlanCompiler
 from idivm.exec.terms import SCALAR_SUBQUERY_ERROR
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
+from idivm.storage.delta import quoted
 from idivm.storage.spark import Caches
 
 
@@ -63,7 +64,7 @@ def _has_hidden(dtype: ST.DataType) -> bool:
 
 def user_visible(df: DataFrame) -> DataFrame:
     """Drop hidden columns and hidden fields of nested tuples."""
-    return df.select(*[_visible(F.col(f"`{f.name}`"), f.dataType).alias(f.name)
+    return df.select(*[_visible(F.col(quoted(f.name)), f.dataType).alias(f.name)
                        for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX)])
 
 
@@ -131,7 +132,7 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
 
     def canon(df: DataFrame) -> DataFrame:
         types = {f.name: f.dataType for f in df.schema.fields}
-        return df.select(*[canonical(F.col(f"`{n}`"), types[n]).alias(n) for n in columns])
+        return df.select(*[canonical(F.col(quoted(n)), types[n]).alias(n) for n in columns])
 
     held = Caches()
     a, e = held.add(canon(actual)), held.add(canon(expected))  # each side is computed once

@@ -22,13 +22,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from idivm.changes import condense as condense_by_key
 from idivm.ingest.records import DELETE, Change, ChangeSet
 from idivm.storage import delta
-
-#: The merge source's column telling upserts from deletes (the hidden-column prefix keeps it
-#: apart from table columns).
-OP_COLUMN = "__idivm_op"
-
+from idivm.storage.layout import ACTION
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
@@ -44,11 +41,10 @@ class IngestResult:
 
 
 def condense(changes: Iterable[Change]) -> list[Change]:
-    """One change per key, the last one of each key (in the order keys first appeared)."""
-    last: dict[tuple, Change] = {}
-    for c in changes:
-        last[c.key] = c
-    return list(last.values())
+    """One change per key, the last one of each key (in the order keys first appeared): the
+    change's net effect (:func:`idivm.changes.condense`), as an upsert leaves its row and a
+    delete no row, whatever was there before."""
+    return [last for _, last in condense_by_key((c.key, None, c) for c in changes).values()]
 
 
 def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[str]) -> IngestResult:
@@ -58,10 +54,10 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
     schema = delta.schema(table_path)
     net = condense(change_set.changes)
     source = pa.Table.from_pylist(
-        [{**c.row, OP_COLUMN: c.op} for c in net],
-        schema=pa.schema([*schema, pa.field(OP_COLUMN, pa.string())]))
+        [{**c.row, ACTION: c.op} for c in net],
+        schema=pa.schema([*schema, pa.field(ACTION, pa.string())]))
     columns = {delta.quoted(f.name): delta.quoted(f.name, "s") for f in schema}
-    is_delete = f"{delta.quoted(OP_COLUMN, 's')} = '{DELETE}'"
+    is_delete = f"{delta.quoted(ACTION, 's')} = '{DELETE}'"
     metrics = delta.merge_arrow(
         table_path, source, " AND ".join(f"{delta.quoted(k, 't')} = {delta.quoted(k, 's')}" for k in key),
         [delta.MatchedDelete(is_delete),

@@ -24,6 +24,7 @@ from idivm import types as T
 from idivm.errors import DataError
 from idivm.ingest.records import json_kind, read_text
 from idivm.storage import schema as schemas
+from idivm.storage.delta import quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -439,9 +440,9 @@ def check_spark_key(df: "DataFrame", key: Sequence[str], origin: str = "DataFram
     _check_key_columns(df.columns, {k: v.simpleString() for k, v in types.items()}, key, origin,
                        lambda s: s.startswith(("struct", "array", "map")))
     assert not any(isinstance(types[k], (ArrayType, MapType, StructType)) for k in key)
-    cols = [F.col(f"`{k}`") for k in key]
+    cols = [F.col(quoted(k)) for k in key]
 
-    counts = df.select([F.sum(F.col(f"`{k}`").isNull().cast("long")).alias(f"n{i}")
+    counts = df.select([F.sum(F.col(quoted(k)).isNull().cast("long")).alias(f"n{i}")
                         for i, k in enumerate(key)]).first()
     for i, k in enumerate(key):
         nulls = counts[f"n{i}"] or 0
@@ -546,7 +547,7 @@ def check_spark_element_key(df: "DataFrame", table_key: Sequence[str], path: str
 
     steps = path.split(".")
     ids = [f"__key{i}" for i in range(len(table_key))]
-    cur = df.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(table_key, ids)], F.col(f"`{steps[0]}`").alias("__v"))
+    cur = df.select(*[F.col(quoted(k)).alias(n) for k, n in zip(table_key, ids)], F.col(quoted(steps[0])).alias("__v"))
     for j, name in enumerate(steps[1:]):
         if isinstance(cur.schema["__v"].dataType, ArrayType):
             cur = cur.select(*ids, F.posexplode("__v").alias(f"__pos{j}", "__v"))

@@ -22,7 +22,10 @@ order; two i-diffs that disagree about a value then fail the post-state conditio
 **Condensation.**  A modification log may change one value several times.
 :func:`condense` folds a sequence of element i-diffs of a bag, in order, into at most one
 effective i-diff per provenance (§2.5, "combines multiple modifications to the same tuple
-to a single modification"):
+to a single modification").  It works on the i-diff value model of §2.12 (nested i-diffs,
+provenance) and is the reference semantics the tests check the thesis' examples against;
+ingest and maintenance condense rows keyed by their primary key with the one fold of
+:func:`idivm.changes.condense`, which agrees with it on tuples of a keyed table:
 
 =================  =============================================================
 insert, update     insert of the updated value
@@ -263,7 +266,9 @@ def condense(modifications: "BagDiff | Iterable[IDiff]", *,
     (two for a reinsertion kept as delete + insert), in the order provenances first appear.
 
     See the module docstring for the folding table.  :class:`DataError` when the sequence
-    is not a consistent modification log.
+    is not a consistent modification log.  This is the reference semantics over the i-diff
+    value model that the tests use; ingest and maintenance condense the rows of keyed tables
+    with :func:`idivm.changes.condense`.
     """
     mode = Reinsertion(reinsertion)
     elements = tuple(modifications)

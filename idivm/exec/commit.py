@@ -1,0 +1,158 @@
+"""Committing a run's changes (:class:`idivm.exec.delta_script.ViewChanges`) to a view or cache
+in one Delta commit carrying the run's metadata (its new watermark), and bringing the view's
+index tables to that commit.
+
+With delta-rs the changes are collected into the driver and land as a MERGE of the i-diff rows
+of a single update or increment, matched by its (partial) IDs (:func:`direct_merge`); as a
+rewrite of the files that hold the rows named, for a view laid out by its IDs
+(:func:`idivm.storage.delta.rewrite_clustered`); or as a MERGE of upserts and deletes by the
+view's IDs (:func:`upsert_merge`).  With delta-spark, Spark executes the MERGE and nothing is
+collected (:func:`merge_by_spark`).  Every name in a MERGE predicate or assignment is quoted by
+:func:`idivm.storage.delta.quoted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from idivm.storage import delta
+from idivm.storage.layout import ACTION, Layout
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from idivm.exec.delta_script import ViewChanges
+    from idivm.generator.script import DeltaScript, Statement
+
+
+def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges", metadata, progress,
+         stored_indexes: Sequence, layout: Layout | None, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
+    """Collect a run's changes ``result`` (computed against version ``version`` of the table at
+    ``path``) and commit them with delta-rs; then release what ``result`` holds in Spark.  The
+    run's statistics (:func:`landed`)."""
+    import pyarrow as pa
+
+    try:
+        if result.direct is not None:
+            statement, query = result.direct
+            rows = query.toArrow()
+        else:
+            upserts = result.upserts.toArrow()
+            deletes = result.deletes(upserts)
+    finally:
+        result.release()
+    target = delta.schema(path, version)
+    columns = [f.name for f in target]
+    rewrite = None
+    if result.direct is not None:
+        # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
+        if progress:
+            progress(f"{script.view}: merging {rows.num_rows} i-diff rows ({statement.kind})")
+        metrics = delta.merge_arrow(path, rows, *direct_merge(statement), commit_metadata=metadata)
+    elif layout is not None:
+        if progress:
+            progress(f"{script.view}: rewriting the files of {upserts.num_rows} upserts and "
+                     f"{deletes.num_rows} deletes")
+        rewrite = delta.rewrite_clustered(path, upserts, deletes, script.id_columns, commit_metadata=metadata,
+                                          row_group_rows=layout.row_group_rows, file_bytes=layout.file_bytes)
+        metrics = rewrite.metrics
+    else:
+        ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
+        dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
+                                  else pa.nulls(deletes.num_rows, f.type)) for f in target})
+        dels = dels.append_column(ACTION, pa.array(["delete"] * dels.num_rows, pa.string()))
+        source = pa.concat_tables([ups.select(dels.column_names).cast(dels.schema), dels])
+        if progress:
+            progress(f"{script.view}: merging {ups.num_rows} upserts and {dels.num_rows} deletes")
+        metrics = delta.merge_arrow(path, source, *upsert_merge(script.id_columns, columns),
+                                    commit_metadata=metadata)
+    return landed(metrics, stored_indexes, path, metadata, upserts if rewrite is not None else None,
+                  rewrite.removed if rewrite is not None else None, engine)
+
+
+def merge_by_spark(script: "DeltaScript", path: Path, view: "DataFrame", result: "ViewChanges", metadata,
+                   progress, stored_indexes: Sequence, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
+    """Land a run's changes ``result`` in the table at ``path`` (whose rows at the run's
+    start are ``view``) with one delta-spark MERGE executed by Spark: the rows are not
+    collected; then release what ``result`` holds in Spark.  The view's index tables, kept by
+    delta-rs, are brought along from the rows the MERGE replaced or deleted (read from
+    ``view``) and its upserts, which are collected (as many as the run changes) only when
+    there are indexes."""
+    from pyspark.sql import functions as F
+
+    q = delta.quoted
+    try:
+        if result.direct is not None:
+            # the i-diff's rows, matched to the view rows by its (partial) IDs: one per row
+            statement, query = result.direct
+            if progress:
+                progress(f"{script.view}: merging the i-diff rows ({statement.kind}) by delta-spark")
+            metrics = delta.merge_spark(path, query, *direct_merge(statement), commit_metadata=metadata)
+            upserts = removed = None
+        else:
+            ids = list(script.id_columns)
+            columns = [f.name for f in view.schema.fields]
+            upserts_df = result.upserts.select(*[F.col(q(c)) for c in columns])
+            deleted = result.deleted
+            on = [deleted[q(c)].eqNullSafe(upserts_df[q(c)]) for c in ids]
+            deletes = deleted.join(upserts_df, on, "left_anti") if on else deleted
+            source = upserts_df.withColumn(ACTION, F.lit("upsert")).unionByName(
+                deletes.withColumn(ACTION, F.lit("delete")), allowMissingColumns=True)
+            if stored_indexes:  # the rows the MERGE replaces or deletes, as they were
+                named = source.select(*[F.col(q(c)) for c in ids])
+                removed = view.join(named, [view[q(c)].eqNullSafe(named[q(c)]) for c in ids],
+                                    "left_semi").toArrow()
+                upserts = upserts_df.toArrow()
+            else:
+                upserts = removed = None
+            if progress:
+                progress(f"{script.view}: merging the upserts and deletes by delta-spark")
+            metrics = delta.merge_spark(path, source, *upsert_merge(ids, columns), commit_metadata=metadata)
+    finally:
+        result.release()
+    return landed(metrics, stored_indexes, path, metadata, upserts, removed, engine)
+
+
+def direct_merge(statement: "Statement") -> tuple[str, list]:
+    """(predicate, clauses) of the MERGE of an update or increment ``statement``'s i-diff rows
+    (``s``) into the view (``t``), matched by the statement's (partial) IDs."""
+    q = delta.quoted
+    sets = {q(c): (q(v, "s") if statement.kind == "update" else f"{q(c, 't')} + {q(v, 's')}")
+            for c, v in statement.set}
+    return _same(statement.on), [delta.MatchedUpdate(sets)]
+
+
+def upsert_merge(ids: Sequence[str], columns: Sequence[str]) -> tuple[str, list]:
+    """(predicate, clauses) of the MERGE of upserts and deletes (rows ``s`` whose
+    :data:`~idivm.storage.layout.ACTION` column says which) into the table (``t``) by its ID
+    columns ``ids``."""
+    assign = {delta.quoted(c): delta.quoted(c, "s") for c in columns}
+    action = delta.quoted(ACTION, "s")
+    return _same(ids), [delta.MatchedDelete(f"{action} = 'delete'"), delta.MatchedUpdate(assign),
+                        delta.NotMatchedInsert(assign, f"{action} = 'upsert'")]
+
+
+def _same(columns: Sequence[str]) -> str:
+    return " AND ".join(f"({delta.quoted(c, 't')} IS NOT DISTINCT FROM {delta.quoted(c, 's')})" for c in columns)
+
+
+def landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, metadata,
+           upserts, removed, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
+    """A run's statistics from its commit's ``metrics``, after bringing the view's index tables to
+    that commit: from the rows it ``removed`` (as they were) and its ``upserts``, or, when they
+    are not known (None), rebuilt from the view."""
+    from idivm.exec import indexes
+
+    index_rows = 0
+    for index in stored_indexes:
+        if removed is not None:
+            index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
+        else:
+            index_rows += indexes.build(index, path, metrics["version"], metadata, engine)
+    return {"version": metrics["version"],
+            "inserted": int(metrics.get("num_target_rows_inserted") or 0),
+            "updated": int(metrics.get("num_target_rows_updated") or 0),
+            "deleted": int(metrics.get("num_target_rows_deleted") or 0),
+            "rows_written": int(metrics.get("num_output_rows") or 0) + index_rows}

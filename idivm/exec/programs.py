@@ -1,0 +1,141 @@
+"""A view's program (:class:`idivm.program.Program`) from its text to its folder and back.
+
+:func:`compile_program` parses, plans and infers the provenance of a ``CREATE VIEW`` text
+(:func:`plan_view`), generates its Δ-script (:func:`generate_script`) and selects its global
+provenance indexes; ``define`` stores the result beside the view
+(``views/<name>.program/program.json``, :func:`write_program`), and every run loads it
+(:func:`load_program`): a program stored by another version of idivm is compiled again from
+the view's text, once, and stored again.  Nothing here starts Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from idivm.catalog import Catalog, ViewEntry
+from idivm.errors import CatalogError
+from idivm.storage import delta
+
+if TYPE_CHECKING:
+    from idivm.program import Program
+
+#: the directory beside a view's table holding its compiled program (:mod:`idivm.program`)
+PROGRAM_DIR = "program"
+PROGRAM_FILE = "program.json"
+
+
+def program_folder(rel: str) -> str:
+    """The folder of the program of the view stored at ``rel`` (relative to the warehouse)."""
+    return f"{rel}.{PROGRAM_DIR}"
+
+
+def load_program(catalog: Catalog, entry: ViewEntry) -> "Program":
+    """The compiled program of a view: the one ``define`` stored, or, for a view defined by
+    another version of idivm, compiled again from its text and stored for the next runs."""
+    from idivm import program as programs
+
+    folder = catalog.root / program_folder(entry.path)
+    try:
+        stored = programs.from_json(json.loads((folder / PROGRAM_FILE).read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        stored = None
+    except ValueError as e:
+        raise CatalogError(f"the stored program of view {entry.name} is unreadable ({e}); define it again")
+    if stored is not None:
+        return stored
+    program = compile_program(catalog, entry.text, f"<view {entry.name}>", entry.extra.get("strategy", "recompute"),
+                              strict=False, caches=bool(entry.extra.get("caches")))
+    write_program(folder, program)
+    return program
+
+
+def write_program(folder: Path, program: "Program") -> None:
+    """Store ``program`` in ``folder`` (replacing one stored there, atomically)."""
+    from idivm import program as programs
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{PROGRAM_FILE}.{uuid.uuid4().hex[:12]}"
+    temporary.write_text(json.dumps(programs.to_json(program), separators=(",", ":")), encoding="utf-8")
+    os.replace(temporary, folder / PROGRAM_FILE)
+
+
+def compile_program(catalog: Catalog, text: str, filename: str | None, strategy: str, strict: bool,
+                    caches: bool = True) -> "Program":
+    """Parse, plan and generate the maintenance of a view of ``strategy`` (:class:`Program`).
+    ``strict``: a view ``id`` or ``tuple`` cannot maintain is an error (else it is recomputed);
+    ``caches``: whether the script may use intermediate caches."""
+    from idivm.program import Program
+    from idivm.provenance.indexes import select_indexes
+
+    view, prov = plan_view(catalog, text, filename)
+    script, note = None, ""
+    if strategy in ("id", "tuple", "auto"):
+        script, note = generate_script(catalog, view, prov, text, filename, "id" if strategy == "auto" else strategy,
+                                       strict=strict and strategy != "auto", caches=caches)
+    selection = select_indexes(view.plan, prov, base_signatures(catalog, view)) \
+        if script is not None and script.strategy == "id" else None
+    return Program(view.name, view.type, view.plan, prov, script, note, selection)
+
+
+def plan_view(catalog: Catalog, text: str, filename: str | None):
+    """Parse, plan and infer provenance: (view plan, provenance); errors carry the view text."""
+    from idivm.algebra.builder import build_view
+    from idivm.errors import IdivmError, UnknownIdsError
+    from idivm.provenance.ids import infer_provenance, without_ids
+    from idivm.sqlpp import parse_view
+
+    base = catalog.base_tables()
+    try:
+        view = build_view(parse_view(text, filename), base.types)
+        try:
+            return view, infer_provenance(view.plan, base.keys, base.types, base.element_keys)
+        except UnknownIdsError as e:  # recomputed (auto, recompute); id and tuple refuse it
+            return view, without_ids(view.plan, e.with_source(text, filename))
+    except IdivmError as e:
+        raise e.with_source(text, filename)
+
+
+def generate_script(catalog: Catalog, view, prov, text: str, filename: str | None,
+                    strategy: str, strict: bool, caches: bool = True):
+    """(Δ-script, "") or, when the view has constructs without rules and not ``strict``,
+    (None, the reason); ``strict`` raises the error (with the view text) instead.
+    ``caches``: whether the script may use intermediate caches (a view defined without
+    them is maintained without them)."""
+    from idivm.errors import UnsupportedError
+    from idivm.generator.caches import generate_view
+
+    if prov.unknown is not None:
+        if strict:
+            raise prov.unknown
+        return None, f"recompute: {prov.unknown.message}"
+    base = catalog.base_tables()
+    try:
+        return generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys,
+                             strategy, caches=caches), ""
+    except UnsupportedError as e:
+        if strict:
+            raise e.with_source(text, filename)
+        return None, f"recompute: {e.message}"
+
+
+def base_signatures(catalog: Catalog, view):
+    """The view's base-table i-diff signatures (§2.5, §2.14.1)."""
+    from idivm.diffs.base_signatures import generate_base_signatures
+
+    base = catalog.base_tables()
+    return generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
+
+
+def stored_indexes(program: "Program", path: Path) -> list:
+    """The view's global provenance indexes that are stored as tables (§2.15): those the
+    statements of its script read, laid out over the schema of the view stored at ``path``."""
+    from idivm.exec import indexes
+
+    if program.indexes is None or program.script is None:
+        return []
+    return indexes.resolve(program.indexes, delta.schema(path), program.prov.view_ids, program.script.statements)

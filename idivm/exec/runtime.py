@@ -1,0 +1,372 @@
+"""The maintenance of a view (thesis §2.4 pass 3): a run from the view's watermark to the
+current versions of its base tables.
+
+A run pins the current version of every base table the view reads (the new watermark),
+reads each table's change data feed since the view's watermark, and, by the view's strategy,
+evaluates the Δ-script of its stored program (:mod:`idivm.exec.programs`) on the condensed
+changes (:mod:`idivm.exec.delta_script`) or recomputes the view.  The intermediate caches are
+maintained first, each in its own commit recording what it reflects; then the view's
+changes land in one commit with the new watermark (:mod:`idivm.exec.commit`), its index
+tables follow (:mod:`idivm.exec.indexes`), and the tables past the compaction policy are
+compacted (:mod:`idivm.storage.compaction`).  A watermark is read from the metadata of the
+latest commit that carries one, so it lands atomically with the data it describes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from idivm.catalog import Catalog, ViewEntry
+from idivm.errors import CatalogError
+from idivm.exec import commit
+from idivm.exec.programs import load_program, program_folder, stored_indexes, write_program
+from idivm.storage import delta
+from idivm.storage import layout as layouts
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from idivm.program import Program
+    from idivm.storage.compaction import Compaction
+
+#: ``auto`` recomputes when a run reads more change rows than this fraction of the view's rows
+AUTO_RECOMPUTE_RATIO = 0.25
+
+
+def view_watermark(path: Path, entry: ViewEntry | None = None) -> dict[str, int]:
+    """The base-table versions the stored view (or cache) reflects: from the metadata of its
+    latest commit that carries one (it lands atomically with the data), else the catalog's."""
+    found = commit_json(path, "idivm.watermark")
+    if found is not None:
+        return found
+    return {t: int(v) for t, v in ((entry.extra.get("watermark") if entry else None) or {}).items()}
+
+
+def commit_json(path: Path, key: str) -> dict[str, int] | None:
+    """The table -> version map ``key`` of the latest commit of ``path`` that carries it."""
+    for c in delta.history(path):
+        if key in c:
+            return {t: int(v) for t, v in json.loads(c[key]).items()}
+    return None
+
+
+def read_changes(paths: Mapping[str, Path], old: Mapping[str, int], new: Mapping[str, int]) -> dict:
+    """Each table's change data feed from ``old`` (exclusive) to ``new`` (where it moved)."""
+    return {t: delta.read_changes(paths[t], old[t] + 1, v) for t, v in new.items() if v > old[t]}
+
+
+def cache_paths(catalog: Catalog, entry: ViewEntry) -> dict[str, Path]:
+    """Cache name -> the path of the view's intermediate cache table."""
+    return {c: catalog.root / rel for c, rel in entry.extra.get("caches", {}).items()}
+
+
+def current_versions(catalog: Catalog, plan) -> dict[str, int]:
+    """The current version of every base table ``plan`` reads."""
+    from idivm.exec.materialize import tables_read
+
+    return {t: delta.version(catalog.path_of(catalog.table(t))) for t in tables_read(plan)}
+
+
+def versions_text(watermark: Mapping[str, int]) -> str:
+    return ", ".join(f"{t}@{v}" for t, v in sorted(watermark.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """What one maintenance run of a view did (see :class:`idivm.warehouse.MaintenanceResult`)."""
+
+    strategy: str
+    changes: int
+    version: int | None
+    old_watermark: dict
+    new_watermark: dict
+    diff_rows: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    rows_written: int = 0
+    note: str = ""
+    compacted: tuple["Compaction", ...] = ()
+
+
+class Runtime:
+    """Materializes and maintains the views of a warehouse.  ``spark`` is a function giving the
+    SparkSession (created on first need), ``storage`` the engine that writes what Spark
+    computes."""
+
+    def __init__(self, spark: Callable[[], "SparkSession"], storage: "delta.Engine"):
+        self._spark = spark
+        self.storage = storage
+
+    @property
+    def spark(self) -> "SparkSession":
+        return self._spark()
+
+    def evaluate_at(self, catalog: Catalog, plan, versions: Mapping[str, int]) -> "DataFrame":
+        """``plan`` evaluated with every base table read at its version in ``versions``."""
+        from idivm.exec.materialize import evaluate_plan
+
+        return evaluate_plan(self.spark, plan,
+                             lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t],
+                                                         engine=self.storage))
+
+    def materialize(self, catalog: Catalog, program: "Program", rel: str, strategy: str
+                    ) -> tuple[list[tuple[str, Callable[[Path], object]]], dict, dict]:
+        """What ``define`` writes for the view of ``program`` of ``strategy``, to be stored at
+        ``rel``: the view, its program and its intermediate caches, computed at one snapshot
+        (every base table at the version it has now, the view's watermark).  (writes: the
+        relative path of each and the function that writes it at a given path; the catalog
+        entry's ``extra``; the view commit's metadata.)"""
+        prov, script = program.prov, program.script
+        watermark = current_versions(catalog, prov.plan)
+        df = self.evaluate_at(catalog, prov.plan, watermark)
+        metadata = {"idivm.operation": "define view", "idivm.view": program.name,
+                    "idivm.watermark": json.dumps(watermark, sort_keys=True)}
+        extra = {"ids": [{"column": c, "name": n} for c, n in prov.view_ids], "watermark": watermark,
+                 "strategy": strategy}
+        if program.note:
+            extra["strategy_note"] = program.note
+        writes: list[tuple[str, Callable[[Path], object]]] = [
+            (program_folder(rel), lambda p: write_program(p, program))]
+        if script is not None:
+            # intermediate caches: materialized at the same snapshot, committed with the view
+            caches = {}
+            for i, cache in enumerate(script.caches, 1):
+                crel = f"{rel}.caches/{i}"
+                cdf = self.evaluate_at(catalog, cache.plan, watermark)
+                cmeta = {**metadata, "idivm.operation": "define cache", "idivm.cache": cache.name}
+                if caches:  # the versions of the caches before it (which it may read)
+                    cmeta["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
+                writes.append((crel, lambda p, d=cdf, m=cmeta: delta.write_spark(
+                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True)))
+                caches[cache.name] = crel
+            if caches:
+                extra["caches"] = caches
+                metadata["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
+        ids = [c for c, _ in prov.view_ids]
+        maintained_by = script.strategy if script is not None else None
+        writes.insert(0, (rel, lambda p: layouts.write_view(df, p, "error", metadata, ids, maintained_by, self.storage)))
+        return writes, extra, metadata
+
+    def build_indexes(self, program: "Program", path: Path, metadata: Mapping) -> None:
+        """Build the global provenance indexes (§2.15) of the view of ``program`` stored at
+        ``path`` from its current version."""
+        from idivm.exec import indexes
+
+        for index in stored_indexes(program, path):
+            indexes.build(index, path, delta.version(path), metadata, self.storage)
+
+    def maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True) -> Run:
+        """Bring view ``view_name`` up to date (see :meth:`idivm.warehouse.Warehouse.maintain`)."""
+        from idivm.exec.materialize import data_errors
+
+        entry = catalog.view(view_name)
+        path = catalog.path_of(entry)
+        program = load_program(catalog, entry)
+        prov = program.prov
+        strategy = entry.extra.get("strategy", "recompute")
+        old = view_watermark(path, entry)
+        new = current_versions(catalog, prov.plan)
+        if new == old:
+            return Run(strategy, 0, None, old, new)
+        missing = sorted(set(new) - set(old))
+        if missing:
+            raise CatalogError(f"view {view_name} records no version of {', '.join(missing)}; define it again")
+        tables = {t: catalog.path_of(catalog.table(t)) for t in new}
+        changes = read_changes(tables, old, new)
+        n_changes = sum(c.num_rows for c in changes.values())
+        metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
+                    "idivm.watermark": json.dumps(new, sort_keys=True)}
+        note, script, planned = "", None, None
+        if strategy in ("id", "tuple", "auto"):
+            script, note = program.script, program.note
+            planned = script
+            if script is not None and not script.id_columns:
+                script, note = None, "a view without IDs (a single tuple) is recomputed"
+            if strategy == "auto" and script is not None:
+                rows = delta.row_count(path)
+                if n_changes > AUTO_RECOMPUTE_RATIO * max(rows, 1):
+                    script, note = None, f"{n_changes} change rows for {rows} view rows"
+        caches = cache_paths(catalog, entry)
+        if script is None:
+            if progress:
+                progress(f"{view_name}: recomputing at {versions_text(new)}")
+            version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches)
+            return Run("recompute", n_changes, version, old, new, inserted=rows, rows_written=rows + written,
+                       note=note)
+        metadata["idivm.strategy"] = script.strategy
+        diff_rows = written = 0
+        with data_errors(view_name):
+            # caches first (§2.4 pass 3), in order: each from the versions of the base tables and
+            # of the earlier caches it reflects (after a crash between a cache's commit and the
+            # next one's, the committed caches are already there and are not redone)
+            cache_new: dict[str, int] = {}
+            for cache in script.caches:
+                cpath = caches[cache.name]
+                c_old = view_watermark(cpath)
+                if c_old != new:
+                    cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name}
+                    cchanges = changes if c_old == old else read_changes(tables, c_old, new)
+                    if cache_new:
+                        cmeta["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
+                    stats = self.apply_script(cache.script, cpath, tables, c_old, new, cchanges, cmeta, progress,
+                                              caches, cache_new)
+                    diff_rows += stats["diff_rows"]
+                    written += stats["rows_written"]
+                cache_new[cache.name] = delta.version(cpath)
+            if cache_new:
+                metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
+            stored = stored_indexes(program, path) if use_indexes and script.strategy == "id" else []
+            layout = layouts.view_layout(delta.schema(path).names, [c for c, _ in prov.view_ids], script.strategy)
+            stats = self.apply_script(script, path, tables, old, new, changes, metadata, progress,
+                                      caches, cache_new, stored, layout)
+            compacted = self.compact(view_name, path, layout, [caches[c.name] for c in script.caches],
+                                     stored, progress)
+        return Run(script.strategy, n_changes, stats["version"], old, new,
+                   diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
+                   deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
+                   compacted=compacted)
+
+    def compact(self, view_name: str, path: Path, layout: layouts.Layout | None, caches: Sequence[Path],
+                stored: Sequence, progress) -> tuple["Compaction", ...]:
+        """Compact the tables an ID- or tuple-based run wrote that have drifted past the
+        compaction policy (:mod:`idivm.storage.compaction`): the view in its layout, its
+        caches, its index tables (``stored``) in their order."""
+        from idivm.exec import indexes
+        from idivm.storage.compaction import compact_if_needed
+
+        tables = [(view_name, path, layout.keys if layout else (), layout.file_bytes if layout else layouts.FILE_BYTES,
+                   layout.row_group_rows if layout else None)]
+        tables += [(f"{view_name} cache {p.name}", p, (), layouts.FILE_BYTES, None) for p in caches]
+        tables += [(f"{view_name} index {i.path(path).name}", i.path(path), i.order, indexes.INDEX_FILE_BYTES,
+                    None) for i in stored]
+        done = []
+        for name, table, order, file_bytes, row_group_rows in tables:
+            compaction = compact_if_needed(self.spark, table, name, order=order, target_file_bytes=file_bytes,
+                                           row_group_rows=row_group_rows, engine=self.storage)
+            if compaction is not None:
+                if progress:
+                    progress(f"{view_name}: {compaction.summary()}")
+                done.append(compaction)
+        return tuple(done)
+
+    def recompute(self, catalog: Catalog, view_name: str, prov, planned, at: Mapping[str, int],
+                  metadata: dict, caches: Mapping[str, Path]) -> tuple[int, int, int]:
+        """Recompute view ``view_name`` (and its caches, so that the next ID-based run starts
+        from them) at base-table versions ``at`` and overwrite it in one commit carrying
+        ``metadata``: (view version, view rows, cache rows written)."""
+        from idivm.exec.materialize import data_errors
+
+        entry = catalog.view(view_name)
+        path = catalog.path_of(entry)
+        metadata = dict(metadata)
+        written = 0
+        if planned is not None and caches:
+            versions = {}
+            for cache in planned.caches:
+                cdf = self.evaluate_at(catalog, cache.plan, at)
+                cmeta = {**metadata, "idivm.cache": cache.name, "idivm.strategy": "recompute"}
+                if versions:
+                    cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
+                with data_errors(view_name):
+                    versions[cache.name] = delta.write_spark(cdf, caches[cache.name], mode="overwrite",
+                                                             commit_metadata=cmeta, engine=self.storage,
+                                                             deletion_vectors=True)
+                written += delta.row_count(caches[cache.name])
+            metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
+        df = self.evaluate_at(catalog, prov.plan, at)
+        metadata["idivm.strategy"] = "recompute"
+        with data_errors(view_name):
+            version = layouts.write_view(df, path, "overwrite", metadata, [c for c, _ in prov.view_ids],
+                                         planned.strategy if planned is not None else None, self.storage)
+        return version, delta.row_count(path), written
+
+    def repair(self, catalog: Catalog, view_name: str) -> int:
+        """Overwrite view ``view_name`` with its recomputation at its watermark (after a
+        verification found it differs): the new view version."""
+        entry = catalog.view(view_name)
+        program = load_program(catalog, entry)
+        prov = program.prov
+        watermark = view_watermark(catalog.path_of(entry), entry)
+        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
+        metadata = {"idivm.operation": "repair", "idivm.view": view_name,
+                    "idivm.watermark": json.dumps(watermark, sort_keys=True)}
+        version, _, _ = self.recompute(catalog, view_name, prov, planned, watermark, metadata,
+                                       cache_paths(catalog, entry))
+        return version
+
+    def apply_script(self, script, path: Path, tables: Mapping[str, Path], old: Mapping[str, int],
+                     new: Mapping[str, int], changes, metadata, progress,
+                     caches: Mapping[str, Path] | None = None,
+                     cache_versions: Mapping[str, int] | None = None,
+                     stored: Sequence = (), layout: layouts.Layout | None = None) -> dict:
+        """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
+        (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
+        data feeds from ``old`` to ``new``.  The caches the script reads (of ``caches``) are
+        read from the versions the table at ``path`` reflects (its last commit's
+        ``idivm.caches``) to ``cache_versions``.  ``stored``: the view's index tables,
+        brought to the view's version first if they lag, read to find the rows of nested
+        updates and maintained after the view's commit.  ``layout``: the view's, which a run
+        reads and rewrites only the files of (None: the changes are MERGEd)."""
+        from pyspark.sql import functions as F
+
+        from idivm.exec import indexes
+        from idivm.exec.delta_script import base_diffs, evaluate
+        from idivm.storage.spark import IN_MEMORY_MAX_ROWS
+
+        read = [t.table for t in script.tables if t.table in (caches or {})]
+        if read:
+            reflected = commit_json(path, "idivm.caches") or {}
+            missing = [c for c in read if c not in reflected or c not in (cache_versions or {})]
+            if missing:
+                raise CatalogError(f"{script.view} records no version of its caches {', '.join(missing)}; "
+                                   "define the view again")
+            paths = {c: caches[c] for c in read}  # type: ignore[index]
+            tables = {**tables, **paths}
+            old = {**old, **{c: reflected[c] for c in read}}
+            new = {**new, **{c: cache_versions[c] for c in read}}  # type: ignore[index]
+            changes = {**changes, **read_changes(paths, old, {c: new[c] for c in read})}
+
+        schemas = {t: delta.schema(tables[t], new[t]) for t in new}
+        diffs = base_diffs(script, changes, schemas)
+        if progress:
+            progress(f"{script.view}: {diffs.change_rows} change rows -> {diffs.rows()} i-diff rows "
+                     f"({diffs.dropped} dropped: attributes the view does not read)")
+
+        def read_state(table: str, state: str):
+            version = old[table] if state == "@pre" else new[table]
+            return delta.read_spark(self.spark, tables[table], version, engine=self.storage)
+
+        index_rows = indexes.refresh(stored, path, metadata, progress, script.view, self.storage)
+
+        def locate(statement, keys):
+            """The IDs of the view rows holding the elements a nested update names, by index."""
+            named = keys.select(*[F.col(delta.quoted(c)).alias(p) for p, c in statement.match]).toArrow()
+            found = indexes.locate(stored, path, statement, named, progress, script.view)
+            if found is None or found.num_rows:
+                return found if found is None else self.spark.createDataFrame(found)
+            return self.spark.createDataFrame([], view.select(*found.column_names).schema)
+
+        version = delta.version(path)
+        view = delta.read_spark(self.spark, path, version, engine=self.storage)
+
+        def read_view(column: str, values: Sequence) -> "DataFrame":
+            """The view's rows in the files that may hold these values of ``column``."""
+            return delta.read_spark(self.spark, path, version, holding=(column, values), engine=self.storage)
+
+        by_spark = self.storage.spark or delta.needs_delta_spark(path)
+        result = evaluate(self.spark, script, diffs, read_state, view, progress,
+                          locate if stored else None,
+                          read_view if layout is not None else None,
+                          in_memory_max_rows=IN_MEMORY_MAX_ROWS if by_spark else None)
+        if by_spark:
+            stats = commit.merge_by_spark(script, path, view, result, metadata, progress, stored, self.storage)
+        else:
+            stats = commit.land(script, path, version, result, metadata, progress, stored, layout, self.storage)
+        stats["diff_rows"] = diffs.rows()
+        stats["rows_written"] += index_rows
+        return stats
