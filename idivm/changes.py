@@ -10,7 +10,7 @@ row after its last, None where there is no row.  So an insert then an update is 
 the updated row, an insert then a delete is (None, None): nothing, a delete then an insert
 an update, and updates fold into one with the first pre and the last post.
 
-:func:`idivm.diffs.effective.condense` is the same fold over the i-diff value model of
+:func:`idivm.diffs.model.effective.condense` is the same fold over the i-diff value model of
 §2.12 (nested i-diffs, provenance), the reference the tests check the thesis' examples with.
 """
 

@@ -1,7 +1,7 @@
 """The one condensation of a batch of changes per key (:mod:`idivm.changes`), which ingest and
 maintenance share: its folding table, its reading of a change data feed, the ingest adapter,
 and its agreement with the reference fold over the i-diff value model
-(:func:`idivm.diffs.effective.condense`)."""
+(:func:`idivm.diffs.model.effective.condense`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from idivm.changes import condense, condense_feed
 from idivm.diffs import IDiff, Provenance
-from idivm.diffs import condense as condense_idiffs
+from idivm.diffs.model import condense as condense_idiffs
 from idivm.ingest.apply import condense as condense_ingest
 from idivm.ingest.records import Change
 
