@@ -72,15 +72,16 @@ def rules_for(operator: str, side: str, diff: str) -> tuple[Rule, ...]:
     return RULES.get((operator, side, diff), ())
 
 
-def _check_complete() -> None:
-    """Every (operator, side, kind) has a rule that always applies (the scans of base tables
-    excepted: base i-diffs start there), on a side the operator has, and every guard and
-    transformation is a function of the arguments the generator passes."""
+def _check_complete(table: dict[tuple[str, str, str], tuple[Rule, ...]] = RULES) -> None:
+    """Every (operator, side, kind) of ``table`` has a rule that always applies (the scans of
+    base tables excepted: base i-diffs start there), every rule is of a side its operator
+    has, and every guard and transformation is a function of the arguments the generator
+    passes."""
     missing = [f"{op}[{side}] {kind}" for op, sides in SIDES.items() for side in sides for kind in KINDS
-               if op != "ScanCollection" and not any(r.when is when_always for r in rules_for(op, side, kind))]
+               if op != "ScanCollection" and not any(r.when is when_always for r in table.get((op, side, kind), ()))]
     if missing:
         raise ImportError("i-diff kinds without an unconditional rule: " + ", ".join(missing))
-    for rules in RULES.values():
+    for rules in table.values():
         for r in rules:
             if r.side not in SIDES.get(r.operator, ()):
                 raise ImportError(f"rule of an unknown operator or side: {r.operator}[{r.side}]")
