@@ -31,8 +31,9 @@ from idivm.rules.context import (
 
 
 def when_increments_apply(g: Context, op: O.GroupBy, side, diff) -> bool:
-    """Tables C.8, C.10: the update changes only arguments of SUMs and COUNTs (not DISTINCT),
-    no grouping key, and γ has no GROUP AS bag holding whole tuples."""
+    """Tables C.8, C.10: the update changes the argument of an aggregate, every aggregate whose
+    argument it changes is a SUM or a COUNT (not DISTINCT), it changes no grouping key, and γ
+    has no GROUP AS bag (which holds whole tuples)."""
     if op.group_var:  # the group holds whole tuples: the groups are recomputed
         return False
     if any(mentions(t, diff.changed) for _, t in op.keys):

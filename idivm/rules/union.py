@@ -16,7 +16,7 @@ from idivm.rules.context import Context
 
 
 def do_union_branch(g: Context, op: O.UnionAll, side, diff, rule) -> list[Statement]:
-    """Table C.2: Δ(R ⊎ S) from ΔR is ΔR with the branch attribute b = 1 (b = 2 for ΔS) as one
+    """Table C.2: Δ(R ⊎ S) from ΔR is ΔR with the branch attribute b = 0 (b = 1 for ΔS) as one
     more ID, so the two branches' tuples stay apart; a replace's post state takes that branch
     of the union only."""
     branch_var, value = _branch_of(diff.op)
