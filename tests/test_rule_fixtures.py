@@ -65,11 +65,13 @@ def read_cases() -> list:
                 case["view"].append(line.strip())
             else:
                 key, _, value = line.partition(": ")
-                {"rule": case["rules"], "table": case["tables"], "view": case["view"]}.get(key, [])\
-                    .append(value.strip())
                 if key == "change":
                     case["change"] = value.strip()
                     key = "expected"
+                elif key in ("rule", "table", "view"):
+                    case[f"{key}s" if key != "view" else key].append(value.strip())
+                else:
+                    raise ValueError(f"{FIXTURES.name}: unknown line {line!r}")
         name = f"{case['rules'][0].split(' (')[0]} from {case['change']}"
         cases.append(pytest.param(case, id=name))
     return cases
