@@ -29,16 +29,17 @@ The i-diff kinds (thesis §2.2, Table 2.2):
 Each module lists the rules of one operator; :data:`RULES` collects them and
 the import-time check below makes sure every supported operator has a rule
 for every input side and i-diff kind, and that every guard and transformation is a
-function taking the arguments the generator passes.
+function taking the arguments the generator passes.  The analyses the nested rules
+share (which stored elements a change reaches) are in :mod:`idivm.rules.navigation`.
 """
 
 from __future__ import annotations
 
+import inspect
+
 from idivm.rules import (
     distinct, group_by, join, left_join, nested, project, ret, scan, select, semijoin, union,
 )
-import inspect
-
 from idivm.rules.common import ACTION_PARAMETERS, GUARD_PARAMETERS, KINDS, STATES, Rule, when_always
 
 __all__ = ["KINDS", "RULES", "SIDES", "STATES", "Rule", "rules_for"]
