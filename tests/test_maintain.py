@@ -199,7 +199,7 @@ STRATEGIES = ("id", "tuple")
 
 def _supported(case) -> bool:
     from idivm.algebra.builder import build_view
-    from idivm.generator import check_supported
+    from idivm.generator.generate import check_supported
     from idivm.provenance.ids import infer_provenance
     from idivm.sqlpp import parse_view
     from idivm import types as T

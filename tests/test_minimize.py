@@ -22,7 +22,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.builder import build_view
 from idivm.algebra.expressions import Call, Const, Field, TableRef, TupleExpr, Var
 from idivm.datasets import devices, view_path
-from idivm.generator import generate
+from idivm.generator.generate import generate
 from idivm.generator import minimize as M
 from idivm.generator.script import PRE_FIELD, DeltaScript, Statement, TableDiffs
 from idivm.provenance.ids import infer_provenance

@@ -34,7 +34,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.builder import build_view
 from idivm.algebra.expressions import TableRef
 from idivm.datasets import view_path
-from idivm.generator import generate
+from idivm.generator.generate import generate
 from idivm.generator.script import DeltaScript, Statement
 from idivm.provenance.ids import PROV_FIELD, infer_provenance
 from idivm.sqlpp import parse_view

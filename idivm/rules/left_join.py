@@ -3,22 +3,22 @@
 tuples it matches before or after the change (Input_pre and Input_post) and replaces them —
 padded rows appear and disappear with their matches."""
 
-from idivm.rules.common import Rule
+from idivm.rules.common import Rule, do_pass, do_to_matching_left, do_to_replace, when_always, when_touches_terms
 
 RULES = (
-    Rule("LeftJoin", "left", "replace", "always", "pass", "replace", reads=("Input_post",),
+    Rule("LeftJoin", "left", "replace", when_always, do_pass, "replace", reads=("Input_post",),
          source="Table C.9 rows 1-2"),
-    Rule("LeftJoin", "left", "update", "touches_terms", "to_replace", "replace", reads=("Input_post",),
+    Rule("LeftJoin", "left", "update", when_touches_terms, do_to_replace, "replace", reads=("Input_post",),
          source="Table C.9 row 3"),
-    Rule("LeftJoin", "left", "update", "always", "pass", "update", source="Table C.9 row 4"),
-    Rule("LeftJoin", "left", "increment", "always", "to_replace", "replace", reads=("Input_post",),
+    Rule("LeftJoin", "left", "update", when_always, do_pass, "update", source="Table C.9 row 4"),
+    Rule("LeftJoin", "left", "increment", when_always, do_to_replace, "replace", reads=("Input_post",),
          source="join over an aggregate"),
-    Rule("LeftJoin", "right", "replace", "always", "to_matching_left", "replace",
+    Rule("LeftJoin", "right", "replace", when_always, do_to_matching_left, "replace",
          reads=("Input_pre", "Input_post"), source="Table C.9 completed: padded rows"),
-    Rule("LeftJoin", "right", "update", "touches_terms", "to_replace", "replace",
+    Rule("LeftJoin", "right", "update", when_touches_terms, do_to_replace, "replace",
          reads=("Input_pre", "Input_post"), source="Table C.9 completed: join attribute"),
-    Rule("LeftJoin", "right", "update", "always", "pass", "update",
+    Rule("LeftJoin", "right", "update", when_always, do_pass, "update",
          source="Table C.9 row 4 (padded rows have NULL right IDs and are not named)"),
-    Rule("LeftJoin", "right", "increment", "always", "to_replace", "replace",
+    Rule("LeftJoin", "right", "increment", when_always, do_to_replace, "replace",
          reads=("Input_pre", "Input_post"), source="join over an aggregate"),
 )
