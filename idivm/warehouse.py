@@ -35,7 +35,7 @@ from idivm import types as T
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError
 from idivm.exec import programs
-from idivm.exec.runtime import Runtime, versions_text, view_watermark
+from idivm.exec.runtime import Run, Runtime, versions_text, view_watermark
 from idivm.ingest.load import (
     _spark_delta_schema, check_columns, check_element_key, check_element_key_type,
     check_key, check_spark_element_key, check_spark_key, idivm_schema, is_spark_dataframe, load_source,
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from idivm.ingest import IngestResult
-    from idivm.storage.compaction import Compaction
 
 DEFAULT_WAREHOUSE = "./idivm-warehouse"
 WAREHOUSE_ENV = "IDIVM_WAREHOUSE"
@@ -70,32 +69,20 @@ class TableInfo:
     element_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
-@dataclass(frozen=True, slots=True)
-class MaintenanceResult:
-    """One view's maintenance run: the strategy used, base-table change rows read, i-diff
-    rows (base i-diffs after condensation and routing), view rows inserted / updated /
-    deleted and rows written (Delta rewrites whole files), the view version committed (None:
-    already up to date, nothing committed), old and new watermark, seconds."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaintenanceResult(Run):
+    """One view's maintenance run: what the run did (:class:`~idivm.exec.runtime.Run`: the
+    strategy used, base-table change rows read, i-diff rows (base i-diffs after condensation
+    and routing), view rows inserted / updated / deleted and rows written, the view version
+    committed (None: already up to date, nothing committed), old and new watermark, the
+    tables compacted), with the view's name and the seconds it took."""
 
     name: str
-    strategy: str
-    changes: int
-    version: int | None
-    old_watermark: dict
-    new_watermark: dict
     seconds: float
-    diff_rows: int = 0
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    rows_written: int = 0
-    note: str = ""
     #: the comparison with the recomputation, when the run was checked (``verify_every``)
     verification: "Verification | None" = None
     #: the version that repaired the view, when the check found it differed
     repaired_version: int | None = None
-    #: the tables the run compacted after its commits (:mod:`idivm.storage.compaction`)
-    compacted: tuple["Compaction", ...] = ()
 
     @property
     def diverged(self) -> bool:
@@ -371,7 +358,7 @@ class Warehouse:
         for n in names:
             started = time.monotonic()
             run = self._runtime.maintain(catalog, n, progress, use_indexes)
-            result = MaintenanceResult(n, seconds=time.monotonic() - started,
+            result = MaintenanceResult(name=n, seconds=time.monotonic() - started,
                                        **{f.name: getattr(run, f.name) for f in fields(run)})
             if verify_every and result.version is not None and result.version % verify_every == 0:
                 check = self.verify(n)

@@ -77,7 +77,8 @@ def versions_text(watermark: Mapping[str, int]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """What one maintenance run of a view did (see :class:`idivm.warehouse.MaintenanceResult`)."""
+    """What one maintenance run of a view did; :class:`idivm.warehouse.MaintenanceResult` adds the
+    view's name, the time and the check of the run."""
 
     strategy: str
     changes: int
