@@ -95,6 +95,8 @@ class MaintenanceResult(Run):
         line = (f"{self.name}: {self.strategy}{note}, {self.changes} change rows read, {self.diff_rows} i-diff rows, "
                 f"+{self.inserted} ~{self.updated} -{self.deleted} rows ({self.rows_written} written), "
                 f"now at {versions_text(self.new_watermark)}, view version {self.version} ({self.seconds:.1f} s)")
+        if self.cost is not None:
+            line += f"; {self.cost.summary()}"
         for c in self.compacted:
             line += f"; {c.summary()}"
         if self.diverged:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idivm.exec import meter
 from idivm.storage import delta
 from idivm.storage.layout import ACTION, Layout
 
@@ -35,12 +36,13 @@ def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges",
     import pyarrow as pa
 
     try:
-        if result.direct is not None:
-            statement, query = result.direct
-            rows = query.toArrow()
-        else:
-            upserts = result.upserts.toArrow()
-            deletes = result.deletes(upserts)
+        with meter.phase("evaluate"):
+            if result.direct is not None:
+                statement, query = result.direct
+                rows = query.toArrow()
+            else:
+                upserts = result.upserts.toArrow()
+                deletes = result.deletes(upserts)
     finally:
         result.release()
     target = delta.schema(path, version)
@@ -146,11 +148,12 @@ def landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, met
     from idivm.exec import indexes
 
     index_rows = 0
-    for index in stored_indexes:
-        if removed is not None:
-            index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
-        else:
-            index_rows += indexes.build(index, path, metrics["version"], metadata, engine)
+    with meter.phase("indexes"):
+        for index in stored_indexes:
+            if removed is not None:
+                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
+            else:
+                index_rows += indexes.build(index, path, metrics["version"], metadata, engine)
     return {"version": metrics["version"],
             "inserted": int(metrics.get("num_target_rows_inserted") or 0),
             "updated": int(metrics.get("num_target_rows_updated") or 0),

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from idivm.catalog import Catalog, ViewEntry
 from idivm.errors import CatalogError
-from idivm.exec import commit
+from idivm.exec import commit, meter
 from idivm.exec.programs import load_program, program_folder, stored_indexes, write_program
 from idivm.storage import delta
 from idivm.storage import layout as layouts
@@ -92,6 +92,8 @@ class Run:
     rows_written: int = 0
     note: str = ""
     compacted: tuple["Compaction", ...] = ()
+    #: what the run cost: seconds and Spark jobs by phase, commits
+    cost: "meter.Cost | None" = None
 
 
 class Runtime:
@@ -162,7 +164,15 @@ class Runtime:
             indexes.build(index, path, delta.version(path), metadata, self.storage)
 
     def maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True) -> Run:
-        """Bring view ``view_name`` up to date (see :meth:`idivm.warehouse.Warehouse.maintain`)."""
+        """Bring view ``view_name`` up to date (see :meth:`idivm.warehouse.Warehouse.maintain`);
+        the run's :class:`~idivm.exec.meter.Cost` is measured, its time outside the other
+        phases counted as ``plan``."""
+        with meter.metered() as m:
+            with meter.phase("plan"):
+                run = self._maintain(catalog, view_name, progress, use_indexes)
+        return replace(run, cost=m.cost())
+
+    def _maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool) -> Run:
         from idivm.exec.materialize import data_errors
 
         entry = catalog.view(view_name)
@@ -178,7 +188,8 @@ class Runtime:
         if missing:
             raise CatalogError(f"view {view_name} records no version of {', '.join(missing)}; define it again")
         tables = {t: catalog.path_of(catalog.table(t)) for t in new}
-        changes = read_changes(tables, old, new)
+        with meter.phase("changes"):
+            changes = read_changes(tables, old, new)
         n_changes = sum(c.num_rows for c in changes.values())
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
@@ -196,7 +207,8 @@ class Runtime:
         if script is None:
             if progress:
                 progress(f"{view_name}: recomputing at {versions_text(new)}")
-            version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches)
+            with meter.phase("write"):  # evaluated by the write
+                version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches)
             return Run("recompute", n_changes, version, old, new, inserted=rows, rows_written=rows + written,
                        note=note)
         metadata["idivm.strategy"] = script.strategy
@@ -211,7 +223,8 @@ class Runtime:
                 c_old = view_watermark(cpath)
                 if c_old != new:
                     cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name}
-                    cchanges = changes if c_old == old else read_changes(tables, c_old, new)
+                    with meter.phase("changes"):
+                        cchanges = changes if c_old == old else read_changes(tables, c_old, new)
                     if cache_new:
                         cmeta["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
                     stats = self.apply_script(cache.script, cpath, tables, c_old, new, cchanges, cmeta, progress,
@@ -225,8 +238,9 @@ class Runtime:
             layout = layouts.view_layout(delta.schema(path).names, [c for c, _ in prov.view_ids], script.strategy)
             stats = self.apply_script(script, path, tables, old, new, changes, metadata, progress,
                                       caches, cache_new, stored, layout)
-            compacted = self.compact(view_name, path, layout, [caches[c.name] for c in script.caches],
-                                     stored, progress)
+            with meter.phase("compact"):
+                compacted = self.compact(view_name, path, layout, [caches[c.name] for c in script.caches],
+                                         stored, progress)
         return Run(script.strategy, n_changes, stats["version"], old, new,
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
@@ -330,10 +344,12 @@ class Runtime:
             tables = {**tables, **paths}
             old = {**old, **{c: reflected[c] for c in read}}
             new = {**new, **{c: cache_versions[c] for c in read}}  # type: ignore[index]
-            changes = {**changes, **read_changes(paths, old, {c: new[c] for c in read})}
+            with meter.phase("changes"):
+                changes = {**changes, **read_changes(paths, old, {c: new[c] for c in read})}
 
         schemas = {t: delta.schema(tables[t], new[t]) for t in new}
-        diffs = base_diffs(script, changes, schemas)
+        with meter.phase("changes"):
+            diffs = base_diffs(script, changes, schemas)
         if progress:
             progress(f"{script.view}: {diffs.change_rows} change rows -> {diffs.rows()} i-diff rows "
                      f"({diffs.dropped} dropped: attributes the view does not read)")
@@ -342,7 +358,8 @@ class Runtime:
             version = old[table] if state == "@pre" else new[table]
             return delta.read_spark(self.spark, tables[table], version, engine=self.storage)
 
-        index_rows = indexes.refresh(stored, path, metadata, progress, script.view, self.storage)
+        with meter.phase("indexes"):
+            index_rows = indexes.refresh(stored, path, metadata, progress, script.view, self.storage)
 
         def locate(statement, keys):
             """The IDs of the view rows holding the elements a nested update names, by index."""
@@ -360,14 +377,16 @@ class Runtime:
             return delta.read_spark(self.spark, path, version, holding=(column, values), engine=self.storage)
 
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
-        result = evaluate(self.spark, script, diffs, read_state, view, progress,
-                          locate if stored else None,
-                          read_view if layout is not None else None,
-                          in_memory_max_rows=IN_MEMORY_MAX_ROWS if by_spark else None)
-        if by_spark:
-            stats = commit.merge_by_spark(script, path, view, result, metadata, progress, stored, self.storage)
-        else:
-            stats = commit.land(script, path, version, result, metadata, progress, stored, layout, self.storage)
+        with meter.phase("evaluate"):
+            result = evaluate(self.spark, script, diffs, read_state, view, progress,
+                              locate if stored else None,
+                              read_view if layout is not None else None,
+                              in_memory_max_rows=IN_MEMORY_MAX_ROWS if by_spark else None)
+        with meter.phase("write"):
+            if by_spark:
+                stats = commit.merge_by_spark(script, path, view, result, metadata, progress, stored, self.storage)
+            else:
+                stats = commit.land(script, path, version, result, metadata, progress, stored, layout, self.storage)
         stats["diff_rows"] = diffs.rows()
         stats["rows_written"] += index_rows
         return stats

@@ -48,6 +48,7 @@ from idivm.errors import CatalogError
 from idivm.storage.delta import delta_rs, delta_spark
 from idivm.storage.delta.clustered import Rewrite, key_mask, ordered, rewrite_clustered, write_clustered
 from idivm.storage.delta.commits import data_version, history
+from idivm.storage.delta.commits import made as commits_made
 from idivm.storage.delta.delta_rs import (
     active_files,
     create_table,
@@ -107,6 +108,7 @@ __all__ = [
     "PathLike",
     "Rewrite",
     "active_files",
+    "commits_made",
     "create_table",
     "data_version",
     "engine",

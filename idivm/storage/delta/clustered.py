@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from idivm.storage import schema as schemas
-from idivm.storage.delta.commits import _commit_properties
+from idivm.storage.delta.commits import _commit_properties, count
 from idivm.storage.delta.table import (
     TABLE_CONFIGURATION,
     PathLike,
@@ -130,6 +130,7 @@ def write_clustered(path: PathLike, reader: pa.RecordBatchReader, mode: Literal[
     create_table_with_add_actions(str(path), Schema.from_arrow(reader.schema), files.actions, mode=mode,
                                   configuration=TABLE_CONFIGURATION,
                                   commit_properties=_commit_properties(commit_metadata))
+    count()
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         metadata = {**(commit_metadata or {}), "idivm.rewrite": json.dumps(stats, sort_keys=True)}
         dt.create_write_transaction([*removed, *new.actions], mode="append", schema=dt.schema(),
                                     commit_properties=_commit_properties(metadata))
+        count()
     stats["version"] = open_table(path).version()
     return Rewrite(stats, removed_rows)
 

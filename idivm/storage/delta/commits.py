@@ -22,6 +22,21 @@ _RESERVED_COMMIT_KEYS = frozenset({
 })
 
 
+#: the commits this process has made to Delta tables (see :func:`made`)
+_made = [0]
+
+
+def made() -> int:
+    """The commits this process has made to Delta tables so far, through any engine: what a
+    maintenance run committed is the difference over the run (:mod:`idivm.exec.meter`)."""
+    return _made[0]
+
+
+def count(commits: int = 1) -> None:
+    """Record ``commits`` commits just made (by the functions of this package that commit)."""
+    _made[0] += commits
+
+
 def history(path: PathLike, limit: int | None = None) -> list[dict[str, Any]]:
     """Commits of a table, newest first: dicts with ``version``, ``timestamp``
     (ms since the epoch), ``operation``, ``operationMetrics``, ... and the

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from idivm.errors import CatalogError, DataError
 from idivm.storage import schema as schemas
 from idivm.storage.delta.clustered import write_clustered
-from idivm.storage.delta.commits import _commit_properties
+from idivm.storage.delta.commits import _commit_properties, count
 from idivm.storage.delta.merge import MergeClause, _clause_calls
 from idivm.storage.delta.table import (
     CHANGE_COLUMNS,
@@ -68,6 +68,7 @@ def create_table(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
     write_deltalake(str(path), schemas.conform(data, target), mode="error",
                     configuration=TABLE_CONFIGURATION, writer_properties=_writer_properties(row_group_rows),
                     commit_properties=_commit_properties(commit_metadata))
+    count()
     return version(path)
 
 
@@ -87,6 +88,7 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
                     configuration=TABLE_CONFIGURATION,
                     schema_mode="overwrite" if mode == "overwrite" else None,
                     commit_properties=_commit_properties(commit_metadata))
+    count()
     return version(path)
 
 
@@ -118,6 +120,7 @@ def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrit
                             schema_mode="overwrite" if mode == "overwrite" else None,
                             writer_properties=_writer_properties(row_group_rows),
                             commit_properties=_commit_properties(commit_metadata))
+            count()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -153,6 +156,7 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
     if not clauses:
         raise ValueError("merge_arrow needs at least one clause")
     dt = open_table(path)
+    before = dt.version()
     merger = dt.merge(_conform_source(dt, source), predicate, source_alias=source_alias,
                       target_alias=target_alias, streamed_exec=streamed_exec,
                       writer_properties=_writer_properties(row_group_rows),
@@ -168,6 +172,7 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
         empty = schemas.as_arrow_schema(dt.schema().to_arrow()).empty_table()
         write_deltalake(dt, empty, mode="append", commit_properties=_commit_properties(commit_metadata))
     metrics["version"] = dt.version()
+    count(metrics["version"] - before)
     return metrics
 
 
@@ -248,10 +253,12 @@ def optimize(path: PathLike, order: Sequence[str], *, target_file_bytes: int, ro
     options = {"target_size": target_file_bytes, "writer_properties": _writer_properties(row_group_rows),
                "commit_properties": _commit_properties(commit_metadata)}
     dt = open_table(path)
+    before = dt.version()
     if order:
         dt.optimize.z_order(list(order), **options)
     else:
         dt.optimize.compact(**options)
+    count(open_table(path).version() - before)
 
 
 def row_count(dt: "DeltaTable") -> int:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from idivm.storage import schema as schemas
-from idivm.storage.delta.commits import _commit_properties, _user_metadata
+from idivm.storage.delta.commits import _commit_properties, _user_metadata, count
 from idivm.storage.delta.merge import MergeClause, _clause_calls, quoted
 from idivm.storage.delta.table import TABLE_CONFIGURATION, PathLike, _sorted_values, open_table, version
 
@@ -44,6 +44,7 @@ def write(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
             writer = writer.option("delta.enableDeletionVectors", "true")
     target.parent.mkdir(parents=True, exist_ok=True)
     writer.save(str(target.absolute()))
+    count()
 
 
 #: delta-spark's merge builder method for each of delta-rs's, and the keyword of its assignments
@@ -128,6 +129,7 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
                                     commit_properties=_commit_properties(commit_metadata))
         after = version(path)
     metrics["version"] = after
+    count(after - before)
     return metrics
 
 
@@ -183,5 +185,7 @@ def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str], *, tar
                 # them still clusters the files
                 "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled": "false"}
     zorder = f" ZORDER BY ({', '.join(quoted(c) for c in order)})" if order else ""
+    before = version(path)
     with spark_settings(spark, settings, commit_metadata):
         spark.sql(f"OPTIMIZE {table}{zorder}").collect()
+    count(version(path) - before)
