@@ -77,6 +77,10 @@ class Measurement:
     rows_written: int | None = None
     note: str = ""
     batch_size: int | None = None  # changes per batch, for benchmarks that vary it
+    #: "batch" (a timed run of the benchmark), "one_row" (a run after a one-row change) or
+    #: "noop" (a run with nothing to do): see :func:`probe_fixed_cost`
+    kind: str = "batch"
+    phases: dict[str, float] | None = None  # seconds by phase, as the run reports them
 
 
 def progress(message: str) -> None:
@@ -234,7 +238,7 @@ def _first(metrics: Mapping[str, Any], *names: str) -> Any:
 
 
 def maintain_once(wh: Warehouse, run: int, name: str, view: str, strategy: str,
-                  batch_size: int | None = None) -> Measurement:
+                  batch_size: int | None = None, kind: str = "batch") -> Measurement:
     """Maintain view ``name`` once, timed by a wall clock around ``Warehouse.maintain``."""
     versions, jobs = table_versions(wh, name), spark_jobs(wh)
     started = time.perf_counter()
@@ -250,7 +254,8 @@ def maintain_once(wh: Warehouse, run: int, name: str, view: str, strategy: str,
     return Measurement(run=run, view=view, strategy=strategy, maintained_as=maintained_as, seconds=seconds,
                        reported_seconds=r.seconds, changes=r.changes, version=r.version,
                        view_rows_written=rows, view_files_added=added, view_files_removed=removed,
-                       note=getattr(r, "note", "") or "", batch_size=batch_size, commits=commits,
+                       note=getattr(r, "note", "") or "", batch_size=batch_size, commits=commits, kind=kind,
+                       phases=dict(r.cost.seconds) if getattr(r, "cost", None) is not None else None,
                        spark_jobs=None if jobs is None or jobs_after is None else jobs_after - jobs, **counts)
 
 
@@ -323,9 +328,65 @@ def summarize(measurements: Sequence[Measurement], views: Sequence[str], strateg
     rows = []
     for view in views:
         for strategy in strategies:
-            timed = [m for m in measurements if m.run > 0 and m.view == view and m.strategy == strategy]
+            timed = [m for m in measurements
+                     if m.run > 0 and m.kind == "batch" and m.view == view and m.strategy == strategy]
             rows.append(summary_row(view, strategy, timed, verified[f"{view}_{strategy}"]["ok"]))
     return rows
+
+
+def probe_fixed_cost(wh: Warehouse, names: Mapping[str, tuple[str, str]], ingest_one: Callable[[int], Any],
+                     probes: int) -> list[Measurement]:
+    """What a run costs when it has almost nothing to do: ``probes`` times, ingest a one-row
+    change (``ingest_one(i)``) and maintain every view (``names``: name -> (view, strategy)),
+    then maintain every view again, with nothing to do.  Probe 0 is a warm-up."""
+    out = []
+    for i in range(probes + 1):
+        ingest_one(i)
+        for kind in ("one_row", "noop"):
+            for name, (view, strategy) in names.items():
+                m = maintain_once(wh, i, name, view, strategy, kind=kind)
+                out.append(m)
+                progress(describe(f"probe {i}/{probes} ({kind.replace('_', '-')})", name, m))
+    return out
+
+
+#: the phases of a run, as :mod:`idivm.exec.meter` names them
+PHASES = ("plan", "changes", "evaluate", "write", "indexes", "compact")
+
+
+def fixed_cost_summary(measurements: Sequence[Measurement]) -> list[dict[str, Any]]:
+    """Per view and strategy over the timed probes (:func:`probe_fixed_cost`): median seconds,
+    Spark jobs, commits and phase seconds of a one-row run, and median seconds of a no-op run."""
+    rows = []
+    for view, strategy in dict.fromkeys((m.view, m.strategy) for m in measurements if m.kind == "one_row"):
+        def of(kind: str) -> list[Measurement]:
+            return [m for m in measurements if m.run > 0 and m.kind == kind and m.view == view
+                    and m.strategy == strategy]
+        one, noop = of("one_row"), of("noop")
+        if not one:
+            continue
+        rows.append({
+            "view": view, "strategy": strategy, "probes": len(one),
+            "one_row_median_s": statistics.median(m.seconds for m in one),
+            "spark_jobs": median_or_none([m.spark_jobs for m in one]),
+            "commits": median_or_none([m.commits for m in one]),
+            "phases": {ph: statistics.median((m.phases or {}).get(ph, 0.0) for m in one) for ph in PHASES
+                       if any(ph in (m.phases or {}) for m in one)},
+            "noop_median_s": statistics.median(m.seconds for m in noop) if noop else None,
+        })
+    return rows
+
+
+def fixed_cost_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    header = ("view", "strategy", "1-row run s", "Spark jobs", "commits", *(f"{p} s" for p in PHASES), "no-op run s")
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for r in rows:
+        cells = (r["view"], r["strategy"], f"{r['one_row_median_s']:.2f}", fmt_count(r["spark_jobs"]),
+                 fmt_count(r["commits"]),
+                 *(f"{r['phases'][p]:.2f}" if p in r["phases"] else "—" for p in PHASES),
+                 f"{r['noop_median_s']:.3f}" if r["noop_median_s"] is not None else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def group_label(row: Mapping[str, Any]) -> str:

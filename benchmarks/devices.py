@@ -52,6 +52,8 @@ from common import (  # puts this checkout first on sys.path: import it before i
     check_strategies,
     define_view,
     describe,
+    fixed_cost_summary,
+    fixed_cost_table,
     environment,
     fresh_warehouse,
     generate_dataset,
@@ -59,6 +61,7 @@ from common import (  # puts this checkout first on sys.path: import it before i
     maintain_once,
     markdown_table,
     parse_list,
+    probe_fixed_cost,
     progress,
     ratio_lines,
     ratios,
@@ -94,6 +97,7 @@ class Config:
     selectivity: float
     seed: int
     storage: str | None = None
+    probes: int = 3
 
     @property
     def spec(self) -> devices.DevicesSpec:
@@ -182,6 +186,13 @@ def benchmark(config: Config) -> dict[str, Any]:
     start_spark(wh)
     defined = define_views(wh, config)
     measurements, ingests = run_all(wh, config)
+    if config.probes:
+        def ingest_one(i: int) -> None:
+            wh.ingest("parts", write_updates(config.spec, 1, 10_000 + i, config.out / "updates"), format="rows")
+
+        names = {f"{v}_{s}": (v, s) for v in config.views for s in config.strategies}
+        measurements += probe_fixed_cost(wh, names, ingest_one, config.probes)
+    fixed = fixed_cost_summary(measurements)
     verified = verify_all(wh, defined)
     summary = summarize(measurements, config.views, config.strategies, verified)
     table = markdown_table(summary)
@@ -197,12 +208,17 @@ def benchmark(config: Config) -> dict[str, Any]:
         "verified": verified,
         "summary": summary,
         "ratios": speedups,
+        "fixed_cost": fixed,
         "total_seconds": time.perf_counter() - started,
     }
     title = (f"devices/parts, scale {config.scale:,} (devices_parts {tables.get('devices_parts', 0):,}), "
              f"f={config.fanout}, s={config.selectivity:g}, d={config.updates}, {config.runs} timed runs"
              + (f", storage {config.storage}" if config.storage else ""))
-    write_results(config.out, results, title, table, ratio_lines(speedups))
+    lines = ratio_lines(speedups)
+    if fixed:
+        lines += ["", f"Fixed cost: a run after a one-row change and a run with nothing to do, medians of "
+                      f"{config.probes} probes", "", fixed_cost_table(fixed)]
+    write_results(config.out, results, title, table, lines)
     return results
 
 
@@ -228,6 +244,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     parser.add_argument("--views", default=",".join(VIEW_FILES),
                         type=lambda s: parse_list(s, tuple(VIEW_FILES), "view"),
                         help=f"comma-separated, of {', '.join(VIEW_FILES)} (default all)")
+    parser.add_argument("--probes", type=int, default=3,
+                        help="after the timed runs, runs after a one-row change and runs with nothing to do "
+                             "(the fixed cost of a run), each view and strategy, after a warm-up (default 3; 0: none)")
     add_storage_argument(parser)
     args = parser.parse_args(argv)
     if args.scale < 1 or args.runs < 1 or args.updates < 1:
@@ -238,7 +257,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         parser.error("--updates cannot exceed --scale (the number of parts)")
     return Config(scale=args.scale, fanout=args.fanout, updates=args.updates, runs=args.runs,
                   out=args.out.absolute(), strategies=args.strategies, views=args.views,
-                  selectivity=args.selectivity, seed=args.seed, storage=args.storage)
+                  selectivity=args.selectivity, seed=args.seed, storage=args.storage, probes=args.probes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -60,12 +60,15 @@ from common import (  # puts this checkout first on sys.path: import it before i
     define_view,
     describe,
     environment,
+    fixed_cost_summary,
+    fixed_cost_table,
     fresh_warehouse,
     generate_dataset,
     load_tables,
     maintain_once,
     markdown_table,
     parse_list,
+    probe_fixed_cost,
     progress,
     ratio_lines,
     ratios,
@@ -126,6 +129,7 @@ class Config:
     strategies: tuple[str, ...]
     views: tuple[str, ...]
     storage: str | None = None
+    probes: int = 3
 
     @property
     def spec(self) -> yelp.YelpSpec:
@@ -193,14 +197,20 @@ def ingest_batch(wh: Warehouse, stream: YelpChanges, n: int, directory: Path) ->
     return record
 
 
-def run_all(wh: Warehouse, config: Config, views: Views) -> tuple[list[Measurement], list[dict[str, Any]]]:
-    """For each batch size: warm-up run 0, then runs 1..``config.runs``: ingest the next batch of
-    the change stream, maintain every view."""
+def change_stream(config: Config) -> YelpChanges:
+    """The seeded change stream every batch is drawn from; its files go to ``OUT/changes``."""
     started = time.perf_counter()
     stream = YelpChanges(config.spec, seed=config.changes_seed)
     progress(f"changes: stream state of {stream.state.counts()} built in {time.perf_counter() - started:.1f} s")
+    shutil.rmtree(config.out / "changes", ignore_errors=True)
+    return stream
+
+
+def run_all(wh: Warehouse, config: Config, views: Views, stream: YelpChanges
+            ) -> tuple[list[Measurement], list[dict[str, Any]]]:
+    """For each batch size: warm-up run 0, then runs 1..``config.runs``: ingest the next batch of
+    the change stream, maintain every view."""
     changes_dir = config.out / "changes"
-    shutil.rmtree(changes_dir, ignore_errors=True)
     measurements: list[Measurement] = []
     ingests: list[dict[str, Any]] = []
     for n in config.batches:
@@ -287,7 +297,13 @@ def benchmark(config: Config) -> dict[str, Any]:
     tables = load_tables(wh, data, yelp.keys(config.spec))
     start_spark(wh)
     views = define_views(wh, config)
-    measurements, ingests = run_all(wh, config, views)
+    stream = change_stream(config)
+    measurements, ingests = run_all(wh, config, views, stream)
+    if config.probes:
+        names = {n: (d["view"], d["strategy"]) for n, d in views.defined.items() if views.live(n)}
+        measurements += probe_fixed_cost(wh, names, lambda i: ingest_batch(wh, stream, 1, config.out / "changes"),
+                                         config.probes)
+    fixed = fixed_cost_summary(measurements)
     verified = verify_views(wh, views)
     summary = summarize(measurements, config, views, verified)
     table = markdown_table(summary)
@@ -308,6 +324,7 @@ def benchmark(config: Config) -> dict[str, Any]:
         "summary": summary,
         "ratios": speedups,
         "notes": problems,
+        "fixed_cost": fixed,
         "total_seconds": time.perf_counter() - started,
     }
     spec = config.spec
@@ -315,7 +332,11 @@ def benchmark(config: Config) -> dict[str, Any]:
              f"{tables.get('reviews', 0):,} reviews, {tables.get('users', 0):,} users; "
              f"batches of {', '.join(f'{n:,}' for n in config.batches)} changes, {config.runs} timed runs each"
              + (f", storage {config.storage}" if config.storage else ""))
-    write_results(config.out, results, title, table, ratio_lines(speedups) + problems)
+    lines = ratio_lines(speedups) + problems
+    if fixed:
+        lines += ["", f"Fixed cost: a run after a one-change batch and a run with nothing to do, medians of "
+                      f"{config.probes} probes", "", fixed_cost_table(fixed)]
+    write_results(config.out, results, title, table, lines)
     return results
 
 
@@ -362,6 +383,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
                         help=f"comma-separated, of {', '.join(STRATEGIES)} (default all)")
     parser.add_argument("--views", default=",".join(VIEWS), type=lambda s: parse_list(s, tuple(VIEWS), "view"),
                         help=f"comma-separated, of {', '.join(VIEWS)} (default all)")
+    parser.add_argument("--probes", type=int, default=3,
+                        help="after the timed runs, runs after a one-change batch and runs with nothing to do "
+                             "(the fixed cost of a run), each view and strategy, after a warm-up (default 3; 0: none)")
     add_storage_argument(parser)
     args = parser.parse_args(argv)
     if args.businesses < 1 or args.runs < 1:
@@ -371,7 +395,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
                     elite_fraction=args.elite_fraction, friends_per_user=args.friends_per_user, seed=args.seed,
                     changes_seed=args.changes_seed, batches=args.batches, runs=args.runs,
                     out=args.out.absolute(), strategies=args.strategies, views=args.views,
-                    storage=args.storage)
+                    storage=args.storage, probes=args.probes)
     try:
         config.spec
     except ValueError as e:
