@@ -33,7 +33,7 @@ from idivm.algebra import restrict
 from idivm.algebra.expressions import TRUE, Field, TableRef, TupleExpr, Var, field_paths
 from idivm.errors import InternalError
 from idivm.exec.terms import all_true, col, collection_function, compile_term
-from idivm.storage.spark import Caches
+from idivm.storage.spark import Caches, to_arrow
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ class PlanCompiler:
         if kind != column:
             return None
         rows = values.unique().to_pylist() if held is not None else \
-            query.limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist()
+            to_arrow(query.limit(RESTRICT_MAX_VALUES + 1)).column(0).to_pylist()
         return rows if len(rows) <= RESTRICT_MAX_VALUES else None
 
     def _held_column(self, c: restrict.Candidate) -> tuple[str, pa.ChunkedArray] | None:

@@ -44,7 +44,7 @@ from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, ke
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.storage.delta import key_mask, quoted
 from idivm.storage.schema import arrow_schema
-from idivm.storage.spark import Caches
+from idivm.storage.spark import Caches, to_arrow
 from idivm.generator.script import (
     ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
     delta_updates, parse_source,
@@ -197,7 +197,7 @@ class ViewChanges:
     def deletes(self, upserts: pa.Table) -> pa.Table:
         """The IDs of the rows to delete that ``upserts`` (the collected upserts) do not
         insert again, collected."""
-        deleted = self.deleted_rows if self.deleted_rows is not None else self.deleted.toArrow()
+        deleted = self.deleted_rows if self.deleted_rows is not None else to_arrow(self.deleted)
         if not deleted.num_rows or not upserts.num_rows:
             return deleted
         ids = deleted.column_names
@@ -273,11 +273,11 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             inserts.append(compiler.evaluate(s.rows).select(*columns))
         else:
             rewrites.append(s)
-    spark_empty = spark.createDataFrame([], view.select(*ids).schema)
+    spark_empty = view.select(*ids).where(F.lit(False))  # an empty relation: read by no job
     # the IDs of the rows to delete: computed once (in memory when few), for the rewrite and the caller
     deleted_ids, deleted = compiler.cached.computed(_union(deletes, spark_empty).distinct()) \
         if deletes else (arrow_schema(spark_empty.schema, nullable=True).empty_table(), spark_empty)
-    inserted = _union(inserts, spark.createDataFrame([], view.schema))
+    inserted = _union(inserts, view.where(F.lit(False)))
     if ids:
         inserted = inserted.dropDuplicates(ids)
     if (read_view is None and not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment")
@@ -354,8 +354,8 @@ def _holding(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None
     hold the values ``names`` give the first ID column (computed now: few), when ``on`` has it."""
     if read_view is None or not ids or ids[0] not in on:
         return view
-    return _in_files(view, read_view, ids, names.select(F.col(quoted(ids[0]))).distinct()
-                     .limit(RESTRICT_MAX_VALUES + 1).toArrow().column(0).to_pylist())
+    return _in_files(view, read_view, ids, to_arrow(names.select(F.col(quoted(ids[0]))).distinct()
+                                                    .limit(RESTRICT_MAX_VALUES + 1)).column(0).to_pylist())
 
 
 def _in_files(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None, ids: Sequence[str],

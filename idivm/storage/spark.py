@@ -128,6 +128,48 @@ def get_session(master: str | None = None) -> "SparkSession":
     return spark
 
 
+def is_local(df: "DataFrame") -> bool:
+    """Whether Spark's optimizer turns ``df`` into rows it holds in the driver (a local
+    relation: built from rows in memory, or known to be empty), which it collects without a
+    job; not for timestamps, whose collected values depend on the driver's time zone."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    if any(isinstance(t, (TimestampType, TimestampNTZType)) for t in _types(df.schema)):
+        return False
+    return df._jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
+
+
+def local_rows(df: "DataFrame") -> "pa.Table":
+    """The rows of a local ``df`` (:func:`is_local`) as an Arrow table, collected without a job."""
+    import pyarrow as pa
+
+    from idivm.storage.schema import arrow_schema
+
+    schema = arrow_schema(df.schema, nullable=True)
+    return pa.Table.from_pylist([r.asDict(recursive=True) for r in df.collect()], schema=schema)
+
+
+def to_arrow(df: "DataFrame") -> "pa.Table":
+    """``df``'s rows as an Arrow table: collected without a job when it is local
+    (:func:`is_local`), else by Spark."""
+    return local_rows(df) if is_local(df) else df.toArrow()
+
+
+def _types(t):
+    """``t`` and every type nested in it."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    yield t
+    if isinstance(t, StructType):
+        for f in t.fields:
+            yield from _types(f.dataType)
+    elif isinstance(t, ArrayType):
+        yield from _types(t.elementType)
+    elif isinstance(t, MapType):
+        yield from _types(t.keyType)
+        yield from _types(t.valueType)
+
+
 #: the rows of an intermediate result of a maintenance run that the delta-spark engines bring into
 #: the driver at most (:meth:`Caches.computed`)
 IN_MEMORY_MAX_ROWS = 10_000
@@ -168,6 +210,8 @@ class Caches:
         than ``in_memory_max_rows`` rows: then (None, ``df`` cached by this owner), so that no
         result of the size of a table or of a large batch passes through the driver."""
         bound = self.in_memory_max_rows
+        if is_local(df):  # in the driver already: no Spark job
+            return local_rows(df), df
         table = df.toArrow() if bound is None else df.limit(bound + 1).toArrow()
         if bound is None or table.num_rows <= bound:
             return table, df.sparkSession.createDataFrame(table, df.schema)
