@@ -49,8 +49,8 @@ from idivm.errors import InternalError
 from idivm.algebra.rewrite import fresh_name, replace_nodes, substitute
 from idivm.generator.generate import check_supported, generate
 from idivm.generator.operator_caches import split_at_averages
-from idivm.generator.script import Cache, DeltaScript
 from idivm.provenance.ids import ProvenanceResult, infer_provenance
+from idivm.script import Cache, DeltaScript
 
 #: operators a cached subplan may consist of
 _SPJ = (O.ScanCollection, O.Select, O.InnerJoin, O.LeftJoin, O.SemiJoin, O.AntiJoin)

@@ -22,11 +22,11 @@ from typing import Iterable, Mapping
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TRUE, Call, Field, Term, TupleExpr, Var, conjunction
 from idivm.algebra.rewrite import substitute
-from idivm.generator.script import ELEMENT, POST
 from idivm.provenance.ids import PROV_FIELD
 from idivm.rules.common import group_key_ids, naming_groups
 from idivm.rules.context import Context, Diff, at_state, condition_terms, mentions, restricted, same
 from idivm.rules.group_by import member_incremental
+from idivm.script import ELEMENT, POST
 
 
 @dataclass(frozen=True)
