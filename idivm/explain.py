@@ -18,7 +18,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.builder import ViewPlan
 from idivm.algebra.printer import describe, format_plan
 from idivm.diffs.base_signatures import BaseSignatures
-from idivm.generator.script import DeltaScript
+from idivm.script import DeltaScript
 from idivm.provenance.ids import ProvenanceResult
 from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 

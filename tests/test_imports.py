@@ -1,6 +1,8 @@
 """The import graph of ``idivm/`` has no cycles: every import a module makes, at its top or
 inside a function, goes to a module that does not import it back, directly or through
-others.  (A package's ``__init__`` importing its own submodules is an edge like any other.)"""
+others.  (A package's ``__init__`` importing its own submodules is an edge like any other.)
+And the compile pipeline's stages import only stages before them (:data:`STAGES`): the rules
+build statements of the Δ-script (``idivm.script``) but never import the generator driving them."""
 
 from __future__ import annotations
 
@@ -85,6 +87,23 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: the stages of the compile pipeline in order (a stage's modules may import those of its own
+#: stage and of earlier ones); ``idivm.<name>`` is a package or a module
+STAGES = (("types", "errors", "tree"), ("sqlpp",), ("algebra",), ("diffs",), ("provenance",), ("script",),
+          ("rules",), ("generator",), ("exec",))
+
+
+def _stage(module: str) -> int | None:
+    parts = module.split(".")
+    return next((i for i, names in enumerate(STAGES) if len(parts) > 1 and parts[1] in names), None)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """The imports of a module of one stage of :data:`STAGES` that go to a later stage."""
+    return sorted((m, d) for m, ds in graph.items() for d in ds
+                  if _stage(m) is not None and _stage(d) is not None and _stage(d) > _stage(m))  # type: ignore
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -94,3 +113,13 @@ def test_idivm_has_no_import_cycles():
     graph = import_graph()
     assert "idivm.warehouse" in graph and "idivm.storage.delta" in graph["idivm.warehouse"]
     assert cycles(graph) == []
+
+
+def test_the_stage_check_finds_an_upward_import():
+    graph = {"idivm.rules.scan": {"idivm.generator.generate", "idivm.script"}, "idivm.generator.generate": set(),
+             "idivm.script": {"idivm.algebra.operators"}, "idivm.algebra.operators": set()}
+    assert upward_imports(graph) == [("idivm.rules.scan", "idivm.generator.generate")]
+
+
+def test_the_compile_pipeline_imports_only_earlier_stages():
+    assert upward_imports(import_graph()) == []

@@ -24,7 +24,7 @@ from idivm.algebra.expressions import Call, Const, Field, TableRef, TupleExpr, V
 from idivm.datasets import devices, view_path
 from idivm.generator.generate import generate
 from idivm.generator import minimize as M
-from idivm.generator.script import PRE_FIELD, DeltaScript, Statement, TableDiffs
+from idivm.script import PRE_FIELD, UPDATES, DeltaScript, DiffRef, Origin, StateRef, Statement, TableDiffs
 from idivm.provenance.ids import infer_provenance
 from idivm.sqlpp import parse_view
 
@@ -39,8 +39,17 @@ TABLES = M.Tables(KEYS, {t: tuple(n for n, _ in ty.fields) for t, ty in TYPES.it
 
 # --- plan helpers ------------------------------------------------------------------------------------
 
-def scan(source: str, var: str) -> O.ScanCollection:
-    return O.ScanCollection(O.Ground(), TableRef(source), var)
+def source(name: str) -> DiffRef | StateRef:
+    """The i-diff or state a Δ-script reads, from how it prints (``Δu(parts)``, ``parts@post``)."""
+    table, at, state = name.rpartition("@")
+    if at:
+        return StateRef(table, state)
+    kind, _, table = name.removesuffix(")").partition("(")
+    return DiffRef(table, kind)
+
+
+def scan(name: str, var: str) -> O.ScanCollection:
+    return O.ScanCollection(O.Ground(), TableRef(source(name)), var)
 
 
 def f(var: str, *path: str):
@@ -67,6 +76,8 @@ def keys_of(table: str, dk: str = "dk", **names: str) -> O.Project:
     return project(scan(f"Δ({table})", dk), **{v: f(dk, c) for v, c in names.items()})
 
 
+#: the origin of a statement from the update i-diff of ``parts``
+FROM_UPDATES = (Origin(DiffRef("parts", UPDATES), "p"),)
 PARTS_POST = TupleExpr((("pid", f("du", "pid")), ("price", f("du", "price"))))
 PARTS_PRE = TupleExpr((("pid", f("du", "pid")), ("price", f("du", PRE_FIELD, "price"))))
 
@@ -161,7 +172,7 @@ def test_join_of_the_restricted_input_with_its_update_is_the_update():
 
 
 def test_join_rule_renames_the_update_row_to_the_one_the_input_reads():
-    other = O.Project(O.ScanCollection(O.Ground(), TableRef("Δu(parts)"), "du2"),
+    other = O.Project(O.ScanCollection(O.Ground(), TableRef(source("Δu(parts)")), "du2"),
                       (("k", f("du2", "pid")),))
     parts = project(scan("Δu(parts)", "du"), p=PARTS_POST)
     after = M.join_with_own_update(O.InnerJoin(parts, other, same(f("p", "pid"), Var("k"))), TABLES)
@@ -222,10 +233,10 @@ def test_minimize_script_keeps_shared_subplans_shared_and_names_its_rewrites():
     restricted = O.SemiJoin(scan("parts@post", "p"), diff, same(f("p", "pid"), Var("k")))
     grouped = O.GroupBy(O.InnerJoin(restricted, diff, same(f("p", "pid"), Var("k"))),
                         (("pid", f("p", "pid")),), (("d", O.Aggregate("sum", Var("q"))),))
-    inc = Statement("increment", "Δu(parts) AS p", on=("pid",),
+    inc = Statement("increment", FROM_UPDATES, on=("pid",),
                     query=O.ReturnBag(grouped, TupleExpr((("pid", Var("pid")),))))
     keys = O.ReturnBag(O.Project(grouped, (("k2", Var("pid")),)), TupleExpr((("pid", Var("k2")),)))
-    rep = Statement("replace", "Δu(parts) AS p", on=("pid",), keys=keys, rows=keys)
+    rep = Statement("replace", FROM_UPDATES, on=("pid",), keys=keys, rows=keys)
     script = DeltaScript("v", "id", (TableDiffs("parts", ("pid",), ("price",), ()),), (inc, rep))
 
     out = M.minimize_script(script, TYPES)
@@ -271,20 +282,16 @@ def change_feed(pre: list[dict], post: list[dict], schema: pa.Schema) -> pa.Tabl
 def run(spark, plan: O.Operator, conditional: tuple[str, ...]) -> Counter:
     from idivm.exec.compiler import PlanCompiler
     from idivm.exec.delta_script import base_diffs
-    from idivm.generator.script import parse_source
-
     td = (TableDiffs("parts", ("pid",), ("price",), conditional), TableDiffs("devices_parts", ("did", "pid"), (), ()))
     diffs = base_diffs(DeltaScript("v", "id", td, ()), {"parts": change_feed(PRE_PARTS, POST_PARTS, SCHEMAS["parts"])},
                        SCHEMAS)
-    states = {("parts", "@pre"): PRE_PARTS, ("parts", "@post"): POST_PARTS,
-              ("devices_parts", "@pre"): DEVICES_PARTS, ("devices_parts", "@post"): DEVICES_PARTS}
-    served = {"Δ": diffs.keys, "Δu": diffs.updates, "Δpre": diffs.pre_rows, "Δpost": diffs.post_rows}
+    states = {("parts", "pre"): PRE_PARTS, ("parts", "post"): POST_PARTS,
+              ("devices_parts", "pre"): DEVICES_PARTS, ("devices_parts", "post"): DEVICES_PARTS}
 
-    def read(name: str):
-        kind, table = parse_source(name)
-        if kind in served:
-            return spark.createDataFrame(served[kind][table])
-        return spark.createDataFrame(pa.Table.from_pylist(states[table, kind], schema=SCHEMAS[table]))
+    def read(name: DiffRef | StateRef):
+        if isinstance(name, DiffRef):
+            return spark.createDataFrame(diffs.of(name))
+        return spark.createDataFrame(pa.Table.from_pylist(states[name.table, name.state], schema=SCHEMAS[name.table]))
 
     variables = plan.output_variables()
     query = O.ReturnBag(plan, TupleExpr(tuple((v, Var(v)) for v in variables)))
@@ -325,7 +332,7 @@ def test_join_rewrite_keeps_results(spark):
                        (("did", f("dp", "did")),),
                        (("d", O.Aggregate("sum", Call("sub", (f("p", "price"), Var("q"))))),))
     script = DeltaScript("v", "id", (TableDiffs("parts", ("pid",), ("price",), ()),),
-                         (Statement("increment", "Δu(parts) AS p", query=O.ReturnBag(before, Var("d"))),))
+                         (Statement("increment", FROM_UPDATES, query=O.ReturnBag(before, Var("d"))),))
     after = M.minimize_script(script, TYPES).statements[0].query.input
     assert not any(isinstance(o, O.InnerJoin) and isinstance(o.right, O.Project) for o in O.walk(after))
     assert not any(isinstance(o, O.SemiJoin) for o in O.walk(after))
@@ -346,7 +353,7 @@ def test_inserts_into_devices_parts_read_the_inserted_rows_not_the_table(strateg
     (s,) = [s for s in script.statements if s.origin.startswith("Δ(devices_parts)")]
     assert "devices_parts@post" not in s.reads() and "Δpost(devices_parts)" in s.reads()
     scans = [o for o in O.walk(s.rows) if isinstance(o, O.ScanCollection)]
-    assert [o.source.name for o in scans if "devices_parts" in o.source.name] == ["Δpost(devices_parts)"]
+    assert [str(o.source.name) for o in scans if "devices_parts" in str(o.source.name)] == ["Δpost(devices_parts)"]
     assert any(r.startswith("minimize: ") for r in s.rules)
 
 

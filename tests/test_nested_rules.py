@@ -35,7 +35,7 @@ from idivm.algebra.builder import build_view
 from idivm.algebra.expressions import TableRef
 from idivm.datasets import view_path
 from idivm.generator.generate import generate
-from idivm.generator.script import DeltaScript, Statement
+from idivm.script import DeltaScript, Statement
 from idivm.provenance.ids import PROV_FIELD, infer_provenance
 from idivm.sqlpp import parse_view
 
@@ -66,7 +66,7 @@ def from_(script: DeltaScript, source: str) -> list[Statement]:
 
 
 def base_reads(s: Statement) -> set[str]:
-    return {o.source.name for _, p in s.plans() for o in O.walk(p)
+    return {str(o.source.name) for _, p in s.plans() for o in O.walk(p)
             if isinstance(o, O.ScanCollection) and isinstance(o.source, TableRef)}
 
 
@@ -287,7 +287,7 @@ def test_a_subquery_over_g_that_is_not_element_by_element_recomputes_the_groups(
 
 
 def scans(plan: O.Operator) -> set[str]:
-    return {o.source.name for o in O.walk(plan) if isinstance(o, O.ScanCollection) and isinstance(o.source, TableRef)}
+    return {str(o.source.name) for o in O.walk(plan) if isinstance(o, O.ScanCollection) and isinstance(o.source, TableRef)}
 
 
 def test_the_groups_a_change_of_the_group_keys_table_recomputes_are_named_by_its_own_keys():

@@ -31,7 +31,7 @@ def eq(a: str, fa: str, b: str, fb: str) -> Call:
 
 def restricted(plan: O.Operator) -> set[tuple[str, str, str]]:
     """(table scanned, column, the source's tables) of every candidate."""
-    return {(c.scan.source.name, c.column, ",".join(sorted(s.source.name for s in restrict.table_scans(c.source))))
+    return {(str(c.scan.source.name), c.column, ",".join(sorted(str(s.source.name) for s in restrict.table_scans(c.source))))
             for c in restrict.candidates(plan)}
 
 
@@ -40,7 +40,7 @@ def test_the_subquery_of_an_entering_business_reads_its_reviews_and_their_author
     found = restricted(s.rows)
     assert ("reviews@post", "business_id", "Δpost(businesses)") in found  # the outer tuples' values
     assert ("users@post", "user_id", "reviews@post") in found  # the (restricted) reviews' values
-    correlated = next(c for c in restrict.candidates(s.rows) if c.scan.source.name == "reviews@post"
+    correlated = next(c for c in restrict.candidates(s.rows) if str(c.scan.source.name) == "reviews@post"
                       and c.column == "business_id")
     assert isinstance(correlated.source, O.Select)  # the SF businesses, the input of the ApplyPlan
     assert correlated.value == Field(Var("businesses"), "business_id")

@@ -25,7 +25,7 @@ import pytest
 from idivm import rules, types as T
 from idivm.algebra.builder import build_view
 from idivm.generator.generate import generate
-from idivm.generator.script import DeltaScript
+from idivm.script import DeltaScript
 from idivm.provenance.ids import infer_provenance
 from idivm.rules import common
 from idivm.sqlpp import parse_view

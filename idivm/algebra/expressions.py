@@ -17,7 +17,7 @@ same names (and fails loudly on a name it does not know).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Hashable, Iterator
 
 from idivm import types as T
 from idivm.errors import Span
@@ -63,9 +63,11 @@ class Var(Term):
 
 @dataclass(frozen=True, slots=True)
 class TableRef(Term):
-    """A base table of the environment Γ (only as the source of ScanCollection)."""
+    """A table of the environment Γ (only as the source of ScanCollection): a base table by
+    its name, or, in the plans of a Δ-script, an i-diff or a state of one
+    (:class:`idivm.script.DiffRef`, :class:`idivm.script.StateRef`, printed in their notation)."""
 
-    name: str
+    name: Hashable
 
 
 @dataclass(frozen=True, slots=True)

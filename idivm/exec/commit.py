@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from idivm.exec.delta_script import ViewChanges
-    from idivm.generator.script import DeltaScript, Statement
+    from idivm.script import DeltaScript, Statement
 
 
 def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges", metadata, progress,

@@ -21,7 +21,7 @@ Spark partitions the work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,11 +62,12 @@ def key_filter(name: str, values: list, nulls: bool) -> Column:
 
 
 class PlanCompiler:
-    """Compiles plans against base tables given by ``read_table(name) -> DataFrame``."""
+    """Compiles plans against base tables given by ``read_table(name) -> DataFrame`` (``name``:
+    what a scan's :class:`TableRef` names, a table or a Δ-script's i-diff or state of one)."""
 
-    def __init__(self, spark: SparkSession, read_table: Callable[[str], DataFrame],
-                 restrict: Callable[[str], bool] | None = None, progress: Callable[[str], None] | None = None,
-                 in_memory: Callable[[str], pa.Table | None] | None = None, cached: Caches | None = None):
+    def __init__(self, spark: SparkSession, read_table: Callable[[Hashable], DataFrame],
+                 restrict: Callable[[Hashable], bool] | None = None, progress: Callable[[str], None] | None = None,
+                 in_memory: Callable[[Hashable], pa.Table | None] | None = None, cached: Caches | None = None):
         """``restrict(name)``: whether scans of table ``name`` (a base-table state, not an
         i-diff) are read restricted to the keys the query's i-diffs name (see
         :mod:`idivm.algebra.restrict`); ``progress`` hears of each restriction.
@@ -77,7 +78,7 @@ class PlanCompiler:
         self.spark = spark
         self._read_table = read_table
         self._in_memory = in_memory
-        self._tables: dict[str, DataFrame] = {}
+        self._tables: dict[Hashable, DataFrame] = {}
         self._bound: list[tuple[O.Operator, DataFrame]] = []
         self._counter = 0
         self._restrict = restrict
@@ -257,7 +258,7 @@ class PlanCompiler:
             to_arrow(query.limit(RESTRICT_MAX_VALUES + 1)).column(0).to_pylist()
         return rows if len(rows) <= RESTRICT_MAX_VALUES else None
 
-    def _held_column(self, c: restrict.Candidate) -> tuple[str, pa.ChunkedArray] | None:
+    def _held_column(self, c: restrict.Candidate) -> tuple[Hashable, pa.ChunkedArray] | None:
         """(table, its column) when the values of candidate ``c`` are a column of a table the
         driver holds: its source scans that table alone and its value is a field of the
         scanned tuple."""
@@ -272,7 +273,7 @@ class PlanCompiler:
 
     # ------------------------------------------------------------------ helpers
 
-    def table(self, name: str) -> DataFrame:
+    def table(self, name: Hashable) -> DataFrame:
         if name not in self._tables:
             self._tables[name] = self._read_table(name)
         return self._tables[name]

@@ -45,9 +45,9 @@ from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.storage.delta import key_mask, quoted
 from idivm.storage.schema import arrow_schema
 from idivm.storage.spark import Caches, to_arrow
-from idivm.generator.script import (
-    ELEMENT, NESTED_KINDS, POST, PRE, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys,
-    delta_updates, parse_source,
+from idivm.script import (
+    ELEMENT, KEYS, NESTED_KINDS, POST_ROWS, PRE_FIELD, PRE_ROWS, UPDATES, DeltaScript, DiffRef, ElementDiffs,
+    StateRef, Statement, TableDiffs,
 )
 
 
@@ -66,6 +66,11 @@ class BaseDiffs:
 
     def rows(self) -> int:
         return sum(t.num_rows for t in self.keys.values()) + sum(t.num_rows for t in self.updates.values())
+
+    def of(self, diff: DiffRef) -> pa.Table:
+        """The rows of one base i-diff."""
+        served = {KEYS: self.keys, UPDATES: self.updates, PRE_ROWS: self.pre_rows, POST_ROWS: self.post_rows}
+        return served[diff.kind][diff.source]
 
 
 def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Mapping[str, pa.Schema]) -> BaseDiffs:
@@ -109,7 +114,7 @@ def base_diffs(script: DeltaScript, changes: Mapping[str, pa.Table], schemas: Ma
         post_rows[td.table] = pa.Table.from_pylist(after, schema=schema)
         for e in td.elements:
             element_schema = pa.schema(list(key_schema) + _element_fields(e, schema.field(e.attribute).type))
-            keys[e.source(td.table)] = pa.Table.from_pylist(elements.get(e, []), schema=element_schema)
+            keys[DiffRef(td.table, KEYS, e).source] = pa.Table.from_pylist(elements.get(e, []), schema=element_schema)
     return BaseDiffs(keys, updates, read, dropped, pre_rows, post_rows)
 
 
@@ -214,13 +219,13 @@ ELEMENT_KEYS = f"{HIDDEN}element_keys"
 
 
 def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
-             read_state: Callable[[str, str], DataFrame], view: DataFrame,
+             read_state: Callable[[StateRef], DataFrame], view: DataFrame,
              progress: Callable[[str], None] | None = None,
              locate: Callable[[Statement, DataFrame], DataFrame | None] | None = None,
              read_view: Callable[[str, list], DataFrame] | None = None,
              in_memory_max_rows: int | None = None) -> ViewChanges:
-    """The view's changes (see module doc).  ``read_state(table, "@pre"|"@post")`` reads a base
-    table state; ``view`` is the stored view (with its hidden ID columns).  ``locate(s, rows)``,
+    """The view's changes (see module doc).  ``read_state(StateRef(table, PRE|POST))`` reads a
+    base table state; ``view`` is the stored view (with its hidden ID columns).  ``locate(s, rows)``,
     if given, finds the view rows a nested update ``s`` with i-diff ``rows`` names through a
     global provenance index (§2.15.3): their ID columns, or None when no index serves ``s``;
     without it, or on None, the view's bags are searched.  ``read_view(column, values)``, for
@@ -230,21 +235,17 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     ``in_memory_max_rows``: the rows of an intermediate result (IDs named, keys of a replace,
     elements) brought into the driver at most; a larger one stays in Spark, cached (None: no
     bound)."""
-    frames: dict[str, DataFrame] = {}
+    frames: dict[DiffRef | StateRef, DataFrame] = {}
 
-    served = {"Δ": diffs.keys, "Δu": diffs.updates, "Δpre": diffs.pre_rows, "Δpost": diffs.post_rows}
-
-    def in_memory(name: str) -> pa.Table | None:
+    def in_memory(source: DiffRef | StateRef) -> pa.Table | None:
         """The rows of an i-diff (the driver holds them), None for a base-table state."""
-        kind, table = parse_source(name)
-        return served[kind][table] if kind in served else None
+        return diffs.of(source) if isinstance(source, DiffRef) else None
 
-    def read_table(name: str) -> DataFrame:
-        if name not in frames:
-            kind, table = parse_source(name)
-            rows = in_memory(name)
-            frames[name] = spark.createDataFrame(rows) if rows is not None else read_state(table, kind)
-        return frames[name]
+    def read_table(source: DiffRef | StateRef) -> DataFrame:
+        if source not in frames:
+            rows = in_memory(source)
+            frames[source] = spark.createDataFrame(rows) if rows is not None else read_state(source)
+        return frames[source]
 
     # the states of base tables are read restricted to the keys the i-diffs name
     compiler = PlanCompiler(spark, read_table, restrict=lambda name: in_memory(name) is None,
@@ -401,11 +402,7 @@ def _has_input(s: Statement, diffs: BaseDiffs) -> bool:
     """Whether a base i-diff the statement starts from is non-empty.  (A statement from
     ``Δ(T)`` may read ``Δpre(T)``/``Δpost(T)`` instead: they are empty when ``Δ(T)`` is,
     and one of them may be empty when it is not — inserts only, deletes only.)"""
-    for origin in s.origins():
-        kind, table = parse_source(origin.split(" AS ")[0])
-        if (diffs.updates if kind == "Δu" else diffs.keys)[table].num_rows > 0:
-            return True
-    return False
+    return any(diffs.of(o.diff).num_rows > 0 for o in s.starts)
 
 
 def _named(rows: DataFrame, s: Statement, q) -> DataFrame:
@@ -574,5 +571,4 @@ def _union(frames: list[DataFrame], empty: DataFrame) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), frames) if frames else empty
 
 
-__all__ = ["BaseDiffs", "ViewChanges", "base_diffs", "evaluate", "POST", "PRE",
-           "delta_keys", "delta_updates"]
+__all__ = ["BaseDiffs", "ViewChanges", "base_diffs", "evaluate"]

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from idivm.generator.script import NESTED_KINDS
+from idivm.script import NESTED_KINDS
 from idivm.provenance.ids import PROV_FIELD
 from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 from idivm.storage import delta

@@ -24,6 +24,7 @@ from idivm.catalog import Catalog, ViewEntry
 from idivm.errors import CatalogError
 from idivm.exec import commit, meter
 from idivm.exec.programs import load_program, program_folder, stored_indexes, write_program
+from idivm.script import PRE, StateRef
 from idivm.storage import delta
 from idivm.storage import layout as layouts
 
@@ -354,9 +355,9 @@ class Runtime:
             progress(f"{script.view}: {diffs.change_rows} change rows -> {diffs.rows()} i-diff rows "
                      f"({diffs.dropped} dropped: attributes the view does not read)")
 
-        def read_state(table: str, state: str):
-            version = old[table] if state == "@pre" else new[table]
-            return delta.read_spark(self.spark, tables[table], version, engine=self.storage)
+        def read_state(state: StateRef):
+            version = (old if state.state == PRE else new)[state.table]
+            return delta.read_spark(self.spark, tables[state.table], version, engine=self.storage)
 
         with meter.phase("indexes"):
             index_rows = indexes.refresh(stored, path, metadata, progress, script.view, self.storage)

@@ -49,8 +49,8 @@ from idivm.errors import InternalError
 from idivm.algebra.rewrite import fresh_name, replace_nodes, substitute
 from idivm.generator.generate import check_supported, generate
 from idivm.generator.operator_caches import split_at_averages
-from idivm.generator.script import Cache, DeltaScript
 from idivm.provenance.ids import ProvenanceResult, infer_provenance
+from idivm.script import Cache, DeltaScript
 
 #: operators a cached subplan may consist of
 _SPJ = (O.ScanCollection, O.Select, O.InnerJoin, O.LeftJoin, O.SemiJoin, O.AntiJoin)
@@ -175,44 +175,71 @@ def generate_view(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
                   strategy: str = "id", caches: bool = True) -> DeltaScript:
     """The Δ-script of the view of ``plan`` (``prov`` its provenance); ID-based scripts
     maintain intermediate caches below the aggregates where they are eligible (module doc)
-    and operator caches of AVG (:mod:`idivm.generator.operator_caches`).
+    and operator caches of AVG (:mod:`idivm.generator.operator_caches`).  The caches are
+    chosen first, from the plans and their provenance alone; then each script is generated
+    once.
 
     Raises :class:`UnsupportedError` naming the first operator no rule covers."""
     check_supported(prov.plan)
     if strategy == "id" and caches:
         for averages in (True, False):  # without operator caches if they would change the view's IDs
-            made: list[Cache] = []
+            keys, types = dict(table_keys), dict(table_types)
+            planned: list[_PlannedCache] = []
             numbers = itertools.count(1)
-            script = _generate_cached(view, plan, prov, dict(table_keys), dict(table_types), element_keys,
-                                      made, lambda: cache_name(view, next(numbers)), averages)
-            if script is not None:
-                return replace(script, caches=tuple(made))
+            top = _plan_caches(view, plan, prov, keys, types, element_keys, planned,
+                               lambda: cache_name(view, next(numbers)), averages)
+            if top is not None:
+                made = tuple(Cache(c.name, c.plan, c.key, c.type, _generate(c.script, keys, types)) for c in planned)
+                return replace(_generate(top, keys, types), caches=made)
     return generate(view, prov, table_keys, table_types, strategy)
 
 
-def _generate_cached(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dict, types: dict,
-                     element_keys, made: list[Cache], names, averages: bool = True) -> DeltaScript | None:
-    """The ID-based Δ-script of ``name`` reading the caches it creates: operator caches of its
-    AVG aggregates, intermediate caches below its other aggregates (each itself maintained by a
-    script that may read caches below it).  The caches are appended to ``made`` in the order
-    they are maintained (a cache after those it reads), with their keys and row types added to
-    ``keys`` and ``types``.  None when ``plan`` gets no cache, or reading them would change the
-    ID columns the table of ``name`` is stored with (then nothing is appended).  ``averages``:
-    whether to make operator caches."""
-    before = len(made)
+@dataclass(frozen=True)
+class _Script:
+    """A Δ-script to generate: of table ``name``, from the provenance ``prov`` of its plan."""
+
+    name: str
+    prov: ProvenanceResult
+
+
+@dataclass(frozen=True)
+class _PlannedCache:
+    """A cache as :class:`Cache` holds it, with the script that maintains it still to generate."""
+
+    name: str
+    plan: O.ReturnBag
+    key: tuple[str, ...]
+    type: T.TupleType
+    script: _Script
+
+
+def _generate(script: _Script, keys: Mapping[str, tuple[str, ...]], types: Mapping[str, T.TupleType]) -> DeltaScript:
+    return generate(script.name, script.prov, keys, types, "id")
+
+
+def _plan_caches(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dict, types: dict,
+                 element_keys, planned: list[_PlannedCache], names, averages: bool = True) -> _Script | None:
+    """The ID-based Δ-script of ``name`` to generate, reading the caches it creates: operator
+    caches of its AVG aggregates, intermediate caches below its other aggregates (each itself
+    maintained by a script that may read caches below it).  The caches are appended to
+    ``planned`` in the order they are maintained (a cache after those it reads), with their
+    keys and row types added to ``keys`` and ``types``.  None when ``plan`` gets no cache, or
+    reading them would change the ID columns the table of ``name`` is stored with (then
+    nothing is appended).  ``averages``: whether to make operator caches."""
+    before = len(planned)
     upper: O.ReturnBag = plan
     split_avg = split_at_averages(plan, types, names) if averages else None
     if split_avg is not None:
         for c in split_avg.caches:
             cprov = infer_provenance(c.plan, keys, types, element_keys)
-            script = _generate_cached(c.name, c.plan, cprov, keys, types, element_keys, made, names) \
-                or generate(c.name, cprov, keys, types, "id")
+            script = _plan_caches(c.name, c.plan, cprov, keys, types, element_keys, planned, names) \
+                or _Script(c.name, cprov)
             hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
             id_columns = tuple(col for col, _ in cprov.view_ids)
             row_type = T.TupleType(c.type.fields + tuple(
                 (col, (c.type.field(hidden[col].name) if isinstance(hidden[col], Var) else None) or T.ANY)
                 for col in id_columns))
-            made.append(Cache(c.name, cprov.plan, c.key, row_type, script))  # type: ignore[arg-type]
+            planned.append(_PlannedCache(c.name, cprov.plan, c.key, row_type, script))  # type: ignore[arg-type]
             keys[c.name], types[c.name] = c.key, row_type
         upper = split_avg.upper
     uprov = infer_provenance(upper, keys, types, element_keys) if upper is not plan else prov
@@ -224,18 +251,18 @@ def _generate_cached(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys:
             hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
             row_type = T.TupleType(c.type.fields + tuple((col, _type_of(hidden[col], c.plan, types))
                                                          for col in key))
-            made.append(Cache(c.name, cprov.plan, key, row_type,  # type: ignore[arg-type]
-                              generate(c.name, cprov, keys, types, "id")))
+            planned.append(_PlannedCache(c.name, cprov.plan, key, row_type,  # type: ignore[arg-type]
+                                         _Script(c.name, cprov)))
             keys[c.name], types[c.name] = key, row_type
         upper = split.upper
         uprov = infer_provenance(upper, keys, types, element_keys)
     if upper is plan or uprov.view_ids != prov.view_ids:  # the table keeps the ID columns it is stored with
-        for c in made[before:]:
+        for c in planned[before:]:
             keys.pop(c.name, None)
             types.pop(c.name, None)
-        del made[before:]
+        del planned[before:]
         return None
-    return generate(name, uprov, keys, types, "id")
+    return _Script(name, uprov)
 
 
 def _type_of(term: Term, plan: O.Operator, table_types: Mapping[str, T.TupleType]) -> T.Type:

@@ -7,7 +7,7 @@ from the base-table i-diffs (§2.5) and instantiates, operator by operator up
 to the view, the first rule of :mod:`idivm.rules` whose guard holds.  Pass 3
 composes the instantiated rules into algebra plans — each i-diff is a plan
 over the base-table i-diffs and states — and ends in the statements of a
-:class:`~idivm.generator.script.DeltaScript`.  Pass 4's simplifications are
+:class:`~idivm.script.DeltaScript`.  Pass 4's simplifications are
 built in: a restriction to the IDs an i-diff names is pushed down to the
 deepest operator that binds them (a semijoin on the scan of the changed
 table, so the post state is only read where it joins the change), and
@@ -29,14 +29,14 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var, field_paths
 from idivm.errors import InternalError, UnsupportedError
 from idivm.generator.minimize import minimize_script
-from idivm.generator.script import (
-    POST, PRE_FIELD, DeltaScript, ElementDiffs, Statement, TableDiffs, delta_keys, delta_updates,
-)
 from idivm.provenance.ids import HIDDEN, ProvenanceResult
 from idivm.rules import SIDES, Rule, group_by, nested, rules_for
 from idivm.rules.common import do_to_replace
 from idivm.rules.context import Context, Diff, Restriction, at_state, mentions, restricted, together
 from idivm.rules.scan import BASE_ELEMENTS, BASE_REPLACE, BASE_UPDATE
+from idivm.script import (
+    KEYS, POST, PRE_FIELD, UPDATES, DeltaScript, DiffRef, ElementDiffs, Origin, Statement, TableDiffs,
+)
 from idivm import types as T
 
 STRATEGIES = ("id", "tuple")
@@ -168,13 +168,13 @@ class _Generator(Context):
         occurrences of a value) at ``unnest`` (§2.14.2)."""
         own = tuple(g.term for g in self._own_ids(unnest))[:len(elements.columns())]
         ids = tuple(Field(Var(var), k) for k in td.key) + own
-        source = delta_keys(elements.source(td.table))
+        source = DiffRef(td.table, KEYS, elements)
         keys, kv = self._key_scan(source, td.key + elements.columns())
-        return Diff("replace", unnest, ids, f"{source} AS {unnest.var}", keys=keys, key_vars=kv,
+        return Diff("replace", unnest, ids, (Origin(source, unnest.var),), keys=keys, key_vars=kv,
                     restriction=Restriction(unnest, ids, keys, kv),
                     trail=(BASE_ELEMENTS.describe(),))
 
-    def _key_scan(self, source: str, columns: tuple[str, ...]) -> tuple[O.Operator, tuple[str, ...]]:
+    def _key_scan(self, source: DiffRef, columns: tuple[str, ...]) -> tuple[O.Operator, tuple[str, ...]]:
         """The keys a base i-diff ``source`` names, bound to fresh variables (columns in order)."""
         kv = self.fresh_vars(len(columns))
         dk = self.fresh("dk")
@@ -185,10 +185,9 @@ class _Generator(Context):
     def _base_diffs(self, scan: O.ScanCollection, td: TableDiffs) -> list[Diff]:
         x = Var(scan.var)
         ids = tuple(Field(x, k) for k in td.key)
-        keys, kv = self._key_scan(delta_keys(td.table), td.key)
-        origin = f"{delta_keys(td.table)} AS {scan.var}"
+        keys, kv = self._key_scan(DiffRef(td.table, KEYS), td.key)
         rule = BASE_REPLACE.describe()
-        out = [Diff("replace", scan, ids, origin, keys=keys, key_vars=kv,
+        out = [Diff("replace", scan, ids, (Origin(DiffRef(td.table, KEYS), scan.var),), keys=keys, key_vars=kv,
                     restriction=Restriction(scan, ids, keys, kv), trail=(rule,))]
         updated = [a for a in td.read if a not in td.conditional]
         if updated:
@@ -196,11 +195,12 @@ class _Generator(Context):
             du, pre = self.fresh("du"), f"{HIDDEN}pre_{scan.var}"
             columns = [n for n, _ in self.table_types[td.table].fields]
             post = TupleExpr(tuple((c, Field(Var(du), c)) for c in columns))
-            plan = O.Project(O.ScanCollection(O.Ground(), TableRef(delta_updates(td.table)), du),
+            updates = DiffRef(td.table, UPDATES)
+            plan = O.Project(O.ScanCollection(O.Ground(), TableRef(updates), du),
                              ((scan.var, post), (pre, Field(Var(du), PRE_FIELD))))
             changed = tuple((Field(x, a), Field(Var(pre), a)) for a in updated)
             rule = BASE_UPDATE.describe()
-            out.append(Diff("update", scan, ids, f"{delta_updates(td.table)} AS {scan.var}",
+            out.append(Diff("update", scan, ids, (Origin(updates, scan.var),),
                             plan=plan, changed=changed, trail=(rule,)))
         return out
 
@@ -306,8 +306,8 @@ class _Generator(Context):
                 kv = self.fresh_vars(len(s.on))
                 keys = _union_renamed([(d.keys, d.key_vars) for d in diffs], kv)
             rows = restricted(self.plan, Restriction(r.at, r.terms, named, rv, r.branches))
-            origin, rules = together([(m.origin, m.rules) for m in members])
-            out.append(Statement("replace", origin, on=s.on,
+            starts, rules = together([(m.starts, m.rules) for m in members])
+            out.append(Statement("replace", starts, on=s.on,
                                  keys=O.ReturnBag(keys, TupleExpr(tuple((c, Var(v)) for c, v in zip(s.on, kv)))),
                                  rows=at_state(rows, POST), rules=rules))
         return out

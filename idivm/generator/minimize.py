@@ -1,11 +1,11 @@
 """Pass 4 of the Δ-script generator: semantic minimization (thesis §2.4, Fig. 2.8).
 
-Input: a :class:`~idivm.generator.script.DeltaScript` as pass 3 composes it, and the
+Input: a :class:`~idivm.script.DeltaScript` as pass 3 composes it, and the
 columns of the base tables.  Output: the same script, every plan of every statement
 rewritten by :data:`RULES`, bottom-up, by one driver (:func:`minimize_script`).  No
 rule changes a plan's result on any database and any *effective* base i-diffs (§2.2);
 what they exploit is what effectiveness guarantees about the sources a script reads
-(:mod:`idivm.generator.script`).  For a base table T with key I, in the thesis'
+(:mod:`idivm.script`).  For a base table T with key I, in the thesis'
 terms (§2.4 pass 4):
 
 C1  ``Δ+_T ⊆ T_post``: the insert half of the replace i-diff ``Δ(T)`` is the post rows
@@ -40,9 +40,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import Call, Field, TableRef, Term, TupleExpr, Var, conjuncts
 from idivm.algebra.rewrite import substitute
 from idivm.errors import InternalError
-from idivm.generator.script import (
-    POST, PRE, PRE_FIELD, DeltaScript, delta_post_rows, delta_pre_rows, parse_source,
-)
+from idivm.script import KEYS, POST, POST_ROWS, PRE_FIELD, PRE_ROWS, UPDATES, DeltaScript, DiffRef, StateRef
 
 
 @dataclass(frozen=True)
@@ -97,10 +95,10 @@ def rows_of_replaced_keys(op: O.Operator, tables: Tables) -> O.Operator | None:
     each key column matched with the same column of the ``Δ(T)`` rows, and the right side
     a projection of ``Δ(T)`` (one row per key: no filter).
     """
-    match _state_semijoin(op, tables, "Δ"):
+    match _state_semijoin(op, tables, KEYS):
         case (table, state, _, x):
-            name = delta_post_rows(table) if state == POST else delta_pre_rows(table)
-            return O.ScanCollection(O.Ground(), TableRef(name), x, span=op.left.span)
+            rows = DiffRef(table, POST_ROWS if state == POST else PRE_ROWS)
+            return O.ScanCollection(O.Ground(), TableRef(rows), x, span=op.left.span)
     return None
 
 
@@ -112,7 +110,7 @@ def rows_of_updated_keys(op: O.Operator, tables: Tables) -> O.Operator | None:
     mirror in the pre state (the pre values of every non-key column are in ``__idivm_pre``).
     Same conditions on the semijoin as :func:`rows_of_replaced_keys`.
     """
-    match _state_semijoin(op, tables, "Δu"):
+    match _state_semijoin(op, tables, UPDATES):
         case (table, state, scan, x):
             row = (tables.post_tuple if state == POST else tables.pre_tuple)(table, scan.var)
             if row is not None:
@@ -138,7 +136,7 @@ def join_with_own_update(op: O.Operator, tables: Tables) -> O.Operator | None:
     if d is None:
         return None
     scan, terms = d
-    table = _source_table(scan, "Δu")
+    table = _source_table(scan, UPDATES)
     if table is None:
         return None
     on = _key_match(op.condition, op.left.output_variables(), terms, scan.var, tables.keys.get(table, ()))
@@ -236,26 +234,18 @@ def describe(rule: Rule) -> str:
 
 
 def _state_scan(op: O.Operator) -> tuple[str, str] | None:
-    """(table, ``@pre``/``@post``) if ``op`` scans a state of a base table."""
+    """(table, ``PRE``/``POST``) if ``op`` scans a state of a base table."""
     if isinstance(op, O.ScanCollection) and isinstance(op.input, O.Ground) and op.position is None \
-            and isinstance(op.source, TableRef):
-        kind, table = _parse(op.source.name)
-        if kind in (PRE, POST):
-            return table, kind
+            and isinstance(op.source, TableRef) and isinstance(op.source.name, StateRef):
+        return op.source.name.table, op.source.name.state
     return None
 
 
 def _source_table(scan: O.ScanCollection, kind: str) -> str | None:
-    """The table whose base i-diff of ``kind`` (``Δ``, ``Δu``) ``scan`` reads, if it does."""
-    k, table = _parse(scan.source.name) if isinstance(scan.source, TableRef) else (None, None)
-    return table if k == kind else None
-
-
-def _parse(name: str) -> tuple[str | None, str | None]:
-    try:
-        return parse_source(name)
-    except ValueError:
-        return None, None
+    """The table whose base i-diff of ``kind`` (``KEYS``, ``UPDATES``) ``scan`` reads, if it
+    does (not an element i-diff of one of its collections)."""
+    ref = scan.source.name if isinstance(scan.source, TableRef) else None
+    return ref.table if isinstance(ref, DiffRef) and ref.kind == kind and ref.elements is None else None
 
 
 def _state_semijoin(op: O.Operator, tables: Tables, kind: str):
@@ -327,7 +317,7 @@ def _graft(plan: O.Operator, x: str, extra: tuple[tuple[str, Term], ...], src: s
     binds ``extra`` (terms over the ``Δu(T)`` row ``src``), and the operators above it keep
     those variables; None if x is not bound that way along rows-preserving operators."""
     match plan:
-        case O.Project(input=O.ScanCollection() as scan) if _source_table(scan, "Δu") == table:
+        case O.Project(input=O.ScanCollection() as scan) if _source_table(scan, UPDATES) == table:
             if (x, tables.post_tuple(table, scan.var)) not in plan.outputs:
                 return None
             rename = {src: Var(scan.var)}

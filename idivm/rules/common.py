@@ -15,8 +15,8 @@ from typing import Callable
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import NULL, Term, Var
-from idivm.generator.script import POST, PRE, Statement
 from idivm.rules.context import Context, Diff, at_state, condition_terms, mentions, restricted, restriction
+from idivm.script import POST, PRE, Statement
 
 KINDS = ("replace", "update", "increment")
 STATES = ("Input_pre", "Input_post", "Output")
@@ -118,7 +118,7 @@ def do_to_replace(g: Context, op, side, diff, rule) -> list[Statement]:
     kv = g.fresh_vars(len(diff.ids))
     keys = O.Project(diff.plan, tuple(zip(kv, diff.ids)))
     child = diff.op
-    rep = Diff("replace", child, diff.ids, diff.origin, keys=keys, key_vars=kv,
+    rep = Diff("replace", child, diff.ids, diff.starts, keys=keys, key_vars=kv,
                restriction=restriction(child, diff.ids, keys, kv),
                trail=diff.trail + (f"{rule.operator}[{rule.side}]: the {diff.kind} becomes delete+insert",))
     return g.propagate(rep)
@@ -149,7 +149,7 @@ def do_to_matching_left(g: Context, op: O._Join, side, diff, rule) -> list[State
     if pairs:
         keys = O.UnionAll(keys, O.Project(matched(), tuple((v, Var(v)) for v in kl) + tuple((v, NULL) for v in kr)))
     ids, kv = left_ids + right_ids, kl + kr
-    new = Diff("replace", op, ids, diff.origin, keys=keys, key_vars=kv,
+    new = Diff("replace", op, ids, diff.starts, keys=keys, key_vars=kv,
                restriction=restriction(op, ids, keys, kv), trail=diff.trail + (rule.describe(),),
                pairs_of=op if pairs else None)
     return g.propagate(new) if op is not g.plan else []
@@ -186,7 +186,7 @@ def do_regroup(g: Context, op: O.GroupBy | O.Distinct, side, diff, rule) -> list
         keys = O.UnionAll(at_state(touched, PRE), at_state(touched, POST))
     at, terms = (op, tuple(o for o, _ in pairs)) if isinstance(op, O.Project) else \
         (op.input, tuple(t for _, t in pairs))
-    new = Diff("replace", op, tuple(o for o, _ in pairs), diff.origin, keys=keys, key_vars=kv,
+    new = Diff("replace", op, tuple(o for o, _ in pairs), diff.starts, keys=keys, key_vars=kv,
                restriction=restriction(at, terms, keys, kv), trail=trail)
     return g.propagate(new) if op is not g.plan else []
 

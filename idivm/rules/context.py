@@ -19,8 +19,8 @@ from typing import Iterable
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Call, Const, Field, TableRef, Term, TupleExpr, Var, conjunction
 from idivm.errors import InternalError, UnsupportedError
-from idivm.generator.script import Statement
 from idivm.provenance.ids import HIDDEN, Ids, ProvenanceResult
+from idivm.script import Origin, StateRef, Statement
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Diff:
     kind: str
     op: O.Operator
     ids: tuple[Term, ...]
-    origin: str
+    starts: tuple[Origin, ...]  # the base-table i-diffs it comes from
     keys: O.Operator | None = None
     key_vars: tuple[str, ...] = ()
     restriction: Restriction | None = None
@@ -202,13 +202,12 @@ def restricted(plan: O.Operator, r: Restriction | None) -> O.Operator:
     return out
 
 
-def at_state(plan: O.Operator, suffix: str) -> O.Operator:
-    """``plan`` reading at the state named by ``suffix`` (``@pre``, ``@post``) every base
-    table it reads without a state yet (key sets already computed keep theirs)."""
+def at_state(plan: O.Operator, state: str) -> O.Operator:
+    """``plan`` reading at ``state`` (``PRE``, ``POST``) every base table it reads without a
+    state yet (i-diffs, and key sets already computed, keep theirs)."""
     def fn(op: O.Operator) -> O.Operator:
-        if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef) \
-                and not op.source.name.startswith("Δ") and "@" not in op.source.name:
-            return replace(op, source=TableRef(op.source.name + suffix))
+        if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef) and isinstance(op.source.name, str):
+            return replace(op, source=TableRef(StateRef(op.source.name, state)))
         return op
     return O.transform_up(plan, fn)
 
@@ -340,16 +339,16 @@ def never_null(t: Term) -> bool:
     return False
 
 
-def together(parts: list[tuple[str, tuple[str, ...]]]) -> tuple[str, tuple[str, ...]]:
-    """The origin and the rules of a statement made from several i-diffs' (origin, rules): the
-    origins listed once each, every rule marked with the origin it was instantiated from."""
-    origins = tuple(dict.fromkeys(o for o, _ in parts))
-    return "; ".join(origins), tuple(f"{o}: {r}" for o, rules in parts for r in rules)
+def together(parts: list[tuple[tuple[Origin, ...], tuple[str, ...]]]) -> tuple[tuple[Origin, ...], tuple[str, ...]]:
+    """The origins and the rules of a statement made from several i-diffs' (origins, rules):
+    the origins listed once each, every rule marked with the origins it was instantiated from."""
+    starts = tuple(o for origins in dict.fromkeys(o for o, _ in parts) for o in origins)
+    return starts, tuple(f"{'; '.join(map(str, o))}: {r}" for o, rules in parts for r in rules)
 
 
 def combined(diffs: list[Diff]) -> Diff:
     """The first of ``diffs``, standing for all of them in the statements they make together."""
     if len(diffs) == 1:
         return diffs[0]
-    origin, trail = together([(d.origin, d.trail) for d in diffs])
-    return replace(diffs[0], origin=origin, trail=trail)
+    starts, trail = together([(d.starts, d.trail) for d in diffs])
+    return replace(diffs[0], starts=starts, trail=trail)

@@ -23,11 +23,11 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Call, Case, Const, Term, Var, conjunction
 from idivm.algebra.rewrite import substitute
-from idivm.generator.script import POST, PRE, Statement
 from idivm.rules.common import Rule, do_regroup, do_to_replace, when_always
 from idivm.rules.context import (
     Context, Diff, Restriction, at_state, combined, is_null, mentions, never_null, restricted, restriction, same,
 )
+from idivm.script import POST, PRE, Statement
 
 
 def when_increments_apply(g: Context, op: O.GroupBy, side, diff) -> bool:
@@ -140,7 +140,7 @@ def _increments_or_recompute(g: Context, op: O.GroupBy, diff: Diff, rule: Rule, 
         flagged = O.Select(grouped, Call("gt", (Var(flag), Const(0, T.INT))))
         gk = g.fresh_vars(len(op.keys))
         keys = O.Project(flagged, tuple((g, Var(k)) for g, (k, _) in zip(gk, op.keys)))
-        rep = Diff("replace", op, group_ids, diff.origin, keys=keys, key_vars=gk,
+        rep = Diff("replace", op, group_ids, diff.starts, keys=keys, key_vars=gk,
                    restriction=restriction(op.input, tuple(t for _, t in op.keys), keys, gk),
                    trail=diff.trail + (rule.describe() + ": groups with NULL values are recomputed",))
         out += g.propagate(rep) if op is not g.plan else []

@@ -22,11 +22,11 @@ from typing import Iterable, Mapping
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TRUE, Call, Field, Term, TupleExpr, Var, conjunction
 from idivm.algebra.rewrite import substitute
-from idivm.generator.script import ELEMENT, POST
 from idivm.provenance.ids import PROV_FIELD
 from idivm.rules.common import group_key_ids, naming_groups
 from idivm.rules.context import Context, Diff, at_state, condition_terms, mentions, restricted, same
 from idivm.rules.group_by import member_incremental
+from idivm.script import ELEMENT, POST
 
 
 @dataclass(frozen=True)
@@ -321,29 +321,57 @@ def group_forms(g: Context, op: O.GroupBy, ids: tuple[Term, ...] = ()
     otherwise, or stores it nowhere.  From γ up to the view only σ that do not read the bag,
     renaming π, and applies of subqueries that read it through :func:`_element_wise`; each
     view column that is the bag or such a subquery's value is one form."""
-    forms: dict[str, tuple[tuple[tuple[str, Term], ...], Term | None]] = {
-        op.group_var: (op.group_fields, None)}
-    outer = {Var(k): t for k, t in op.keys}  # γ's keys as terms over its input
-    node = op
+    inputs = set(op.input.output_variables())
+    found = _climb_to_view(g, op, {op.group_var: (op.group_fields, None)}, ids,
+                           carried={Var(k): t for k, t in op.keys},  # γ's keys as terms over its input
+                           subquery=lambda plan, forms, outer: _element_wise(plan, forms, outer, inputs))
+    if found is None or not found[0]:
+        return None
+    columns, on = found
+    return tuple(Stored(name, *form) for name, form in columns), on
+
+
+def _stored_column(g: Context, var: Var, node: O.Operator, ids: tuple[Term, ...] = ()
+                   ) -> tuple[str, tuple[str, ...]] | None:
+    """The view column holding the bag of variable ``var`` bound by ``node`` as it is
+    (through σ and renaming π that do not read it otherwise), and the view's ID columns
+    holding ``ids`` (terms over ``node``'s output); None if there is no such column."""
+    found = _climb_to_view(g, node, {var.name: None}, ids)
+    if found is None or len(found[0]) != 1:
+        return None
+    ((column, _),), on = found
+    return column, on
+
+
+def _climb_to_view(g: Context, node: O.Operator, forms: dict, ids: tuple[Term, ...],
+                   carried: dict[Term, Term] | None = None, subquery=None) -> tuple[list, tuple[str, ...]] | None:
+    """The view columns that hold a variable of ``forms`` (variable -> its form) bound by
+    ``node`` as it is, each with its form, and the view's ID columns holding ``ids`` (terms
+    over ``node``'s output).  The walk goes up to the view through σ that do not read those
+    variables and π that rename them (``carried``: terms kept under their variables' new
+    names too); with ``subquery``, through applies whose subquery reads them too, when
+    ``subquery(plan, forms, carried)`` gives the form of the apply's variable.  None when it
+    meets another operator, or another use of the variables."""
+    carried = dict(carried or {})
     while True:
         parent, side = g.parents[id(node)]
         if parent is g.plan:
             out = []
             for name, t in parent.element.fields:
                 if isinstance(t, Var) and t.name in forms:
-                    out.append(Stored(name, *forms[t.name]))
+                    out.append((name, forms[t.name]))
                 elif t.variables() & forms.keys():
                     return None
-            return (tuple(out), tuple(g.view_column(node, t) for t in ids)) if out else None
+            return out, tuple(g.view_column(node, t) for t in ids)
         if isinstance(parent, O.Select):
             if parent.condition.variables() & forms.keys():
                 return None
-        elif isinstance(parent, O.ApplyPlan) and side == "input":
+        elif isinstance(parent, O.ApplyPlan) and side == "input" and subquery is not None:
             if O.free_variables(parent.plan) & forms.keys():
-                form = _element_wise(parent.plan, forms, outer, set(op.input.output_variables()))
+                form = subquery(parent.plan, forms, carried)
                 if form is None:
                     return None
-                forms[parent.var] = form
+                forms = {**forms, parent.var: form}
         elif isinstance(parent, O.Project):
             renamed = {}
             for v, t in parent.outputs:
@@ -352,42 +380,13 @@ def group_forms(g: Context, op: O.GroupBy, ids: tuple[Term, ...] = ()
                 elif t.variables() & forms.keys():
                     return None
             forms = renamed
-            outer = {Var(v): outer[t] for v, t in parent.outputs if t in outer}
+            carried = {Var(v): carried[t] for v, t in parent.outputs if t in carried}
             ids = g.through_project(parent, ids)
             if ids is None:
                 return None
         else:
             return None
         node = parent
-
-
-def _stored_column(g: Context, var: Var, node: O.Operator, ids: tuple[Term, ...] = ()
-                   ) -> tuple[str, tuple[str, ...]] | None:
-    """The view column holding the bag of variable ``var`` bound by ``node`` as it is
-    (through σ and renaming π that do not read it otherwise), and the view's ID columns
-    holding ``ids`` (terms over ``node``'s output); None if there is no such column."""
-    while True:
-        op, _ = g.parents[id(node)]
-        if op is g.plan:
-            named = [n for n, t in op.element.fields if t == var]
-            others = [t for _, t in op.element.fields if t != var and var.variables() & t.variables()]
-            if len(named) != 1 or others:
-                return None
-            return named[0], tuple(g.view_column(node, t) for t in ids)
-        if isinstance(op, O.Select):
-            if var.variables() & op.condition.variables():
-                return None
-        elif isinstance(op, O.Project):
-            named = [v for v, t in op.outputs if t == var]
-            if len(named) != 1 or any(t != var and var.variables() & t.variables() for _, t in op.outputs):
-                return None
-            var = Var(named[0])
-            ids = g.through_project(op, ids)
-            if ids is None:
-                return None
-        else:
-            return None
-        node = op
 
 
 #: operators that keep the tuples of their input apart (each output tuple comes from one

@@ -72,11 +72,11 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Call, Const, TableRef, TupleExpr, Var, conjunction
 from idivm.errors import InternalError
-from idivm.generator.script import POST, PRE, Statement
 from idivm.provenance.ids import HIDDEN
 from idivm.rules.common import Rule, do_pass, do_to_replace, when_always, when_touches_terms
 from idivm.rules.context import Context, Diff, Restriction, at_state, restriction, same
 from idivm.rules.navigation import element_replace, enclosing, keeps_tuples, member_replace, navigation, with_input
+from idivm.script import POST, PRE, Statement
 
 
 # ---------------------------------------------------------------------- guards
@@ -138,7 +138,7 @@ def do_nested_update(g: Context, op: O.ApplyPlan | O.GroupBy, side, diff, rule) 
             taken.add(column)
             news.append((column, t))
         query = O.ReturnBag(diff.plan, TupleExpr(keys + rows + tuple(news)))
-        out.append(Statement("nested_update", diff.origin, on=nav.on, query=query, path=nav.column,
+        out.append(Statement("nested_update", diff.starts, on=nav.on, query=query, path=nav.column,
                              match=tuple((p, c) for (p, _), (c, _) in zip(nav.match, keys)),
                              set=tuple((path, c) for (path, _), (c, _) in zip(nav.sets, news)),
                              rules=diff.trail + (rule.describe(),)))
@@ -159,7 +159,7 @@ def do_nested_replace(g: Context, op: O.ApplyPlan | O.GroupBy, side, diff, rule)
         columns = tuple(f"{HIDDEN}key_{p}" for p in e.match)
         keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(k)) for c, k in zip(columns, diff.key_vars))
                                                 + tuple((c, Var(k)) for c, k in zip(e.on, e.located))))
-        out.append(Statement("nested_replace", diff.origin, on=e.on, keys=keys, rows=e.rows, path=e.column,
+        out.append(Statement("nested_replace", diff.starts, on=e.on, keys=keys, rows=e.rows, path=e.column,
                              match=tuple(zip(e.match, columns)), rules=diff.trail + (rule.describe(),)))
     if isinstance(op, O.GroupBy) and op.aggregates:
         g.defer(op, "members", diff, rule)  # Tables E.12, E.13: :func:`idivm.rules.group_by.member_increments`
@@ -246,7 +246,7 @@ def do_to_matching_outer(g: Context, op, side, diff, rule) -> list[Statement]:
     kv = g.fresh_vars(len(ids))
     matches = O.Project(hit, tuple(zip(kv, ids)))
     keys = O.UnionAll(at_state(matches, PRE), at_state(matches, POST))
-    new = Diff("replace", outer, ids, diff.origin, keys=keys, key_vars=kv,
+    new = Diff("replace", outer, ids, diff.starts, keys=keys, key_vars=kv,
                restriction=restriction(outer.input, ids, keys, kv), trail=trail)
     return g.propagate(new)
 

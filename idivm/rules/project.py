@@ -7,11 +7,11 @@ from __future__ import annotations
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Var
 from idivm.algebra.rewrite import substitute
-from idivm.generator.script import Statement
 from idivm.rules.common import (
     Rule, do_regroup, do_to_replace, when_always, when_computable, when_renames_only,
 )
 from idivm.rules.context import Context, mentions
+from idivm.script import Statement
 
 
 def do_pass(g: Context, op: O.Project, side, diff, rule) -> list[Statement]:

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TupleExpr, Var
-from idivm.generator.script import POST, PRE, Statement
 from idivm.provenance.ids import HIDDEN
 from idivm.rules.common import Rule, do_to_replace, when_always, when_computable, when_renames_only
 from idivm.rules.context import Context, at_state, mentions, restricted
+from idivm.script import POST, PRE, Statement
 
 
 def do_to_view(g: Context, op: O.ReturnBag, side, diff, rule) -> list[Statement]:
@@ -29,8 +29,8 @@ def do_to_view(g: Context, op: O.ReturnBag, side, diff, rule) -> list[Statement]
             on = tuple(cols)
             keys = O.ReturnBag(diff.keys, TupleExpr(tuple((c, Var(v)) for c, v in cols.items())))
         if g.strategy == "tuple":
-            return [Statement("replace", diff.origin, on=on, rows=rows, pre_rows=pre_rows, rules=trail)]
-        out = Statement("replace", diff.origin, on=on, keys=keys, rows=rows, rules=trail)
+            return [Statement("replace", diff.starts, on=on, rows=rows, pre_rows=pre_rows, rules=trail)]
+        out = Statement("replace", diff.starts, on=on, keys=keys, rows=rows, rules=trail)
         if keys is not None and diff.restriction is not None:
             g.restricted_replaces[id(out)] = replace(diff, trail=trail)
         return [out]
@@ -49,7 +49,7 @@ def do_to_view(g: Context, op: O.ReturnBag, side, diff, rule) -> list[Statement]
     if not sets:
         return []
     query = O.ReturnBag(diff.plan, TupleExpr(tuple(fields)))
-    return [Statement(diff.kind, diff.origin, on=on, query=query, set=tuple(sets), rules=trail)]
+    return [Statement(diff.kind, diff.starts, on=on, query=query, set=tuple(sets), rules=trail)]
 
 
 RULES = (

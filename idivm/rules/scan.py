@@ -8,9 +8,9 @@ base i-diffs at the scans and records the row they enter by in their trail."""
 from __future__ import annotations
 
 from idivm.errors import InternalError
-from idivm.generator.script import Statement
 from idivm.rules.common import Rule, when_always
 from idivm.rules.context import Context
+from idivm.script import Statement
 
 
 def do_base_replace(g: Context, op, side, diff, rule) -> list[Statement]:

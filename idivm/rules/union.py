@@ -9,10 +9,10 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Const, Var
 from idivm.errors import InternalError
-from idivm.generator.script import Statement
 from idivm.provenance.ids import BRANCH
 from idivm.rules.common import Rule, when_always
 from idivm.rules.context import Context
+from idivm.script import Statement
 
 
 def do_union_branch(g: Context, op: O.UnionAll, side, diff, rule) -> list[Statement]:

@@ -4,47 +4,55 @@ A :class:`DeltaScript` is an immutable value: per base table, which
 attributes the view reads and which of them are conditional (so that the
 executor routes each change to the right i-diff); and a list of
 :class:`Statement` s, each an i-diff query of the view, written as algebra
-plans over the base-table i-diffs and states:
+plans over the base-table i-diffs (:class:`DiffRef`) and states (:class:`StateRef`),
+the names of their scans (``TableRef(DiffRef("parts", UPDATES))``).  They print as:
 
-``Δ(T)``
+``Δ(T)`` (kind :data:`KEYS`)
     the keys of T's rows inserted, deleted or updated in a conditional
     attribute (a replace i-diff: ``#(k) {type: delete}`` + ``#(k) {type:
     insert, post}``);
-``Δu(T)``
+``Δu(T)`` (:data:`UPDATES`)
     T's rows whose non-conditional attributes were updated: post values, and
     the pre values in the field ``__idivm_pre``;
-``Δ(T.a)``
+``Δ(T.a)`` (:data:`KEYS` of an :class:`ElementDiffs`)
     the elements of nested collection ``a`` of T that updates of T inserted, deleted or
     changed, for a collection the view only unnests (§2.14.2): T's key and the elements'
     identity (value, position — ``Δ(T.a AT)`` — or declared element key);
-``Δpost(T)`` / ``Δpre(T)``
+``Δpost(T)`` / ``Δpre(T)`` (:data:`POST_ROWS` / :data:`PRE_ROWS`)
     the rows of ``Δ(T)``'s keys in the post state (those that exist after the
     change) / in the pre state (those that existed before): the insert and the
     delete halves of the replace i-diff with all their values, which semantic
     minimization (:mod:`idivm.generator.minimize`) reads instead of ``T@post`` /
     ``T@pre`` semijoined with ``Δ(T)``;
-``T@post`` / ``T@pre``
+``T@post`` / ``T@pre`` (:data:`POST` / :data:`PRE`)
     the post state (the versions maintenance pins) / the pre state (the view's
     watermark) of T.
 
 Statements are applied together, as one MERGE into the view (see
 :mod:`idivm.exec.delta_script`).  ``render()`` prints the script for
-``explain``; ``to_json()`` is what the catalog stores.
+``explain``; ``to_json()`` is what ``explain``'s JSON holds of it.  The rules of
+:mod:`idivm.rules` build statements, the driver of :mod:`idivm.generator` composes and
+minimizes them, :mod:`idivm.exec` runs them: all import this module, which imports none
+of them.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from idivm.algebra import operators as O
+from idivm.algebra import operators as O, restrict
 from idivm.algebra.expressions import TableRef, TupleExpr
 from idivm.algebra.printer import format_plan
 from idivm.provenance.ids import HIDDEN, PROV_FIELD as PROV
 from idivm.types import TupleType
 
-PRE = "@pre"
-POST = "@post"
+#: the kinds of base-table i-diffs a Δ-script reads, as they print: the keys of a replace,
+#: the rows of an update, the rows of a replace's keys before and after the change
+KEYS, UPDATES, PRE_ROWS, POST_ROWS = "Δ", "Δu", "Δpre", "Δpost"
+DIFF_KINDS = (KEYS, UPDATES, PRE_ROWS, POST_ROWS)
+#: the states of a base table a Δ-script reads: at the view's watermark, at the pinned versions
+PRE, POST = "pre", "post"
+STATES = (PRE, POST)
 #: the field of a ``Δu(T)`` row holding the pre values of T's non-key attributes (a tuple)
 PRE_FIELD = f"{HIDDEN}pre"
 #: statement kinds that name the elements of a stored bag by their provenance (found through a
@@ -52,37 +60,6 @@ PRE_FIELD = f"{HIDDEN}pre"
 NESTED_KINDS = ("nested_update", "nested_replace")
 #: the column of a nested replace's ``rows`` holding the post-state element
 ELEMENT = f"{HIDDEN}element"
-
-
-def delta_keys(table: str) -> str:
-    return f"Δ({table})"
-
-
-def delta_updates(table: str) -> str:
-    return f"Δu({table})"
-
-
-def delta_post_rows(table: str) -> str:
-    return f"Δpost({table})"
-
-
-def delta_pre_rows(table: str) -> str:
-    return f"Δpre({table})"
-
-
-_SOURCE = re.compile(r"(Δ|Δu|Δpost|Δpre)\((.+)\)")
-
-
-def parse_source(name: str) -> tuple[str, str]:
-    """``(kind, table)`` of a source a Δ-script scans: kind ``Δ``, ``Δu``, ``Δpost``, ``Δpre``
-    (the base i-diffs) or ``@post``, ``@pre`` (the states).  Raises ValueError otherwise."""
-    m = _SOURCE.fullmatch(name)
-    if m:
-        return m.group(1), m.group(2)
-    table, at, state = name.rpartition("@")
-    if at and table and "@" + state in (PRE, POST):
-        return "@" + state, table
-    raise ValueError(f"not a source of a Δ-script: {name!r}")
 
 
 #: how the elements of a nested collection are named: by their value (a bag of scalars), by
@@ -119,6 +96,59 @@ class ElementDiffs:
         return {"attribute": self.attribute, "identity": self.identity, "element_key": list(self.element_key)}
 
 
+@dataclass(frozen=True, slots=True)
+class DiffRef:
+    """A base-table i-diff a Δ-script reads: the i-diff of ``kind`` (one of
+    :data:`DIFF_KINDS`) of ``table``, or with ``elements``, the element i-diff (kind
+    :data:`KEYS`) of that nested collection of ``table``.  Prints as ``Δu(parts)``."""
+
+    table: str
+    kind: str
+    elements: ElementDiffs | None = None
+
+    def __post_init__(self):
+        if self.kind not in DIFF_KINDS:
+            raise ValueError(f"not a kind of base i-diff: {self.kind!r}")
+        if self.elements is not None and self.kind != KEYS:
+            raise ValueError(f"element i-diffs are of kind {KEYS}, not {self.kind}")
+
+    @property
+    def source(self) -> str:
+        """What the i-diff's rows are changes of: the table, or its collection ``T.a`` (``T.a AT``)."""
+        return self.table if self.elements is None else self.elements.source(self.table)
+
+    def __str__(self) -> str:
+        return f"{self.kind}({self.source})"
+
+
+@dataclass(frozen=True, slots=True)
+class StateRef:
+    """A state of a base table (or cache) a Δ-script reads: ``state`` one of :data:`STATES`.
+    Prints as ``parts@post``."""
+
+    table: str
+    state: str
+
+    def __post_init__(self):
+        if self.state not in STATES:
+            raise ValueError(f"not a state of a base table: {self.state!r}")
+
+    def __str__(self) -> str:
+        return f"{self.table}@{self.state}"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """A base-table i-diff a statement starts from, with the variable its scan binds.
+    Prints as ``Δu(parts) AS parts``."""
+
+    diff: DiffRef
+    var: str
+
+    def __str__(self) -> str:
+        return f"{self.diff} AS {self.var}"
+
+
 @dataclass(frozen=True)
 class TableDiffs:
     """How the executor turns a base table's change data feed into i-diffs."""
@@ -137,7 +167,7 @@ class TableDiffs:
         """What the view reads, for ``explain``: attributes, paths in tuple attributes, elements."""
         partial = dict(self.partial)
         return [p for a in self.read for p in ([".".join((a,) + s) for s in partial[a]] if a in partial else [a])] \
-            + [f"{e.describe()} ({delta_keys(e.source(self.table))})" for e in self.elements]
+            + [f"{e.describe()} ({DiffRef(self.table, KEYS, e)})" for e in self.elements]
 
     def to_json(self) -> dict:
         out = {"table": self.table, "key": list(self.key), "read": list(self.read),
@@ -175,7 +205,8 @@ class Statement:
     """
 
     kind: str
-    origin: str  # the base-table i-diff(s) it starts from, e.g. "Δu(parts) AS parts" ("; " between)
+    #: the base-table i-diffs it starts from (several for merged replaces)
+    starts: tuple[Origin, ...]
     on: tuple[str, ...] = ()
     keys: O.Operator | None = None
     rows: O.Operator | None = None
@@ -200,9 +231,14 @@ class Statement:
         return self.kind == "nested_replace" and isinstance(element, TupleExpr) and \
             set(self.on) <= {n for n, _ in element.fields}
 
+    @property
+    def origin(self) -> str:
+        """The i-diffs it starts from, as ``explain`` prints them: ``Δu(parts) AS parts``
+        (``; `` between)."""
+        return "; ".join(self.origins())
+
     def origins(self) -> tuple[str, ...]:
-        """The base-table i-diffs the statement starts from (several for merged replaces)."""
-        return tuple(self.origin.split("; "))
+        return tuple(str(o) for o in self.starts)
 
     def plans(self) -> tuple[tuple[str, O.Operator], ...]:
         named = (("keys", self.keys), ("rows", self.rows), ("pre rows", self.pre_rows), ("query", self.query))
@@ -210,7 +246,7 @@ class Statement:
 
     def reads(self) -> tuple[str, ...]:
         """The i-diffs and base-table states the statement reads (``parts@pre``, ``Δ(parts)``)."""
-        names = {op.source.name for _, p in self.plans() for op in O.walk(p)
+        names = {str(op.source.name) for _, p in self.plans() for op in O.walk(p)
                  if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)}
         return tuple(sorted(names))
 
@@ -219,20 +255,15 @@ class Statement:
         name (:mod:`idivm.algebra.restrict`), for ``explain``: ``reviews@post by business_id from
         Δpost(businesses)`` (the tables whose values give the keys; the run applies it when
         the column's type is a key type and the values are few enough)."""
-        from idivm.algebra import restrict
-
         out = set()
         for _, plan in self.plans():
             once = restrict.scanned_once(plan)
             for c in restrict.candidates(plan):
                 name = c.scan.source.name  # type: ignore[attr-defined]
-                if id(c.scan) in once and not name.startswith("Δ"):
-                    sources = sorted({x.source.name for x in restrict.table_scans(c.source)})  # type: ignore
+                if id(c.scan) in once and not isinstance(name, DiffRef):
+                    sources = sorted({str(x.source.name) for x in restrict.table_scans(c.source)})  # type: ignore
                     out.add(f"{name} by {c.column} from {', '.join(sources) or 'no table'}")
         return tuple(sorted(out))
-
-    def base_tables_read(self) -> tuple[str, ...]:
-        return tuple(n for n in self.reads() if not n.startswith("Δ"))
 
     def describe(self) -> str:
         on = ", ".join(self.on) or "every row"
