@@ -54,18 +54,25 @@ class Meter:
         self._seconds: dict[str, float] = {}
         self._jobs: dict[str, int] = {}
         self._stack: list[str] = []
-        self._since = (time.perf_counter(), _jobs_started())
+        self._scheduler = _scheduler()
+        self._since = (time.perf_counter(), self._jobs_now())
         self._commits = delta.commits_made()
 
     def _charge(self) -> None:
         """Charge the time and jobs since the last switch to the phase running."""
-        now = (time.perf_counter(), _jobs_started())
+        now = (time.perf_counter(), self._jobs_now())
         if self._stack:
             name = self._stack[-1]
             self._seconds[name] = self._seconds.get(name, 0.0) + now[0] - self._since[0]
             if now[1] > self._since[1]:
                 self._jobs[name] = self._jobs.get(name, 0) + now[1] - self._since[1]
         self._since = now
+
+    def _jobs_now(self) -> int:
+        """The Spark jobs started so far (0 before Spark starts)."""
+        if self._scheduler is None:
+            self._scheduler = _scheduler()
+        return int(self._scheduler.nextJobId()) if self._scheduler is not None else 0
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -109,10 +116,9 @@ def phase(name: str) -> Iterator[None]:
         yield
 
 
-def _jobs_started() -> int:
-    """The Spark jobs this process's SparkContext has started (0 before Spark starts)."""
+def _scheduler():
+    """The DAG scheduler of this process's SparkContext, which numbers the jobs it starts (None
+    before Spark starts)."""
     pyspark = sys.modules.get("pyspark")
     sc = pyspark.SparkContext._active_spark_context if pyspark is not None else None
-    if sc is None:
-        return 0
-    return int(sc._jsc.sc().dagScheduler().nextJobId())
+    return sc._jsc.sc().dagScheduler() if sc is not None else None

@@ -57,6 +57,9 @@ SESSION_CONFIG: dict[str, str] = {
     # from run to run; Spark's default cache of 100 classes evicts them before the next run
     # (one view at 2M businesses: 32 compilations, 0.69 s, in its second run; 5 with this)
     "spark.sql.codegen.cache.maxEntries": "2000",
+    # pyspark records the Python call site of every DataFrame and Column call in the JVM, for
+    # error messages: some five Py4J round trips per call, a third of a maintenance run's
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     # Delta Lake through delta-spark: ``format("delta")`` reads (time travel, the change data
     # feed) and MERGE / DELETE / overwrite by the executors (see :mod:`idivm.storage.delta`)
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
