@@ -13,7 +13,7 @@ collected (:func:`merge_by_spark`).  Every name in a MERGE predicate or assignme
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,19 +70,26 @@ def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges",
             progress(f"{script.view}: merging {ups.num_rows} upserts and {dels.num_rows} deletes")
         metrics = delta.merge_arrow(path, source, *upsert_merge(script.id_columns, columns),
                                     commit_metadata=metadata)
-    return landed(metrics, stored_indexes, path, metadata, upserts if rewrite is not None else None,
-                  rewrite.removed if rewrite is not None else None, engine)
+    from idivm.exec import indexes
+
+    def apply(index, version: int) -> int:
+        return indexes.apply(index, path, version, metadata, upserts, rewrite.removed)
+
+    return landed(metrics, stored_indexes, path, metadata, apply if rewrite is not None else None, engine)
 
 
 def merge_by_spark(script: "DeltaScript", path: Path, view: "DataFrame", result: "ViewChanges", metadata,
                    progress, stored_indexes: Sequence, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
     """Land a run's changes ``result`` in the table at ``path`` (whose rows at the run's
     start are ``view``) with one delta-spark MERGE executed by Spark: the rows are not
-    collected; then release what ``result`` holds in Spark.  The view's index tables, kept by
-    delta-rs, are brought along from the rows the MERGE replaced or deleted (read from
-    ``view``) and its upserts, which are collected (as many as the run changes) only when
-    there are indexes."""
+    collected; then release what ``result`` holds in Spark.  The view's index tables follow
+    by Spark too, one MERGE each (:func:`idivm.exec.indexes.apply_spark`), from the rows the
+    view's MERGE replaced or deleted (read from ``view``, the version before it) and its
+    upserts, which are cached while the view's MERGE and the indexes' read them, so the run's
+    i-diff is computed once."""
     from pyspark.sql import functions as F
+
+    from idivm.exec import indexes
 
     q = delta.quoted
     try:
@@ -92,29 +99,37 @@ def merge_by_spark(script: "DeltaScript", path: Path, view: "DataFrame", result:
             if progress:
                 progress(f"{script.view}: merging the i-diff rows ({statement.kind}) by delta-spark")
             metrics = delta.merge_spark(path, query, *direct_merge(statement), commit_metadata=metadata)
-            upserts = removed = None
-        else:
-            ids = list(script.id_columns)
-            columns = [f.name for f in view.schema.fields]
-            upserts_df = result.upserts.select(*[F.col(q(c)) for c in columns])
-            deleted = result.deleted
-            on = [deleted[q(c)].eqNullSafe(upserts_df[q(c)]) for c in ids]
-            deletes = deleted.join(upserts_df, on, "left_anti") if on else deleted
-            source = upserts_df.withColumn(ACTION, F.lit("upsert")).unionByName(
-                deletes.withColumn(ACTION, F.lit("delete")), allowMissingColumns=True)
-            if stored_indexes:  # the rows the MERGE replaces or deletes, as they were
-                named = source.select(*[F.col(q(c)) for c in ids])
-                removed = view.join(named, [view[q(c)].eqNullSafe(named[q(c)]) for c in ids],
-                                    "left_semi").toArrow()
-                upserts = upserts_df.toArrow()
-            else:
-                upserts = removed = None
+            return landed(metrics, stored_indexes, path, metadata, None, engine)
+        ids = list(script.id_columns)
+        columns = [f.name for f in view.schema.fields]
+        upserts = result.upserts.select(*[F.col(q(c)) for c in columns])
+        if stored_indexes:  # read by the MERGE and by the indexes' entries: computed once
+            upserts = result.cached.add(upserts)
+        deleted = result.deleted
+        on = [deleted[q(c)].eqNullSafe(upserts[q(c)]) for c in ids]
+        deletes = deleted.join(upserts, on, "left_anti") if on else deleted
+        source = upserts.withColumn(ACTION, F.lit("upsert")).unionByName(
+            deletes.withColumn(ACTION, F.lit("delete")), allowMissingColumns=True)
+        if progress:
+            progress(f"{script.view}: merging the upserts and deletes by delta-spark")
+        metrics = delta.merge_spark(path, source, *upsert_merge(ids, columns), commit_metadata=metadata)
+
+        # the rows the MERGE replaced or deleted, as they were (``view`` is pinned before it),
+        # cached when several indexes read them
+        named = source.select(*[F.col(q(c)) for c in ids]).alias("named")
+        removed = view.alias("view").join(named, [F.col(f"view.{q(c)}").eqNullSafe(F.col(f"named.{q(c)}"))
+                                                  for c in ids], "left_semi")
+        if len(stored_indexes) > 1:
+            removed = result.cached.add(removed)
+
+        def apply(index, version: int) -> int:
             if progress:
-                progress(f"{script.view}: merging the upserts and deletes by delta-spark")
-            metrics = delta.merge_spark(path, source, *upsert_merge(ids, columns), commit_metadata=metadata)
+                progress(f"{script.view}: merging the changes of index {index.index} by delta-spark")
+            return indexes.apply_spark(index, path, version, metadata, upserts, removed)
+
+        return landed(metrics, stored_indexes, path, metadata, apply, engine)
     finally:
         result.release()
-    return landed(metrics, stored_indexes, path, metadata, upserts, removed, engine)
 
 
 def direct_merge(statement: "Statement") -> tuple[str, list]:
@@ -141,17 +156,17 @@ def _same(columns: Sequence[str]) -> str:
 
 
 def landed(metrics: Mapping[str, Any], stored_indexes: Sequence, path: Path, metadata,
-           upserts, removed, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
+           apply: Callable[[Any, int], int] | None, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
     """A run's statistics from its commit's ``metrics``, after bringing the view's index tables to
-    that commit: from the rows it ``removed`` (as they were) and its ``upserts``, or, when they
-    are not known (None), rebuilt from the view."""
+    that commit: ``apply(index, version)`` brings one from the run's changes (the rows written),
+    or, when they are not known (None), it is rebuilt from the view."""
     from idivm.exec import indexes
 
     index_rows = 0
     with meter.phase("indexes"):
         for index in stored_indexes:
-            if removed is not None:
-                index_rows += indexes.apply(index, path, metrics["version"], metadata, upserts, removed)
+            if apply is not None:
+                index_rows += apply(index, metrics["version"])
             else:
                 index_rows += indexes.build(index, path, metrics["version"], metadata, engine)
     return {"version": metrics["version"],

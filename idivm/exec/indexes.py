@@ -26,7 +26,11 @@ commit names the rows it removed as they were (those it upserted or deleted); th
 those rows that its upserts no longer have are deleted, and the entries of its upserts that
 the rows did not have are inserted, rewriting only the index files that may hold them
 (:func:`idivm.storage.delta.rewrite_clustered`).  So a run that changes the attributes of
-elements, but no element's place, rewrites no index file.
+elements, but no element's place, rewrites no index file.  When Spark writes the view (a
+delta-spark engine, or a view with deletion vectors) Spark computes those entries and one
+delta-spark MERGE per index applies them (:func:`apply_spark`), and a lookup is a Spark join
+of the index with the i-diff's keys (:meth:`StoredIndex.spark_lookup`): no index entries pass
+through the driver.  The index tables of ``delta-spark-dv`` have deletion vectors.
 Before a run reads an index, it checks that the index reflects the view's current version; an
 index that does not (a crash between the two commits, a run that recomputed the view, or one
 run with ``--no-index``) is rebuilt from the view.  So an index never gives a wrong answer,
@@ -55,6 +59,10 @@ INDEXES = "indexes"  # the directory of a view's index tables: <view path>.index
 INDEX_FILE_BYTES = 64 * 1024
 # the columns of a collection and of its elements while Spark computes an index's entries
 _BAG, _ELEMENT = "__idivm_index_bag", "__idivm_index_element"
+# the column of a MERGE source row of an index table: -1 an entry to delete, 1 one to insert
+_SIDE = "__idivm_index_side"
+# reads of an index table by Spark go through delta-spark (whichever engine wrote it)
+_SPARK = delta.Engine("delta-spark")
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,10 @@ class StoredIndex:
 
     def spark_entries(self, view: "DataFrame") -> "DataFrame":
         """:meth:`entries` computed by Spark from the view's rows ``view`` (nothing collected)."""
+        return self._spark_elements(view).distinct()
+
+    def _spark_elements(self, view: "DataFrame") -> "DataFrame":
+        """The index rows of the elements of ``view``'s rows, one per element (not distinct)."""
         from pyspark.sql import functions as F
 
         def col(name: str):
@@ -126,7 +138,7 @@ class StoredIndex:
                 name = self._column(depth, attr)
                 df = df.withColumn(name, F.col(_ELEMENT).getField(PROV_FIELD).getField(attr))
                 names.append(name)
-        return df.select(*[col(n) for n in self.schema.names]).distinct()
+        return df.select(*[col(n) for n in self.schema.names])
 
     def _column(self, level: int, attr: str) -> str:
         return next(c for lv, a, c in self.columns if lv == level and a == attr)
@@ -155,6 +167,31 @@ class StoredIndex:
         table = delta.read_arrow(path, holding=holding).select(self.schema.names).cast(self.schema)
         found = _matching(table, self.schema, keys.column_names, keys)
         return _distinct(found.select(list(self.id_columns)))
+
+    def spark_lookup(self, path: Path, keys: "DataFrame") -> "DataFrame":
+        """:meth:`lookup` by Spark: the index table (at its latest version) joined with ``keys``,
+        a DataFrame, NULL-safely; nothing of the index passes through the driver.  When the
+        keys give few values of the column the table is ordered by (a run's i-diff keys; at
+        most :data:`~idivm.exec.compiler.RESTRICT_MAX_VALUES`, collected: run-sized), the read
+        is restricted to the files whose statistics admit them."""
+        from pyspark.sql import functions as F
+
+        from idivm.exec.compiler import RESTRICT_MAX_VALUES
+
+        last = len(self.index.levels) - 1
+        keys = keys.select(*[F.col(delta.quoted(a)).alias(self._column(last, a)) for a in keys.columns])
+        first = self.order[0]
+        holding = None
+        if first in keys.columns:
+            values = keys.select(F.col(delta.quoted(first))).distinct().limit(RESTRICT_MAX_VALUES + 1) \
+                .toArrow().column(0).to_pylist()
+            if len(values) <= RESTRICT_MAX_VALUES:
+                holding = (first, values)
+        table = delta.read_spark(keys.sparkSession, path, holding=holding, engine=_SPARK)
+        keys = keys.select(*[F.col(delta.quoted(c)).cast(table.schema[c].dataType).alias(c) for c in keys.columns])
+        on = [table[delta.quoted(c)].eqNullSafe(keys[delta.quoted(c)]) for c in keys.columns]
+        return table.join(keys, on, "left_semi").select(*[F.col(delta.quoted(c)) for c in self.id_columns]) \
+            .distinct()
 
 
 def read_by(index: GlobalProvenanceIndex, statements: Sequence) -> list[int]:
@@ -273,7 +310,7 @@ def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
         view = delta.read_spark(SparkSession.active(), view_path, view_version, engine=engine)
         entries = index.spark_entries(view).orderBy(*[F.col(delta.quoted(c)) for c in index.order])
         delta.write_spark(entries, index.path(view_path), mode="overwrite", commit_metadata=commit_metadata,
-                          engine=engine)
+                          engine=engine, deletion_vectors=True)
         return delta.row_count(index.path(view_path))
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
     parts = [index.entries(batch) for batch in delta.scan_ordered(view_path, view_version, index.id_columns[0], needed)]
@@ -298,6 +335,35 @@ def apply(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
     return int(rewrite.metrics["num_output_rows"])
 
 
+def apply_spark(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapping[str, str],
+                upserts: "DataFrame", removed: "DataFrame") -> int:
+    """:func:`apply` executed by Spark, in one delta-spark MERGE into the index table (nothing
+    collected): ``upserts`` and ``removed`` are DataFrames of view rows.  The MERGE source holds
+    each entry of ``removed`` or of ``upserts`` that the other side does not have, once, with
+    the side it comes from (grouping both sides' entries by every column, NULL equal to NULL);
+    the entries of ``removed`` are deleted from the table (with deletion vectors, marked in the
+    files holding them), those of ``upserts`` inserted.  The inserted entries land in new files
+    outside the table's order, which compaction restores (``OPTIMIZE ... ZORDER BY`` the
+    order); lookups are exact on any order.  Returns the rows written."""
+    from pyspark.sql import functions as F
+
+    columns = index.schema.names
+    side = F.col(_SIDE)
+    both = index._spark_elements(removed).withColumn(_SIDE, F.lit(-1)).unionByName(
+        index._spark_elements(upserts).withColumn(_SIDE, F.lit(1)))
+    # an entry one side has and the other not: its sides' minimum and maximum agree
+    low = f"{_SIDE}_low"
+    source = both.groupBy(*[F.col(delta.quoted(c)) for c in columns]) \
+        .agg(F.min(side).alias(low), F.max(side).alias(_SIDE)).where(F.col(low) == side).drop(low)
+    same = " AND ".join(f"({delta.quoted(c, 't')} <=> {delta.quoted(c, 's')})" for c in columns)
+    values = {delta.quoted(c): delta.quoted(c, "s") for c in columns}
+    metrics = delta.merge_spark(index.path(view_path), source, same,
+                                [delta.MatchedDelete(f"{delta.quoted(_SIDE, 's')} = -1"),
+                                 delta.NotMatchedInsert(values, f"{delta.quoted(_SIDE, 's')} = 1")],
+                                commit_metadata=_metadata(index, view_version, metadata, "maintain index"))
+    return int(metrics.get("num_output_rows") or 0)
+
+
 def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[str, str],
             progress: Callable[[str], None] | None = None, label: str = "",
             engine: delta.Engine = delta.DELTA_RS) -> int:
@@ -314,14 +380,20 @@ def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[st
     return written
 
 
-def locate(stored: Sequence[StoredIndex], view_path: Path, statement, keys: pa.Table,
-           progress: Callable[[str], None] | None = None, label: str = "") -> pa.Table | None:
+def locate(stored: Sequence[StoredIndex], view_path: Path, statement, keys: "pa.Table | DataFrame",
+           progress: Callable[[str], None] | None = None, label: str = "") -> "pa.Table | DataFrame | None":
     """The ID columns of the view rows holding the elements the nested update ``statement``
     names, its i-diff rows being ``keys`` (columns: the attributes of ``statement.match``),
-    by the index that serves it; None when none does."""
+    by the index that serves it; None when none does.  Keys in a Spark DataFrame are looked up
+    by Spark (:meth:`StoredIndex.spark_lookup`) and give a DataFrame; keys in an Arrow table
+    are looked up in the driver and give an Arrow table."""
     index = next((i for i in stored if i.index.serves((statement.path,), dict(statement.match))), None)
     if index is None:
         return None
+    if not isinstance(keys, pa.Table):
+        if progress:
+            progress(f"{label}: index {index.index}: joined with the i-diff's keys by Spark")
+        return index.spark_lookup(index.path(view_path), keys)
     found = index.lookup(index.path(view_path), keys)
     if progress:
         progress(f"{label}: index {index.index}: {keys.num_rows} keys -> {found.num_rows} rows")
@@ -351,5 +423,5 @@ def _distinct(table: pa.Table) -> pa.Table:
     return pa.Table.from_pylist([dict(zip(table.column_names, r)) for r in seen], schema=table.schema)
 
 
-__all__ = ["StoredIndex", "apply", "build", "describe", "locate", "read_by", "reflected_version", "refresh",
-           "resolve"]
+__all__ = ["StoredIndex", "apply", "apply_spark", "build", "describe", "locate", "read_by", "reflected_version",
+           "refresh", "resolve"]

@@ -362,22 +362,27 @@ class Runtime:
         with meter.phase("indexes"):
             index_rows = indexes.refresh(stored, path, metadata, progress, script.view, self.storage)
 
+        version = delta.version(path)
+        view = delta.read_spark(self.spark, path, version, engine=self.storage)
+        by_spark = self.storage.spark or delta.needs_delta_spark(path)
+
         def locate(statement, keys):
-            """The IDs of the view rows holding the elements a nested update names, by index."""
-            named = keys.select(*[F.col(delta.quoted(c)).alias(p) for p, c in statement.match]).toArrow()
-            found = indexes.locate(stored, path, statement, named, progress, script.view)
+            """The IDs of the view rows holding the elements a nested update names, by index: by
+            a Spark join of the index table with the i-diff's keys when Spark writes the view
+            (the evaluation brings them into the driver only when they are few), else read from
+            the index in the driver."""
+            named = keys.select(*[F.col(delta.quoted(c)).alias(p) for p, c in statement.match])
+            if by_spark:
+                return indexes.locate(stored, path, statement, named, progress, script.view)
+            found = indexes.locate(stored, path, statement, named.toArrow(), progress, script.view)
             if found is None or found.num_rows:
                 return found if found is None else self.spark.createDataFrame(found)
             return self.spark.createDataFrame([], view.select(*found.column_names).schema)
-
-        version = delta.version(path)
-        view = delta.read_spark(self.spark, path, version, engine=self.storage)
 
         def read_view(column: str, values: Sequence) -> "DataFrame":
             """The view's rows in the files that may hold these values of ``column``."""
             return delta.read_spark(self.spark, path, version, holding=(column, values), engine=self.storage)
 
-        by_spark = self.storage.spark or delta.needs_delta_spark(path)
         with meter.phase("evaluate"):
             result = evaluate(self.spark, script, diffs, read_state, view, progress,
                               locate if stored else None,
