@@ -113,9 +113,11 @@ def get_session(master: str | None = None) -> "SparkSession":
     builder = SparkSession.builder.master(resolve_master(master)).appName("idivm")
     for key, value in SESSION_CONFIG.items():
         builder = builder.config(key, value)
-    # delta-spark's jars, resolved by Spark's package resolution at the first start (into the
-    # Ivy cache, ``~/.ivy2.5.2``) and taken from the cache afterwards
-    builder = configure_spark_with_delta_pip(builder)
+    # delta-spark's jars: resolved by Spark's package resolution at the first start (into the
+    # Ivy cache, ``~/.ivy2.5.2``); the files it resolved are listed in idivm's cache, and later
+    # sessions load them directly, without resolving again (seconds of every start)
+    jars = cached_jars()
+    builder = builder.config("spark.jars", ",".join(jars)) if jars else configure_spark_with_delta_pip(builder)
     if _LOG_CONFIG.is_file():
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}")
@@ -128,7 +130,53 @@ def get_session(master: str | None = None) -> "SparkSession":
                              "delta-spark's jars can be resolved (Maven Central, or Spark's Ivy cache)") from e
         raise
     spark.sparkContext.setLogLevel("ERROR")
+    if not jars:
+        remember_jars(spark)
     return spark
+
+
+CACHE_ENV = "IDIVM_CACHE_DIR"
+
+
+def _jar_list() -> Path:
+    """The file listing the jars that delta-spark resolved to for this pyspark and delta-spark:
+    in ``$IDIVM_CACHE_DIR``, else ``$XDG_CACHE_HOME/idivm``, else ``~/.cache/idivm``."""
+    from importlib.metadata import version
+
+    import pyspark
+
+    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "idivm"
+    return Path(root) / f"jars-delta-spark-{version('delta-spark')}-pyspark-{pyspark.__version__}.txt"
+
+
+def cached_jars() -> list[str]:
+    """The jars of delta-spark listed by an earlier session (:func:`remember_jars`), when every
+    one of them is still there; else none (Spark resolves them again)."""
+    try:
+        jars = [line for line in _jar_list().read_text(encoding="utf-8").splitlines() if line]
+    except OSError:
+        return []
+    if not jars or not all(Path(j.removeprefix("file://")).is_file() for j in jars):
+        return []
+    return jars
+
+
+def remember_jars(spark: "SparkSession") -> None:
+    """List the jar files Spark resolved delta-spark's package to (``spark.jars``) for
+    :func:`cached_jars`; nothing when the session did not resolve it (a session created
+    elsewhere) or the cache cannot be written."""
+    conf = spark.sparkContext.getConf()
+    jars = [j for j in (conf.get("spark.jars") or "").split(",") if j]
+    if "io.delta" not in (conf.get("spark.jars.packages") or "") or not any("delta-spark" in j for j in jars):
+        return
+    target = _jar_list()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{os.getpid()}")
+        temporary.write_text("\n".join(jars) + "\n", encoding="utf-8")
+        temporary.replace(target)
+    except OSError:
+        pass
 
 
 def is_local(df: "DataFrame") -> bool:
