@@ -370,6 +370,8 @@ def refresh(stored: Sequence[StoredIndex], view_path: Path, metadata: Mapping[st
     """Rebuild the indexes that do not reflect the view's current version (a crash between the
     view's commit and theirs, a recompute, a run without indexes); the rows written.  A view
     compacted since an index was written has the same rows: the index still reflects it."""
+    if not stored:
+        return 0
     version = delta.data_version(view_path)
     written = 0
     for index in stored:

@@ -40,9 +40,10 @@ class Cost:
         return sum(self.jobs.values())
 
     def summary(self) -> str:
-        """``12 Spark jobs, 1 commit; plan 0.01 s, changes 0.08 s, evaluate 1.10 s (9 jobs), ...``"""
+        """``12 Spark jobs, 1 commit; plan 0.01 s, changes 0.08 s, evaluate 1.10 s (9 jobs), ...``:
+        the phases that took at least 5 ms or ran a job."""
         parts = [f"{name} {self.seconds[name]:.2f} s" + (f" ({self.jobs[name]} jobs)" if self.jobs.get(name) else "")
-                 for name in PHASES if name in self.seconds]
+                 for name in PHASES if self.seconds.get(name, 0.0) >= 0.005 or self.jobs.get(name)]
         commits = f"{self.commits} commit{'s' if self.commits != 1 else ''}"
         return f"{self.total_jobs} Spark jobs, {commits}; " + ", ".join(parts)
 
