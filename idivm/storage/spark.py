@@ -261,11 +261,13 @@ class Caches:
         than ``in_memory_max_rows`` rows: then (None, ``df`` cached by this owner), so that no
         result of the size of a table or of a large batch passes through the driver."""
         bound = self.in_memory_max_rows
-        if is_local(df):  # in the driver already: no Spark job
-            return local_rows(df), df
-        table = df.toArrow() if bound is None else df.limit(bound + 1).toArrow()
+        local = is_local(df)  # the rows are in the driver already: collected without a job
+        if local:
+            table = local_rows(df)
+        else:
+            table = df.toArrow() if bound is None else df.limit(bound + 1).toArrow()
         if bound is None or table.num_rows <= bound:
-            return table, df.sparkSession.createDataFrame(table, df.schema)
+            return table, df if local else df.sparkSession.createDataFrame(table, df.schema)
         return None, self.add(df)
 
     def __iter__(self):
