@@ -138,17 +138,23 @@ def test_indexes_follow_the_view_through_a_change_stream(warehouse, tmp_path):
     assert any("full_reviews #() / #(user_id):" in m for m in messages), "the stream updates users"
 
 
+def v_stored_by(make_warehouse, storage: str):
+    """A warehouse of ``storage`` with the Yelp-like tables and V defined by ``id``, its index
+    tables checked fresh: (warehouse, the view's path, its stored indexes)."""
+    wh = make_warehouse(f"indexes-{storage}", storage=storage)
+    for table, rows in yelp.tables(SPEC).items():
+        wh.create_table(table, yelp.keys(SPEC)[table], list(rows))
+    wh.define(V, strategy="id")
+    check_fresh(wh)
+    return (wh, *stored(wh))
+
+
 @pytest.mark.slow  # the default run builds indexes by Spark in test_differential's delta-spark-dv corpus
 def test_the_indexes_of_a_view_stored_by_delta_spark_are_built_by_spark(make_warehouse, tmp_path):
     """With a delta-spark engine Spark computes, orders and writes an index's entries (nothing
     gathered in the driver); the tables are those the oracle expects, in the same order, and
     follow the view through a batch (and a rebuild after a run without them)."""
-    wh = make_warehouse("indexes-spark", storage="delta-spark")
-    for table, rows in yelp.tables(SPEC).items():
-        wh.create_table(table, yelp.keys(SPEC)[table], list(rows))
-    wh.define(V, strategy="id")
-    check_fresh(wh)
-    path, stored_indexes = stored(wh)
+    wh, path, stored_indexes = v_stored_by(make_warehouse, "delta-spark")
     assert all(delta.history(i.path(path), 1)[0]["engineInfo"].startswith("Apache-Spark") for i in stored_indexes)
     stream = YelpChanges(SPEC, seed=11)
     messages: list[str] = []
@@ -167,12 +173,7 @@ def test_the_indexes_of_a_view_with_deletion_vectors_are_maintained_by_spark(mak
     batches of review inserts, deletes and star changes, user changes (nested updates) and
     businesses entering and leaving, every index table equals the entries the view implies
     and the view its recomputation."""
-    wh = make_warehouse("indexes-spark-dv", storage="delta-spark-dv")
-    for table, rows in yelp.tables(SPEC).items():
-        wh.create_table(table, yelp.keys(SPEC)[table], list(rows))
-    wh.define(V, strategy="id")
-    check_fresh(wh)
-    path, stored_indexes = stored(wh)
+    wh, path, stored_indexes = v_stored_by(make_warehouse, "delta-spark-dv")
     for index in stored_indexes:
         configuration = delta.open_table(index.path(path)).metadata().configuration
         assert configuration.get("delta.enableDeletionVectors") == "true", str(index.index)
