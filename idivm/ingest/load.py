@@ -216,18 +216,24 @@ def _json_values(text: str, origin: str):
         i = _WS.match(text, end).end()
 
 
+def _read_file(path: str | os.PathLike, read, invalid: str) -> pa.Table:
+    """``read(path)`` of an existing file; a missing or unreadable file, or one ``read``
+    refuses (``invalid``: what it then is not), is a one-line DataError."""
+    if not Path(path).exists():
+        raise DataError(f"cannot read {str(path)!r}: no such file")
+    try:
+        return read(str(path))
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
+    except (pa.ArrowException, ValueError) as e:
+        raise DataError(f"{path}: {invalid}: {_first_line(e)}") from None
+
+
 def read_parquet(path: str | os.PathLike) -> Rows:
     """A Parquet file or a directory of Parquet files."""
     import pyarrow.parquet as pq
 
-    if not Path(path).exists():
-        raise DataError(f"cannot read {str(path)!r}: no such file")
-    try:
-        table = pq.read_table(str(path))
-    except OSError as e:
-        raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
-    except (pa.ArrowException, ValueError) as e:
-        raise DataError(f"{path}: not a readable Parquet file: {_first_line(e)}") from None
+    table = _read_file(path, pq.read_table, "not a readable Parquet file")
     if table.num_columns == 0:
         raise DataError(f"{path}: no columns (no Parquet files?)")
     return Rows(table, str(path), "row")
@@ -237,17 +243,9 @@ def read_csv(path: str | os.PathLike) -> Rows:
     """A CSV file with a header line; column types are inferred by pyarrow."""
     import pyarrow.csv as pacsv
 
-    p = Path(path)
-    if p.is_dir():
+    if Path(path).is_dir():
         raise DataError(f"cannot read {str(path)!r}: it is a directory")
-    if not p.exists():
-        raise DataError(f"cannot read {str(path)!r}: no such file")
-    try:
-        table = pacsv.read_csv(str(path))
-    except OSError as e:
-        raise DataError(f"cannot read {str(path)!r}: {e.strerror or _first_line(e)}") from None
-    except (pa.ArrowException, ValueError) as e:
-        raise DataError(f"{path}: invalid CSV: {_first_line(e)}") from None
+    table = _read_file(path, pacsv.read_csv, "invalid CSV")
     # Line numbers assume no quoted line breaks: the header is line 1.
     return Rows(table, str(path), "line", range(2, table.num_rows + 2))
 
