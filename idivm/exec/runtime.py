@@ -48,10 +48,13 @@ def view_watermark(path: Path, entry: ViewEntry | None = None) -> dict[str, int]
 
 
 def commit_json(path: Path, key: str) -> dict[str, int] | None:
-    """The table -> version map ``key`` of the latest commit of ``path`` that carries it."""
-    for c in delta.history(path):
-        if key in c:
-            return {t: int(v) for t, v in json.loads(c[key]).items()}
+    """The table -> version map ``key`` of the latest commit of ``path`` that carries it: read
+    from the last commit, which nearly always does, else from the whole history (which grows
+    by a commit a run)."""
+    for limit in (1, None):
+        for c in delta.history(path, limit):
+            if key in c:
+                return {t: int(v) for t, v in json.loads(c[key]).items()}
     return None
 
 
