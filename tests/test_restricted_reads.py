@@ -416,3 +416,32 @@ def test_base_tables_are_stored_in_row_groups_a_restricted_read_can_skip(make_wa
     groups = row_groups()
     assert sum(n for n, _, _ in groups) == 40_001
     assert len(groups) >= 3 and all(n <= delta.BASE_ROW_GROUP for n, _, _ in groups), groups
+
+
+def test_a_key_filter_holds_for_exactly_its_values_of_every_key_type(spark):
+    """The filter of a restricted read, built as one SQL expression, against Python's ``in``:
+    strings with quotes, backslashes, line breaks and non-ASCII letters, integers beyond 32
+    bits, booleans, dates, decimals, NULLs."""
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    from idivm.exec.compiler import key_filter
+
+    columns = {
+        "s": ["a'b", "c\\d", "e\nf", "ünï", "plain", "", None],
+        "i": [1, -2, 2**40, 0, 7, 3, None],
+        "b": [True, False, True, False, True, False, None],
+        "d": [datetime.date(2020, 1, 1), datetime.date(1999, 12, 31), datetime.date(2020, 1, 2),
+              datetime.date(2000, 2, 29), datetime.date(2024, 6, 1), datetime.date(1970, 1, 1), None],
+        "m": [decimal.Decimal("1.50"), decimal.Decimal("-2.25"), decimal.Decimal("100.00"),
+              decimal.Decimal("0.01"), decimal.Decimal("3.00"), decimal.Decimal("7.77"), None],
+    }
+    types = {"s": pa.string(), "i": pa.int64(), "b": pa.bool_(), "d": pa.date32(), "m": pa.decimal128(10, 2)}
+    df = spark.createDataFrame(pa.table({c: pa.array(v, types[c]) for c, v in columns.items()}))
+    for name, values in columns.items():
+        for wanted, nulls in ((values[:3], False), (values[2:5] + [None], True), ([values[5]], False)):
+            got = sorted(map(str, (r[name] for r in df.filter(key_filter(name, wanted, nulls)).collect())))
+            expected = sorted(map(str, (v for v in values if v in wanted and (v is not None or nulls))))
+            assert got == expected, (name, wanted, nulls)

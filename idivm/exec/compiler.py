@@ -20,6 +20,8 @@ Spark partitions the work.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
@@ -33,6 +35,7 @@ from idivm.algebra import restrict
 from idivm.algebra.expressions import TRUE, Field, TableRef, TupleExpr, Var, field_paths
 from idivm.errors import InternalError
 from idivm.exec.terms import all_true, col, collection_function, compile_term
+from idivm.storage.delta import quoted
 from idivm.storage.spark import Caches, to_arrow
 
 
@@ -55,10 +58,35 @@ KEY_TYPES = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.Dec
 
 def key_filter(name: str, values: list, nulls: bool) -> Column:
     """Column ``name`` is one of ``values`` (their NULLs aside), or NULL when ``nulls``: the
-    filter of a read restricted to a few keys (:mod:`idivm.algebra.restrict`)."""
+    filter of a read restricted to a few keys (:mod:`idivm.algebra.restrict`).  Built as one
+    SQL expression when every value has a SQL literal (:func:`sql_literal`): one Py4J call,
+    where ``isin`` makes one per value (0.74 s for 400 values)."""
     keys = sorted({v for v in values if v is not None})
-    cond = col(name).isin(keys) if keys else F.lit(False)
+    if not keys:
+        cond = F.lit(False)
+    else:
+        literals = [sql_literal(v) for v in keys]
+        cond = (F.expr(f"{quoted(name)} IN ({', '.join(literals)})") if all(x is not None for x in literals)
+                else col(name).isin(keys))
     return cond | col(name).isNull() if nulls else cond
+
+
+def sql_literal(value) -> str | None:
+    """``value`` (a key: a string, an integer, a boolean, a date or a decimal) as a Spark SQL
+    literal; None for any other value."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, datetime.datetime):
+        return None
+    if isinstance(value, datetime.date):
+        return f"DATE'{value.isoformat()}'"
+    if isinstance(value, decimal.Decimal) and value.is_finite():
+        return f"{value:f}BD"
+    return None
 
 
 class PlanCompiler:
