@@ -89,7 +89,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 #: the stages of the compile pipeline in order (a stage's modules may import those of its own
 #: stage and of earlier ones); ``idivm.<name>`` is a package or a module
-STAGES = (("types", "errors", "tree"), ("sqlpp",), ("algebra",), ("diffs",), ("provenance",), ("script",),
+STAGES = (("types", "errors", "tree", "grammars"), ("sqlpp",), ("algebra",), ("diffs",), ("provenance",), ("script",),
           ("rules",), ("generator",), ("exec",))
 
 

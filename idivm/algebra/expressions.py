@@ -16,29 +16,16 @@ same names (and fails loudly on a name it does not know).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterator
 
 from idivm import types as T
-from idivm.errors import Span
-from idivm.tree import child_nodes
-
-
-def _span() -> Any:
-    return field(default=None, compare=False, repr=False, kw_only=True)
+from idivm.tree import TreeNode
 
 
 @dataclass(frozen=True, slots=True)
-class Term:
-    span: Span | None = _span()
-
-    def children(self) -> Iterator["Term"]:
-        return child_nodes(self, Term)
-
-    def walk(self) -> Iterator["Term"]:
-        yield self
-        for c in self.children():
-            yield from c.walk()
+class Term(TreeNode):
+    """A scalar term of the algebra."""
 
     def variables(self) -> frozenset[str]:
         """Names of the variables this term reads."""
@@ -337,3 +324,6 @@ def field_paths(t: Term, variables: frozenset[str] | set[str]) -> Iterator[tuple
         return
     for c in base.children():
         yield from field_paths(c, variables)
+
+
+Term._root = Term

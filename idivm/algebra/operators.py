@@ -21,20 +21,17 @@ included.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, ClassVar, Iterator
 
 from idivm.algebra.expressions import Term, TRUE
 from idivm.errors import Span
-
-
-def _span() -> Any:
-    return field(default=None, compare=False, repr=False, kw_only=True)
+from idivm.tree import span_field
 
 
 @dataclass(frozen=True, slots=True)
 class Operator:
-    span: Span | None = _span()
+    span: Span | None = span_field()
 
     # names of fields holding input operators / nested plans, in order (set by @_ops)
     _inputs: ClassVar[tuple[str, ...]] = ()

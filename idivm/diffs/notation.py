@@ -54,26 +54,18 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from idivm.diffs.instances import (
-    ABSENT,
-    BagDiff,
-    DiffType,
-    IDiff,
-    IDiffDocument,
-    NamedDiff,
-    Provenance,
-    TupleDiff,
+    ABSENT, BagDiff, DiffType, IDiff, IDiffDocument, NamedDiff, Provenance, TupleDiff, format_idiff, format_provenance,
 )
-from idivm.diffs.instances import format_idiff, format_provenance
 from idivm.diffs.signatures import BagSignature, RootSignature, SignatureNode, TupleSignature, format_signature
 from idivm.diffs.values import JSON_NUMBER, FrozenBag, FrozenTuple, format_value
-from idivm.errors import DataError, IdivmError, Span, SqlppSyntaxError
+from idivm.errors import DataError, Span, SqlppSyntaxError
+from idivm.grammars import parse_text, read_grammar
 
 __all__ = [
     "GRAMMAR",
@@ -86,22 +78,8 @@ __all__ = [
     "parse_value",
 ]
 
-_GRAMMAR_CANDIDATES = (
-    Path(__file__).resolve().parents[2] / "grammars" / "idiff.lark",
-    Path(__file__).parent / "idiff.lark",
-)
-
-
-def _read_grammar() -> str:
-    for path in _GRAMMAR_CANDIDATES:
-        if path.exists():
-            return path.read_text(encoding="utf-8")
-    raise FileNotFoundError("i-diff notation grammar not found; looked in "
-                            + ", ".join(map(str, _GRAMMAR_CANDIDATES)))
-
-
 #: the grammar of the notation (``grammars/idiff.lark``)
-GRAMMAR = _read_grammar()
+GRAMMAR = read_grammar("idiff", __file__)
 
 
 _TERMINAL_NAMES = {
@@ -141,19 +119,8 @@ def _lark() -> Lark:
 
 
 def _parse(text: str, start: str, filename: str | None) -> Any:
-    try:
-        try:
-            tree = _lark().parse(text, start=start)
-        except UnexpectedInput as e:
-            raise _syntax_error(e, text) from None
-        try:
-            return _ToModel().transform(tree)
-        except VisitError as e:
-            if isinstance(e.orig_exc, IdivmError):
-                raise e.orig_exc from None
-            raise
-    except IdivmError as e:
-        raise e.with_source(text, filename)
+    return parse_text(text, filename, lambda t: _lark().parse(t, start=start),
+                      lambda e: _syntax_error(e, text), _ToModel().transform)
 
 
 def _syntax_error(e: UnexpectedInput, text: str) -> SqlppSyntaxError:

@@ -191,6 +191,29 @@ def do_regroup(g: Context, op: O.GroupBy | O.Distinct, side, diff, rule) -> list
     return g.propagate(new) if op is not g.plan else []
 
 
+# ---------------------------------------------------------------------- the rows of tuple-keeping sides
+
+def by_id_rows(op: str, side: str, sources: tuple[str, ...], *, replace_reads: tuple[str, ...] = (),
+               touched_reads: tuple[str, ...] = ("Input_post",), increment_replaces: bool = False
+               ) -> tuple[Rule, ...]:
+    """The rows of an operator side whose output tuples keep the IDs of its input tuples (σ and
+    LET, Tables C.3-C.4; the joins' sides, C.5, C.6, C.9; the per-tuple and nested operators of
+    Appendix E): a replace passes by ID; an update that touches a term the operator computes
+    with replaces the tuples it names (reading ``touched_reads``), any other update passes; an
+    increment does the same as an update, or always replaces (``increment_replaces``: a join
+    over an aggregate).  ``sources`` cites the thesis row of each rule in that order."""
+    kinds = [("replace", when_always, do_pass, "replace", replace_reads),
+             ("update", when_touches_terms, do_to_replace, "replace", touched_reads),
+             ("update", when_always, do_pass, "update", ())]
+    kinds += ([("increment", when_always, do_to_replace, "replace", touched_reads)] if increment_replaces else
+              [("increment", when_touches_terms, do_to_replace, "replace", touched_reads),
+               ("increment", when_always, do_pass, "increment", ())])
+    if len(sources) != len(kinds):
+        raise ValueError(f"{op}[{side}]: {len(kinds)} rows need {len(kinds)} sources, not {len(sources)}")
+    return tuple(Rule(op, side, diff, when, action, output, reads=reads, source=source)
+                 for (diff, when, action, output, reads), source in zip(kinds, sources))
+
+
 # ---------------------------------------------------------------------- γ's keys in an i-diff
 
 

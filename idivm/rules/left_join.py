@@ -3,16 +3,13 @@
 tuples it matches before or after the change (Input_pre and Input_post) and replaces them —
 padded rows appear and disappear with their matches."""
 
-from idivm.rules.common import Rule, do_pass, do_to_matching_left, do_to_replace, when_always, when_touches_terms
+from idivm.rules.common import (
+    Rule, by_id_rows, do_pass, do_to_matching_left, do_to_replace, when_always, when_touches_terms,
+)
 
-RULES = (
-    Rule("LeftJoin", "left", "replace", when_always, do_pass, "replace", reads=("Input_post",),
-         source="Table C.9 rows 1-2"),
-    Rule("LeftJoin", "left", "update", when_touches_terms, do_to_replace, "replace", reads=("Input_post",),
-         source="Table C.9 row 3"),
-    Rule("LeftJoin", "left", "update", when_always, do_pass, "update", source="Table C.9 row 4"),
-    Rule("LeftJoin", "left", "increment", when_always, do_to_replace, "replace", reads=("Input_post",),
-         source="join over an aggregate"),
+RULES = by_id_rows("LeftJoin", "left", ("Table C.9 rows 1-2", "Table C.9 row 3", "Table C.9 row 4",
+                                        "join over an aggregate"),
+                   replace_reads=("Input_post",), increment_replaces=True) + (
     Rule("LeftJoin", "right", "replace", when_always, do_to_matching_left, "replace",
          reads=("Input_pre", "Input_post"), source="Table C.9 completed: padded rows"),
     Rule("LeftJoin", "right", "update", when_touches_terms, do_to_replace, "replace",

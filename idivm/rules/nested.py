@@ -73,7 +73,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import Call, Const, TableRef, TupleExpr, Var, conjunction
 from idivm.errors import InternalError
 from idivm.provenance.ids import HIDDEN
-from idivm.rules.common import Rule, do_pass, do_to_replace, when_always, when_touches_terms
+from idivm.rules.common import Rule, by_id_rows, do_pass, do_to_replace, when_always, when_touches_terms
 from idivm.rules.context import Context, Diff, Restriction, at_state, restriction, same
 from idivm.rules.navigation import element_replace, enclosing, keeps_tuples, member_replace, navigation, with_input
 from idivm.script import POST, PRE, Statement
@@ -268,28 +268,16 @@ RULES = (
 ) + tuple(
     rule
     for op in PER_TUPLE
-    for rule in (
-        Rule(op, "input", "replace", when_always, do_pass, "replace", source="Tables E.2, E.5, E.10"),
-        Rule(op, "input", "update", when_touches_terms, do_to_replace, "replace", reads=("Input_post",),
-             source="Tables E.2, E.5, E.10: the computed value reads the update"),
-        Rule(op, "input", "update", when_always, do_pass, "update", source="Tables E.2, E.5, E.10"),
-        Rule(op, "input", "increment", when_touches_terms, do_to_replace, "replace", reads=("Input_post",),
-             source="Tables E.2, E.5, E.10"),
-        Rule(op, "input", "increment", when_always, do_pass, "increment", source="Tables E.2, E.5, E.10"),
-    )
+    for rule in by_id_rows(op, "input", (
+        "Tables E.2, E.5, E.10", "Tables E.2, E.5, E.10: the computed value reads the update",
+        *["Tables E.2, E.5, E.10"] * 3))
 ) + tuple(
     rule
     for op in NESTED
-    for rule in (
-        Rule(op, "input", "replace", when_always, do_pass, "replace", reads=("Input_post",),
-             source="Tables E.3, E.4, E.6: the nested plan is evaluated for the inserted tuples"),
-        Rule(op, "input", "update", when_touches_terms, do_to_replace, "replace", reads=("Input_post",),
-             source="Tables E.3, E.4, E.6: the nested plan reads the update"),
-        Rule(op, "input", "update", when_always, do_pass, "update", source="Tables E.3, E.4, E.6"),
-        Rule(op, "input", "increment", when_touches_terms, do_to_replace, "replace", reads=("Input_post",),
-             source="Tables E.3, E.4, E.6"),
-        Rule(op, "input", "increment", when_always, do_pass, "increment", source="Tables E.3, E.4, E.6"),
-    ) + (
+    for rule in by_id_rows(op, "input", (
+        "Tables E.3, E.4, E.6: the nested plan is evaluated for the inserted tuples",
+        "Tables E.3, E.4, E.6: the nested plan reads the update", *["Tables E.3, E.4, E.6"] * 3),
+        replace_reads=("Input_post",)) + (
         Rule(op, "nested", "update", when_navigable, do_nested_update, "update",
              source="§2.12.3, §2.14.2, §2.15.3: the elements the update names by partial provenance are "
                     "updated in place, found by path navigation"),

@@ -9,30 +9,15 @@ text compare equal regardless of layout.  Nothing here resolves names: an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any
 
-from idivm.errors import Span
-from idivm.tree import child_nodes
-
-
-def _span() -> Any:
-    return field(default=None, compare=False, repr=False, kw_only=True)
+from idivm.tree import TreeNode
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
-    span: Span | None = _span()
-
-    def children(self) -> Iterator["Node"]:
-        """Direct child nodes, in field order (tuples are flattened)."""
-        return child_nodes(self, Node)
-
-    def walk(self) -> Iterator["Node"]:
-        """Pre-order traversal of this node and all descendants."""
-        yield self
-        for c in self.children():
-            yield from c.walk()
+class Node(TreeNode):
+    """A node of the SQL++ syntax tree."""
 
 
 # ----------------------------------------------------------------------------- expressions
@@ -300,3 +285,6 @@ class CreateView(Node):
 
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 COLLECTION_AGGREGATES = frozenset({"ARRAY_COUNT", "ARRAY_SUM", "ARRAY_AVG", "ARRAY_MIN", "ARRAY_MAX"})
+
+
+Node._root = Node

@@ -18,23 +18,19 @@ from __future__ import annotations
 
 import functools
 import logging
-from pathlib import Path
 from typing import Any, Iterator
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lark import PostLex
 from lark.tree import Meta
 
 from idivm.errors import IdivmError, Span, SqlppSyntaxError
+from idivm.grammars import parse_text, read_grammar
 from idivm.sqlpp import ast
 
 __all__ = ["KEYWORDS", "parse_query", "parse_view"]
 
-_GRAMMAR_CANDIDATES = (
-    Path(__file__).resolve().parents[2] / "grammars" / "sqlpp.lark",
-    Path(__file__).parent / "sqlpp.lark",
-)
 
 KEYWORDS = frozenset("""
     ALL AND AS AT BETWEEN BY CASE CREATE CROSS DISTINCT ELEMENT ELSE END EXCEPT
@@ -60,19 +56,8 @@ def parse_query(text: str, filename: str | None = None) -> ast.Query:
 
 def _parse(text: str, start: str, filename: str | None) -> Any:
     context = "in a view definition" if start == "start_view" else "in an idivm query"
-    try:
-        try:
-            tree = _lark().parse(text, start=start)
-        except UnexpectedInput as e:
-            raise _syntax_error(e, text, start, context) from None
-        try:
-            return _ToAst(visit_tokens=False).transform(tree)
-        except VisitError as e:
-            if isinstance(e.orig_exc, IdivmError):
-                raise e.orig_exc from None
-            raise
-    except IdivmError as e:
-        raise e.with_source(text, filename)
+    return parse_text(text, filename, lambda t: _lark().parse(t, start=start),
+                      lambda e: _syntax_error(e, text, start, context), _ToAst(visit_tokens=False).transform)
 
 
 # ----------------------------------------------------------------------------- lexing
@@ -121,19 +106,16 @@ def _check_terminated(tok: Token) -> None:
 
 
 def _build_lark(debug: bool = False) -> Lark:
-    for path in _GRAMMAR_CANDIDATES:
-        if path.exists():
-            return Lark(
-                path.read_text(encoding="utf-8"),
-                parser="lalr",
-                lexer="basic",
-                start=["start_view", "start_query"],
-                propagate_positions=True,
-                maybe_placeholders=False,
-                postlex=_Keywords(),
-                debug=debug,
-            )
-    raise FileNotFoundError("SQL++ grammar not found; looked in " + ", ".join(map(str, _GRAMMAR_CANDIDATES)))
+    return Lark(
+        read_grammar("sqlpp", __file__),
+        parser="lalr",
+        lexer="basic",
+        start=["start_view", "start_query"],
+        propagate_positions=True,
+        maybe_placeholders=False,
+        postlex=_Keywords(),
+        debug=debug,
+    )
 
 
 @functools.cache

@@ -48,21 +48,6 @@ from idivm.diffs.signatures import BagSignature, RootSignature, SignatureNode, T
 from idivm.diffs.values import thaw
 from idivm.errors import DataError, Span
 
-__all__ = [
-    "dumps_idiff",
-    "dumps_signature",
-    "idiff_from_json",
-    "idiff_schema",
-    "idiff_to_json",
-    "loads_idiff",
-    "loads_signature",
-    "signature_from_json",
-    "signature_schema",
-    "signature_to_json",
-    "validate_idiff_json",
-    "validate_signature_json",
-]
-
 
 # ----------------------------------------------------------------------------- schemas
 
