@@ -24,23 +24,36 @@ from idivm.exec.runtime import cache_paths
 from idivm.storage import delta
 
 
-def test_phases_are_exclusive_and_add_up_to_the_metered_time():
-    started = time.perf_counter()
+class _Clock:
+    """A clock that moves only when told: the meter's phases measured exactly."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_phases_are_exclusive_and_add_up_to_the_metered_time(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(meter, "time", clock)
     with meter.metered() as m:
         with meter.phase("plan"):
-            time.sleep(0.05)
+            clock.sleep(0.05)
             with meter.phase("evaluate"):
-                time.sleep(0.1)
+                clock.sleep(0.1)
                 with meter.phase("write"):
-                    time.sleep(0.05)
-            time.sleep(0.05)
-    elapsed = time.perf_counter() - started
+                    clock.sleep(0.05)
+            clock.sleep(0.05)
     cost = m.cost()
     assert set(cost.seconds) == {"plan", "evaluate", "write"}
-    assert 0.1 <= cost.seconds["plan"] < 0.1 + 0.05
-    assert 0.1 <= cost.seconds["evaluate"] < 0.1 + 0.05
-    assert 0.05 <= cost.seconds["write"] < 0.05 + 0.05
-    assert sum(cost.seconds.values()) <= elapsed
+    assert cost.seconds["plan"] == pytest.approx(0.1)
+    assert cost.seconds["evaluate"] == pytest.approx(0.1)
+    assert cost.seconds["write"] == pytest.approx(0.05)
+    assert sum(cost.seconds.values()) == pytest.approx(0.25)
     assert (cost.commits, cost.total_jobs) == (0, 0)
     with pytest.raises(ValueError, match="unknown phase 'parse'"):
         with m.phase("parse"):
@@ -82,7 +95,10 @@ def test_a_run_reports_the_jobs_and_commits_it_made(make_warehouse, spark, tmp_p
         cost = r.cost
         assert cost is not None and r.version is not None
         assert cost.commits == sum(after[p] - before[p] for p in before) >= 1
-        assert cost.total_jobs == _jobs(spark) - jobs > 0
+        assert cost.total_jobs == _jobs(spark) - jobs
+        # a price update of phone_parts under id is a patch the rewrite of the view's files
+        # applies in the driver (no Spark job); the sums of phone_cost are computed by Spark
+        assert cost.total_jobs > 0 or (strategy, view) == ("id", "phone_parts")
         assert set(cost.seconds) <= set(meter.PHASES) and "plan" in cost.seconds
         assert sum(cost.seconds.values()) <= elapsed
         assert f"{cost.total_jobs} Spark jobs" in r.summary() and "commit" in r.summary()

@@ -370,6 +370,60 @@ def test_rewrite_clustered_equals_an_upsert_by_key_and_rewrites_only_the_files_h
         state = expected
 
 
+def test_rewrite_clustered_patches_the_rows_updates_and_increments_name_by_partial_keys(tmp_path):
+    """Patches (updates and increments naming rows by the second key column, by both, or by
+    the first) beside upserts and deletes, against the same changes applied to a dict: a
+    patch changes only the stored rows it names that are not upserted or deleted, in order;
+    a file none of whose rows changes is kept."""
+    import random
+
+    rng = random.Random(11)
+    state = {}
+    for k in range(300):
+        for j in rng.sample([None, "a", "b", "c"], rng.randint(1, 3)):
+            state[(k, j)] = {"k": k, "j": j, "v": float(rng.randrange(100)), "bag": [{"x": k}]}
+    path = tmp_path / "t"
+    _clustered_table(path, list(state.values()), 1024)
+    for run in range(8):
+        before = set(delta.open_table(path).file_uris())
+        ups = {}
+        for _ in range(rng.choice([0, 2, 10])):
+            kj = rng.choice(list(state))
+            ups[kj] = {"k": kj[0], "j": kj[1], "v": -1.0, "bag": []}
+        dels = {kj: {"k": kj[0], "j": kj[1], "v": None, "bag": None}
+                for kj in rng.sample(list(state), rng.choice([0, 3])) if kj not in ups}
+        patches, expected = [], {kj: dict(r) for kj, r in state.items() if kj not in dels}
+        patched = set()
+        expected.update(ups)
+        for _ in range(rng.choice([1, 2])):
+            on = rng.choice([("j",), ("k", "j"), ("k",)])
+            kind = rng.choice(["update", "increment"])
+            named = {tuple(kj[("k", "j").index(c)] for c in on) for kj in rng.sample(list(state), 6)}
+            rows = [{**dict(zip(on, n)), "d": float(rng.randrange(1, 9))} for n in named]
+            patches.append(delta.Patch(kind, on, (("v", "d"),), pa.Table.from_pylist(rows)))
+            by = {tuple(r[c] for c in on): r["d"] for r in rows}
+            for kj, r in expected.items():
+                key = tuple(kj[("k", "j").index(c)] for c in on)
+                if kj in state and kj not in ups and key in by:
+                    r["v"] = by[key] if kind == "update" else r["v"] + by[key]
+                    patched.add(kj)
+        rewrite = delta.rewrite_clustered(path, pa.Table.from_pylist(list(ups.values()), schema=CLUSTER_SCHEMA),
+                                          pa.Table.from_pylist(list(dels.values()), schema=CLUSTER_SCHEMA),
+                                          ["k", "j"], patches=patches, file_bytes=1024)
+        assert _as_bag(delta.read_arrow(path)) == _as_bag(pa.Table.from_pylist(list(expected.values()),
+                                                                              schema=CLUSTER_SCHEMA))
+        assert _as_bag(rewrite.patched) == _as_bag(pa.Table.from_pylist([expected[kj] for kj in patched],
+                                                                        schema=CLUSTER_SCHEMA))
+        was = [state[kj] for kj in [*ups, *dels, *patched] if kj in state]
+        assert _as_bag(rewrite.removed) == _as_bag(pa.Table.from_pylist(was, schema=CLUSTER_SCHEMA))
+        assert rewrite.metrics["num_target_rows_updated"] == len(patched) + len([kj for kj in ups if kj in state])
+        now = set(delta.open_table(path).file_uris())
+        for uri in before & now:  # a file kept holds no row that changed
+            kept = {(r["k"], r["j"]) for r in pa.parquet.read_table(uri).to_pylist()}
+            assert not kept & ({kj for kj in expected if expected[kj] != state.get(kj)} | set(dels))
+        state = expected
+
+
 def test_rewrite_clustered_splits_a_growing_file_and_fills_an_empty_table(tmp_path):
     path = tmp_path / "t"
     delta.create_table(path, CLUSTER_SCHEMA.empty_table())

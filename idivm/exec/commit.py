@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idivm.errors import InternalError
 from idivm.exec import meter
+from idivm.storage.spark import to_arrow
 from idivm.storage import delta
 from idivm.storage.layout import ACTION, Layout
 
@@ -39,9 +41,9 @@ def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges",
         with meter.phase("evaluate"):
             if result.direct is not None:
                 statement, query = result.direct
-                rows = query.toArrow()
+                rows = to_arrow(query)
             else:
-                upserts = result.upserts.toArrow()
+                upserts = to_arrow(result.upserts)
                 deletes = result.deletes(upserts)
     finally:
         result.release()
@@ -55,12 +57,17 @@ def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges",
         metrics = delta.merge_arrow(path, rows, *direct_merge(statement), commit_metadata=metadata)
     elif layout is not None:
         if progress:
-            progress(f"{script.view}: rewriting the files of {upserts.num_rows} upserts and "
-                     f"{deletes.num_rows} deletes")
-        rewrite = delta.rewrite_clustered(path, upserts, deletes, script.id_columns, commit_metadata=metadata,
-                                          row_group_rows=layout.row_group_rows, file_bytes=layout.file_bytes)
+            patched = f" and {sum(p.rows.num_rows for p in result.patches)} i-diff rows of updates" \
+                if result.patches else ""
+            progress(f"{script.view}: rewriting the files of {upserts.num_rows} upserts, "
+                     f"{deletes.num_rows} deletes{patched}")
+        rewrite = delta.rewrite_clustered(path, upserts, deletes, script.id_columns, patches=result.patches,
+                                          commit_metadata=metadata, row_group_rows=layout.row_group_rows,
+                                          file_bytes=layout.file_bytes)
         metrics = rewrite.metrics
     else:
+        if result.patches:
+            raise InternalError(f"{script.view}: updates to patch, but no layout to rewrite")
         ups = upserts.append_column(ACTION, pa.array(["upsert"] * upserts.num_rows, pa.string()))
         dels = pa.table({f.name: (deletes.column(f.name) if f.name in deletes.column_names
                                   else pa.nulls(deletes.num_rows, f.type)) for f in target})
@@ -73,7 +80,8 @@ def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges",
     from idivm.exec import indexes
 
     def apply(index, version: int) -> int:
-        return indexes.apply(index, path, version, metadata, upserts, rewrite.removed)
+        changed = pa.concat_tables([upserts, rewrite.patched.select(upserts.column_names).cast(upserts.schema)])
+        return indexes.apply(index, path, version, metadata, changed, rewrite.removed)
 
     return landed(metrics, stored_indexes, path, metadata, apply if rewrite is not None else None, engine)
 

@@ -42,7 +42,7 @@ from idivm.algebra import operators as O
 from idivm.changes import condense_feed
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
-from idivm.storage.delta import key_mask, quoted
+from idivm.storage.delta import Patch, key_mask, quoted
 from idivm.storage.schema import arrow_schema
 from idivm.storage.spark import Caches, to_arrow
 from idivm.script import (
@@ -198,6 +198,9 @@ class ViewChanges:
     direct: tuple[Statement, DataFrame] | None = None
     #: the rows of ``deleted`` when they were computed into the driver (None: they are many)
     deleted_rows: pa.Table | None = None
+    #: the run's updates and increments, collected, to apply to the stored rows they name
+    #: (those not deleted or upserted) where the files holding them are rewritten
+    patches: tuple[Patch, ...] = ()
 
     def deletes(self, upserts: pa.Table) -> pa.Table:
         """The IDs of the rows to delete that ``upserts`` (the collected upserts) do not
@@ -223,7 +226,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
              progress: Callable[[str], None] | None = None,
              locate: Callable[[Statement, DataFrame], DataFrame | None] | None = None,
              read_view: Callable[[str, list], DataFrame] | None = None,
-             in_memory_max_rows: int | None = None) -> ViewChanges:
+             in_memory_max_rows: int | None = None, patch: bool = False) -> ViewChanges:
     """The view's changes (see module doc).  ``read_state(StateRef(table, PRE|POST))`` reads a
     base table state; ``view`` is the stored view (with its hidden ID columns).  ``locate(s, rows)``,
     if given, finds the view rows a nested update ``s`` with i-diff ``rows`` names through a
@@ -234,7 +237,11 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     only, and an update alone is applied as rewritten rows too, not by ID.
     ``in_memory_max_rows``: the rows of an intermediate result (IDs named, keys of a replace,
     elements) brought into the driver at most; a larger one stays in Spark, cached (None: no
-    bound)."""
+    bound).  ``patch``: the caller rewrites the files holding the rows a run changes in the
+    driver (:func:`idivm.storage.delta.rewrite_clustered`); when the run's other statements
+    are all updates and increments of whole columns by (partial) IDs, their i-diff rows are
+    collected as :attr:`ViewChanges.patches` for that rewrite to apply, and the view is not
+    read here."""
     frames: dict[DiffRef | StateRef, DataFrame] = {}
 
     def in_memory(source: DiffRef | StateRef) -> pa.Table | None:
@@ -281,6 +288,10 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     inserted = _union(inserts, view.where(F.lit(False)))
     if ids:
         inserted = inserted.dropDuplicates(ids)
+    if patch and rewrites and all(s.kind in ("update", "increment") and s.on and
+                                  all(isinstance(c, str) for c, _ in s.set) for s in rewrites):
+        patches = tuple(Patch(s.kind, s.on, s.set, to_arrow(compiler.evaluate(s.query))) for s in rewrites)  # type: ignore[arg-type]
+        return ViewChanges(inserted, deleted, compiler.cached, deleted_rows=deleted_ids, patches=patches)
     if (read_view is None and not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment")
             and rewrites[0].on):
         # one update (or increment) alone: the stored view is not read here; the MERGE

@@ -27,6 +27,7 @@ from idivm.exec.programs import load_program, program_folder, stored_indexes, wr
 from idivm.script import PRE, StateRef
 from idivm.storage import delta
 from idivm.storage import layout as layouts
+from idivm.storage.spark import to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -377,7 +378,7 @@ class Runtime:
             named = keys.select(*[F.col(delta.quoted(c)).alias(p) for p, c in statement.match])
             if by_spark:
                 return indexes.locate(stored, path, statement, named, progress, script.view)
-            found = indexes.locate(stored, path, statement, named.toArrow(), progress, script.view)
+            found = indexes.locate(stored, path, statement, to_arrow(named), progress, script.view)
             if found is None or found.num_rows:
                 return found if found is None else self.spark.createDataFrame(found)
             return self.spark.createDataFrame([], view.select(*found.column_names).schema)
@@ -390,7 +391,8 @@ class Runtime:
             result = evaluate(self.spark, script, diffs, read_state, view, progress,
                               locate if stored else None,
                               read_view if layout is not None else None,
-                              in_memory_max_rows=IN_MEMORY_MAX_ROWS if by_spark else None)
+                              in_memory_max_rows=IN_MEMORY_MAX_ROWS if by_spark else None,
+                              patch=layout is not None and not by_spark)
         with meter.phase("write"):
             if by_spark:
                 stats = commit.merge_by_spark(script, path, view, result, metadata, progress, stored, self.storage)

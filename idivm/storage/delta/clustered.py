@@ -1,6 +1,6 @@
 """The clustered layout of a table written by delta-rs: rows ordered by a key in files of
 narrow, disjoint key ranges (:func:`write_clustered`), kept by a rewrite in the driver of the
-files an upsert or a delete names (:func:`rewrite_clustered`, copy-on-write)."""
+files an upsert, a delete or a patch names (:func:`rewrite_clustered`, copy-on-write)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,54 @@ def write_clustered(path: PathLike, reader: pa.RecordBatchReader, mode: Literal[
 
 
 @dataclass(frozen=True)
+class Patch:
+    """An update or an increment of the stored rows whose columns ``on`` equal (NULL-safely)
+    those of a row of ``rows``: for each ``(column, value)`` of ``set``, the row's ``column``
+    becomes (``update``) or grows by (``increment``) that row's ``value``.  ``rows`` holds at
+    most one row per value of ``on`` (an effective i-diff, thesis §2.2)."""
+
+    kind: Literal["update", "increment"]
+    on: tuple[str, ...]
+    set: tuple[tuple[str, str], ...]
+    rows: pa.Table
+
+
+def _patched(table: pa.Table, patches: Sequence[Patch]) -> pa.Array | None:
+    """Which rows of ``table`` a patch names (None: none)."""
+    mask = None
+    for p in patches:
+        if p.rows.num_rows:
+            hit = key_mask(table, p.on, p.rows.select(list(p.on)).cast(
+                pa.schema([table.schema.field(c) for c in p.on])))
+            mask = hit if mask is None else pc.or_(mask, hit)
+    return mask if mask is not None and pc.any(mask).as_py() else None
+
+
+def _apply_patches(rows: pa.Table, patches: Sequence[Patch]) -> pa.Table:
+    """``rows`` with ``patches`` applied in order, each to the rows it names."""
+    for p in patches:
+        if not p.rows.num_rows:
+            continue
+        at = {tuple(r.values()): i for i, r in enumerate(p.rows.select(list(p.on)).to_pylist())}
+        named = [at.get(tuple(r.values())) for r in rows.select(list(p.on)).to_pylist()]
+        hits = [i for i, n in enumerate(named) if n is not None]
+        if not hits:
+            continue
+        values = p.rows.take([named[i] for i in hits])
+        for column, value in p.set:
+            old = rows.column(column)
+            new = pc.cast(values.column(value), old.type)
+            if p.kind == "increment":
+                new = pc.cast(pc.add(old.take(hits), new), old.type)
+            merged = old.to_pylist()
+            for i, v in zip(hits, new.to_pylist()):
+                merged[i] = v
+            rows = rows.set_column(rows.schema.get_field_index(column), rows.schema.field(column),
+                                   pa.array(merged, old.type))
+    return rows
+
+
+@dataclass(frozen=True)
 class Rewrite:
     """What :func:`rewrite_clustered` did: its metrics (named as :func:`merge_arrow`'s, with
     the new ``version``) and the rows it removed (those whose key an upsert or a delete named,
@@ -141,14 +189,16 @@ class Rewrite:
 
     metrics: dict[str, Any]
     removed: pa.Table
+    #: the rows a patch changed, as they became (as they were, they are among ``removed``)
+    patched: pa.Table
 
 
 def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys: Sequence[str], *,
-                      commit_metadata: Mapping[str, Any] | None = None,
+                      patches: Sequence[Patch] = (), commit_metadata: Mapping[str, Any] | None = None,
                       row_group_rows: int | None = None, file_bytes: int) -> Rewrite:
     """Upsert ``upserts`` (whole rows) into the table at ``path`` and delete the rows whose
-    ``keys`` equal (NULL-safely) those of a row of ``deletes``, in one commit that rewrites only
-    the files that may hold those keys.
+    ``keys`` equal (NULL-safely) those of a row of ``deletes``, and apply ``patches`` to the
+    other rows they name, in one commit that rewrites only the files that may hold those rows.
 
     The rows with the key of a row of ``upserts`` or ``deletes`` are removed, and the rows of
     ``upserts`` inserted: with unique keys, an upsert replaces the row with its key or is
@@ -167,12 +217,17 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     metadata (``idivm.rewrite``).  Its change data feed, which has no change files, is read as
     a delete of the rewritten files' rows and an insert of the new ones.  ``row_group_rows``
     caps the rows of a row group, as in :func:`merge_arrow`.
+
+    A patch names rows by its columns ``on``: the files that may hold them are those whose
+    statistics admit its values of the first key column when ``on`` has that column, else
+    every file; a file none of whose rows changes is not rewritten.  The rows patched count
+    as updated.
     """
     from deltalake.transaction import RemoveAction
 
     if not keys:
         raise ValueError("rewrite_clustered needs at least one key column")
-    dt = open_table(path)
+    dt = open_table(path, to_write=True)
     _check_driver_readable(dt, path)
     table_schema = schemas.as_arrow_schema(dt.schema().to_arrow())
     upserts = schemas.conform(upserts.select(table_schema.names), table_schema)
@@ -183,34 +238,54 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     touched = {f.path for f in files if f.may_hold(values, null)}
     homes = _homes(files, upserts.column(keys[0]).to_pylist())
     touched.update(h for h in homes if h is not None)
+    for p in patches:
+        if not p.rows.num_rows:
+            continue
+        if keys[0] in p.on:
+            p_values, p_null = _sorted_values(pc.unique(p.rows.column(keys[0])).to_pylist())
+            touched.update(f.path for f in files if f.may_hold(p_values, p_null))
+        else:
+            touched.update(f.path for f in files)
 
     root = Path(path)
     new = _NewFiles(root, row_group_rows)
     removed: list = []
     updated = deleted = copied = 0
     found: list[pa.Table] = [table_schema.empty_table()]  # the rows removed
+    patched: list[pa.Table] = [table_schema.empty_table()]  # the rows patched, as they became
     for f in files:
         if f.path not in touched:
             continue
         old = _read_file(root, f, table_schema)
-        hit = key_mask(old, keys, named)
+        hit = key_mask(old, keys, named) if named.num_rows else pa.repeat(False, old.num_rows)
+        mine = homes.pop(f.path, [])
+        kept = old.filter(pc.invert(hit))
+        changing = _patched(kept, patches) if patches else None
+        if not mine and changing is None and not pc.any(hit).as_py():
+            continue  # no row of the file changes
         matched = old.filter(hit)
         n = int(pc.sum(key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
         updated, deleted = updated + n, deleted + matched.num_rows - n
         found.append(matched)
-        kept = old.filter(pc.invert(hit))
-        copied += kept.num_rows
-        mine = homes.pop(f.path, [])
+        if changing is not None:
+            before = kept.filter(changing)
+            after = _apply_patches(before, patches)
+            found.append(before)
+            patched.append(after)
+            updated += after.num_rows
+            kept = pa.concat_tables([kept.filter(pc.invert(changing)), after])
+        copied += kept.num_rows - (0 if changing is None else int(pc.sum(changing).as_py()))
         rows = pa.concat_tables([kept, upserts.take(mine)]) if mine else kept
         removed.append(RemoveAction(f.path, True, new.now, f.size, {}))
         if rows.num_rows:
-            rows = ordered(rows, keys) if mine else rows
+            rows = ordered(rows, keys) if mine or changing is not None else rows
             new.write(rows, _rows_per_file(old, file_bytes) if old.num_rows else _rows_per_file(rows, file_bytes),
                       slack=2)
     for rest in homes.values():  # the table had no file
         rows = ordered(upserts.take(rest), keys)
         new.write(rows, _rows_per_file(rows, file_bytes))
     removed_rows = pa.concat_tables(found)
+    patched_rows = pa.concat_tables(patched)
     replaced = key_mask(upsert_keys, keys, removed_rows) if removed_rows.num_rows and upserts.num_rows else None
     inserted = upserts.num_rows - (int(pc.sum(replaced).as_py() or 0) if replaced is not None else 0)
     stats = {"num_source_rows": named.num_rows, "num_target_rows_inserted": inserted,
@@ -223,7 +298,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
                                     commit_properties=_commit_properties(metadata))
         count()
     stats["version"] = open_table(path).version()
-    return Rewrite(stats, removed_rows)
+    return Rewrite(stats, removed_rows, patched_rows)
 
 
 def _homes(files: Sequence[_File], keys: Sequence[Any]) -> dict[str | None, list[int]]:

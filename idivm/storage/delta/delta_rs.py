@@ -155,7 +155,7 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
     """
     if not clauses:
         raise ValueError("merge_arrow needs at least one clause")
-    dt = open_table(path)
+    dt = open_table(path, to_write=True)
     before = dt.version()
     merger = dt.merge(_conform_source(dt, source), predicate, source_alias=source_alias,
                       target_alias=target_alias, streamed_exec=streamed_exec,
@@ -252,7 +252,7 @@ def optimize(path: PathLike, order: Sequence[str], *, target_file_bytes: int, ro
     """delta-rs's ``OPTIMIZE`` of the table at ``path``: Z-ordered by ``order``, else a compaction."""
     options = {"target_size": target_file_bytes, "writer_properties": _writer_properties(row_group_rows),
                "commit_properties": _commit_properties(commit_metadata)}
-    dt = open_table(path)
+    dt = open_table(path, to_write=True)
     before = dt.version()
     if order:
         dt.optimize.z_order(list(order), **options)

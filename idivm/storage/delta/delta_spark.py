@@ -124,7 +124,7 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
                    if (v := (last.get("operationMetrics") or {}).get(theirs)) is not None}
     elif commit_metadata:
         # nothing changed and nothing was committed: an empty commit carries the metadata
-        dt = open_table(path)
+        dt = open_table(path, to_write=True)
         dt.create_write_transaction([], mode="append", schema=dt.schema(),
                                     commit_properties=_commit_properties(commit_metadata))
         after = version(path)

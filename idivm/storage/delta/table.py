@@ -104,9 +104,10 @@ _OPENED: dict[tuple, "DeltaTable"] = {}
 _OPENED_MAX = 64
 
 
-def open_table(path: PathLike, version: int | None = None) -> "DeltaTable":
-    """The ``DeltaTable`` at ``path`` (at ``version``, default latest).  A table opened at a
-    given version may be one opened before: callers only read it.
+def open_table(path: PathLike, version: int | None = None, *, to_write: bool = False) -> "DeltaTable":
+    """The ``DeltaTable`` at ``path`` (at ``version``, default latest).  It may be one opened
+    before, which callers only read; ``to_write``: a new one, opened at the latest version,
+    which the caller may commit through.
 
     Raises :class:`CatalogError` if there is no table there or no such version.
     """
@@ -114,6 +115,8 @@ def open_table(path: PathLike, version: int | None = None) -> "DeltaTable":
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
     key = None
+    if version is None and not to_write and Path(path, "_delta_log").is_dir():
+        version = _latest(path)
     if version is not None:
         try:
             commit = os.stat(Path(path, "_delta_log", f"{version:020d}.json"))
