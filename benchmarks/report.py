@@ -10,7 +10,7 @@ No idivm, Spark or DuckDB here: plain functions over dicts, and matplotlib when 
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -87,7 +87,11 @@ def axis_table(summary: Sequence[Mapping[str, Any]], workload: str, view: str, a
 
 
 def have_matplotlib() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError:
+        return False
+    return True
 
 
 def plot_axis(path: Path, title: str, xlabel: str, values: Sequence[Any],
