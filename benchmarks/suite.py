@@ -296,9 +296,10 @@ def fmt(value: Any) -> str:
     return f"{value:g}" if abs(value) < 1 else f"{value:,.2f}"
 
 
-def finish_group(group: Group, state: State, out: Path) -> None:
-    """``Warehouse.verify`` of every live copy; then the group's DuckDB and warehouse go."""
-    names = [n for n in group.live if n not in group.failed]
+def finish_group(group: Group, state: State, out: Path, verify: bool = True) -> None:
+    """``Warehouse.verify`` of every live copy (unless the group stopped on an error); then the
+    group's DuckDB and warehouse go."""
+    names = [n for n in group.live if n not in group.failed] if verify else []
     verified = {}
     for name in sorted(names):
         try:
@@ -375,8 +376,10 @@ def devices_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapp
                 state.notes.append(f"devices {point_label(data)}: d={d} skipped: more than the {spec.parts} parts")
                 continue
             run_point(group, d, config.runs, ingest, state)
-    finally:
-        finish_group(group, state, out)
+    except BaseException:
+        finish_group(group, state, out, verify=False)
+        raise
+    finish_group(group, state, out)
 
 
 def yelp_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping[str, Any], config: SuiteConfig,
@@ -419,8 +422,10 @@ def yelp_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
     try:
         for n in batches:
             run_point(group, n, config.runs, ingest, state)
-    finally:
-        finish_group(group, state, out)
+    except BaseException:
+        finish_group(group, state, out, verify=False)
+        raise
+    finish_group(group, state, out)
 
 
 GROUP_RUNNERS = {"devices": devices_group, "yelp": yelp_group}
