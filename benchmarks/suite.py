@@ -36,7 +36,7 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,7 +201,7 @@ class Group:
     data: dict[str, Any]
     strategies: tuple[str, ...]
     wh: Any
-    duck: duck.DuckRecompute
+    twin: duck.DuckRecompute
     sql: dict[str, str]
     checksums: dict[str, duck.Checksum]
     live: set[str]
@@ -209,7 +209,8 @@ class Group:
     failed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def run_point(group: Group, batch_size: int, runs: int, ingest: Any, state: State) -> None:
+def run_point(group: Group, batch_size: int, runs: int, ingest: Callable[[int], dict[str, Any]],
+              state: State) -> None:
     """Warm-up run 0 and runs 1..``runs`` at one batch size: ``ingest(batch_size)`` (into idivm
     and DuckDB), maintain every live copy, recompute every view in DuckDB; then the check."""
     w = group.workload
@@ -227,13 +228,12 @@ def run_point(group: Group, batch_size: int, runs: int, ingest: Any, state: Stat
         for view in w.views:
             if view not in group.sql:
                 continue
-            s = group.duck.recompute(duck_table(view), group.sql[view])
+            s = group.twin.recompute(duck_table(view), group.sql[view])
             state.duckdb.append({"workload": w.name, "view": view, "point": point, "run": run, "seconds": s})
             progress(f"{label}: duckdb {view}: {s:.3f} s")
             if run > 0:
                 seconds[view].append(s)
     state.measurements += [{"workload": w.name, "point": point, **m} for m in as_json(measured)]
-    check(group, point, state)
     for view in w.views:
         for strategy in group.strategies:
             name = f"{view}_{strategy}"
@@ -252,6 +252,7 @@ def run_point(group: Group, batch_size: int, runs: int, ingest: Any, state: Stat
         else:
             state.summary.append({"workload": w.name, "point": point, "view": view, "strategy": "duckdb",
                                   "not_measured": "no DuckDB query"})
+    check(group, point, state)
 
 
 def check(group: Group, point: Mapping[str, Any], state: State) -> None:
@@ -261,7 +262,7 @@ def check(group: Group, point: Mapping[str, Any], state: State) -> None:
     for view in w.views:
         if view not in group.sql:
             continue
-        expected = group.checksums[view].duckdb(group.duck.con, duck_table(view))
+        expected = group.checksums[view].duckdb(group.twin.con, duck_table(view))
         for strategy in group.strategies:
             name = f"{view}_{strategy}"
             if name not in group.live or name in group.failed:
@@ -287,13 +288,13 @@ def point_label(point: Mapping[str, Any]) -> str:
 
 
 def fmt(value: Any) -> str:
-    """A parameter or an aggregate as it is printed: ints with thousands separators, shares as
-    given, other floats to the cent."""
+    """A parameter or an aggregate as it is printed: ints with thousands separators, floats
+    as given up to a thousand, to the cent above."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     if isinstance(value, int):
         return f"{value:,}"
-    return f"{value:g}" if abs(value) < 1 else f"{value:,.2f}"
+    return f"{value:g}" if abs(value) < 1000 else f"{value:,.2f}"
 
 
 def finish_group(group: Group, state: State, out: Path, verify: bool = True) -> None:
@@ -323,7 +324,7 @@ def finish_group(group: Group, state: State, out: Path, verify: bool = True) -> 
             if row["workload"] == group.workload.name and f"{row['view']}_{row['strategy']}" == name \
                     and all(row["point"].get(k) == v2 for k, v2 in group.data.items()):
                 row["verified"] = v.get("ok")
-    group.duck.close()
+    group.twin.close()
     shutil.rmtree(out / "warehouse", ignore_errors=True)
 
 
@@ -461,6 +462,11 @@ def run(config: SuiteConfig) -> dict[str, Any]:
                          f"{w.batch} = {', '.join(map(fmt, batches))}")
                 GROUP_RUNNERS[name](dict(data), batches, default, config, strategies, state)
                 results = write(config, env, plans, state, time.perf_counter() - started, plots=False)
+        unverified = [f"{g['workload']} {point_label(g['data'])}: {n}" for g in state.groups
+                      for n, v in g.get("verified", {}).items() if not v.get("ok")]
+        if unverified:
+            raise BenchmarkError("views differ from idivm's recomputation (Warehouse.verify): "
+                                 + "; ".join(unverified))
     finally:
         results = write(config, env, plans, state, time.perf_counter() - started, plots=True)
     return results
