@@ -52,8 +52,8 @@ def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
     p.add_argument("--workload", choices=("devices", "yelp", "all"), default="all",
                    help="which workload (default all)")
     p.add_argument("--grid", choices=("quick", "full"), default="quick",
-                   help="axis values and default point (default quick; full is the thesis' Fig. 2.11 ranges "
-                        "and takes hours)")
+                   help="axis values and default point (default quick; full: the thesis' Fig. 2.11 ranges, "
+                        "much longer)")
     p.add_argument("--scale", type=float, default=1.0,
                    help="factor on the grid's data sizes (devices_parts rows, businesses; default 1)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per point after one warm-up run (default 3)")
