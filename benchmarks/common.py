@@ -38,8 +38,9 @@ from idivm.errors import IdivmError  # noqa: E402
 from idivm.storage import delta  # noqa: E402
 
 #: measured strategies: the define-time strategies, and ``id_noindex``: a view defined with ``id``
-#: maintained with ``use_indexes=False`` (nested elements found by scanning the view, §2.15)
-STRATEGIES = ("id", "id_noindex", "tuple", "recompute")
+#: maintained with ``use_indexes=False`` (nested elements found by scanning the view, §2.15);
+#: ``auto`` is ``id`` unless the view or a run's change set calls for recomputation
+STRATEGIES = ("id", "id_noindex", "tuple", "recompute", "auto")
 #: the strategy each measured one is defined with
 DEFINED_AS = {"id_noindex": "id"}
 
@@ -84,7 +85,8 @@ class Measurement:
 
 
 def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+    """One line about the work under way, on standard error (tables go to standard output)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 # --- setup -----------------------------------------------------------------------------------------
@@ -130,7 +132,7 @@ def generate_dataset(dataset: str, options: Sequence[str], spec: Mapping[str, An
     progress("data: " + " ".join(command[1:]))
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
-    subprocess.run(command, check=True, env=env)
+    subprocess.run(command, check=True, env=env, stdout=sys.stderr)  # its report is progress
     stamp.write_text(json.dumps(wanted, sort_keys=True) + "\n")
     progress(f"data: written in {time.perf_counter() - started:.1f} s")
     return data
@@ -259,6 +261,33 @@ def maintain_once(wh: Warehouse, run: int, name: str, view: str, strategy: str,
                        spark_jobs=None if jobs is None or jobs_after is None else jobs_after - jobs, **counts)
 
 
+def maintain_round(wh: Warehouse, views: Sequence[str], strategies: Sequence[str], run: int, label: str,
+                   batch_size: int | None = None, live: Callable[[str], bool] = lambda name: True,
+                   failed: dict[str, dict[str, Any]] | None = None) -> list[Measurement]:
+    """One run's maintenance: every live copy ``<view>_<strategy>`` once, strategies rotated by
+    ``run``.  A ``maintain`` that raises propagates, or, given ``failed``, is recorded there
+    (name -> {view, strategy, batch_size, run, error}) and the round goes on."""
+    out = []
+    for view in views:
+        for strategy in rotated(strategies, run):
+            name = f"{view}_{strategy}"
+            if not live(name):
+                continue
+            try:
+                m = maintain_once(wh, run, name, view, strategy, batch_size=batch_size)
+            except Exception as e:  # noqa: BLE001 -- recorded when asked to; the other copies go on
+                if failed is None:
+                    raise
+                failed[name] = {"view": view, "strategy": strategy, "batch_size": batch_size, "run": run,
+                                "error": f"{type(e).__name__}: {e}"}
+                progress(f"{label}: {name}: maintain raised {type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''} (not maintained again)")
+                continue
+            out.append(m)
+            progress(describe(label, name, m))
+    return out
+
+
 def spark_jobs(wh: Warehouse) -> int | None:
     """The number of Spark jobs the warehouse's session has started (None: not known)."""
     try:
@@ -277,7 +306,8 @@ def table_versions(wh: Warehouse, name: str) -> dict[str, int]:
 
 def describe(label: str, name: str, m: Measurement) -> str:
     """The progress line of one measurement."""
-    fallback = "" if m.maintained_as == m.strategy else f" (maintained as {m.maintained_as}: {m.note})"
+    why = f": {m.note}" if m.note else ""
+    fallback = "" if m.maintained_as == m.strategy else f" (maintained as {m.maintained_as}{why})"
     written = "" if m.rows_written is None else f", {m.rows_written:,} rows written"
     return (f"{label}: {name}: {m.seconds:.2f} s, {m.changes} change rows{written}, "
             f"view commit wrote {fmt_count(m.view_rows_written)} rows{fallback}")

@@ -46,19 +46,19 @@ from typing import Any
 
 from common import (  # puts this checkout first on sys.path: import it before idivm
     STRATEGIES,
+    BenchmarkError,
     Measurement,
     add_storage_argument,
     as_json,
     check_strategies,
     define_view,
-    describe,
     fixed_cost_summary,
     fixed_cost_table,
     environment,
     fresh_warehouse,
     generate_dataset,
     load_tables,
-    maintain_once,
+    maintain_round,
     markdown_table,
     parse_list,
     probe_fixed_cost,
@@ -67,7 +67,6 @@ from common import (  # puts this checkout first on sys.path: import it before i
     ratios,
     renamed,
     run_main,
-    rotated,
     start_spark,
     summarize,
     verify_all,
@@ -98,11 +97,12 @@ class Config:
     seed: int
     storage: str | None = None
     probes: int = 3
+    extra_joins: int = 0
 
     @property
     def spec(self) -> devices.DevicesSpec:
-        return devices.DevicesSpec.at_scale(self.scale, fanout=self.fanout,
-                                            selectivity=self.selectivity, seed=self.seed)
+        return devices.DevicesSpec.at_scale(self.scale, fanout=self.fanout, selectivity=self.selectivity,
+                                            extra_joins=self.extra_joins, seed=self.seed)
 
 
 # --- setup -----------------------------------------------------------------------------------------
@@ -111,16 +111,42 @@ def generate_data(config: Config) -> Path:
     """The dataset of ``config.spec`` as Parquet files in ``OUT/data``, written by
     ``python -m idivm.datasets devices`` unless a previous invocation left the same spec there."""
     options = ["--scale", str(config.scale), "--fanout", str(config.fanout),
-               "--selectivity", str(config.selectivity), "--seed", str(config.seed)]
+               "--selectivity", str(config.selectivity), "--extra-joins", str(config.extra_joins),
+               "--seed", str(config.seed)]
     return generate_dataset("devices", options, asdict(config.spec), config.spec.table_names,
                             config.out / "data")
 
 
-def view_text(view: str, strategy: str) -> tuple[str, str]:
-    """(name, text) of the shipped ``view`` renamed ``<view>_<strategy>``."""
+def view_text(view: str, strategy: str, extra_joins: int = 0) -> tuple[str, str]:
+    """(name, text) of the shipped ``view`` renamed ``<view>_<strategy>``, with ``extra_joins``
+    more tables joined (:func:`with_extra_joins`)."""
     path = view_path(VIEW_FILES[view])
     name = f"{view}_{strategy}"
-    return name, renamed(path.read_text(encoding="utf-8"), view, name, str(path))
+    text = with_extra_joins(path.read_text(encoding="utf-8"), extra_joins, str(path))
+    return name, renamed(text, view, name, str(path))
+
+
+#: where the joins of the shipped views are, and the select list of ``phone_parts``
+JOIN_ANCHOR = "devices_parts NATURAL JOIN"
+SELECT_ANCHOR = "SELECT did, pid, price\n"
+
+
+def with_extra_joins(text: str, extra_joins: int, origin: str) -> str:
+    """A shipped devices view with ``devices_parts_1`` .. ``devices_parts_<extra_joins>`` joined
+    1-to-1 with ``devices_parts`` on (did, pid), the joins experiment of §2.8.2 (j = 2 +
+    ``extra_joins`` in the thesis' terms).  ``SELECT did, pid, price`` also returns their
+    ``attr_<i>``, so that no join can be dropped as unused; an aggregate keeps its select list.
+    No view file with extra joins is shipped: the text is derived from the shipped one here."""
+    if extra_joins == 0:
+        return text
+    if text.count(JOIN_ANCHOR) != 1:
+        raise BenchmarkError(f"{origin}: cannot add joins, {JOIN_ANCHOR!r} does not occur exactly once")
+    tables = [devices.extra_table_name(i) for i in range(1, extra_joins + 1)]
+    text = text.replace(JOIN_ANCHOR, " ".join(f"{t} NATURAL JOIN" for t in ["devices_parts", *tables]))
+    if SELECT_ANCHOR in text:
+        attrs = ", ".join(f"attr_{i}" for i in range(1, extra_joins + 1))
+        text = text.replace(SELECT_ANCHOR, f"SELECT did, pid, price, {attrs}\n")
+    return text
 
 
 def define_views(wh: Warehouse, config: Config) -> dict[str, dict[str, Any]]:
@@ -128,7 +154,7 @@ def define_views(wh: Warehouse, config: Config) -> dict[str, dict[str, Any]]:
     defined = {}
     for view in config.views:
         for strategy in config.strategies:
-            name, text = view_text(view, strategy)
+            name, text = view_text(view, strategy, config.extra_joins)
             defined[name] = define_view(wh, name, text, view, strategy)
     return defined
 
@@ -162,12 +188,7 @@ def run_all(wh: Warehouse, config: Config) -> tuple[list[Measurement], list[dict
         ingests.append({"run": run, "file": path.name, "seconds": time.perf_counter() - started,
                         "changes": ingested.changes, "updated": ingested.updated, "version": ingested.version})
         progress(f"{label}: ingested {ingested.changes} price updates into parts (version {ingested.version})")
-        for view in config.views:
-            for strategy in rotated(config.strategies, run):
-                name = f"{view}_{strategy}"
-                m = maintain_once(wh, run, name, view, strategy)
-                measurements.append(m)
-                progress(describe(label, name, m))
+        measurements += maintain_round(wh, config.views, config.strategies, run, label)
     return measurements, ingests
 
 
@@ -212,7 +233,9 @@ def benchmark(config: Config) -> dict[str, Any]:
         "total_seconds": time.perf_counter() - started,
     }
     title = (f"devices/parts, scale {config.scale:,} (devices_parts {tables.get('devices_parts', 0):,}), "
-             f"f={config.fanout}, s={config.selectivity:g}, d={config.updates}, {config.runs} timed runs"
+             f"f={config.fanout}, s={config.selectivity:g}, d={config.updates}, "
+             + (f"{config.extra_joins} extra joins, " if config.extra_joins else "")
+             + f"{config.runs} timed runs"
              + (f", storage {config.storage}" if config.storage else ""))
     lines = ratio_lines(speedups)
     if fixed:
@@ -247,8 +270,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     parser.add_argument("--probes", type=int, default=3,
                         help="after the timed runs, runs after a one-row change and runs with nothing to do "
                              "(the fixed cost of a run), each view and strategy, after a warm-up (default 3; 0: none)")
+    parser.add_argument("--extra-joins", "-j", type=int, default=0,
+                        help="tables joined 1-to-1 with devices_parts in every view (the thesis' j minus 2; "
+                             "default 0)")
     add_storage_argument(parser)
     args = parser.parse_args(argv)
+    if args.extra_joins < 0:
+        parser.error("--extra-joins must be >= 0")
     if args.scale < 1 or args.runs < 1 or args.updates < 1:
         parser.error("--scale, --runs and --updates must be >= 1")
     if not 1 <= args.fanout <= args.scale:
@@ -257,7 +285,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         parser.error("--updates cannot exceed --scale (the number of parts)")
     return Config(scale=args.scale, fanout=args.fanout, updates=args.updates, runs=args.runs,
                   out=args.out.absolute(), strategies=args.strategies, views=args.views,
-                  selectivity=args.selectivity, seed=args.seed, storage=args.storage, probes=args.probes)
+                  selectivity=args.selectivity, seed=args.seed, storage=args.storage, probes=args.probes,
+                  extra_joins=args.extra_joins)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

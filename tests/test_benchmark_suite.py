@@ -1,0 +1,168 @@
+"""The pure parts of the benchmark suite (benchmarks/): the grid, the report, the DuckDB twins of
+the views and the replay of change batches in DuckDB.  No Spark, no timing."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
+
+import devices as devices_bench  # noqa: E402
+import duck  # noqa: E402
+import report  # noqa: E402
+import suite  # noqa: E402
+
+from idivm import datasets  # noqa: E402
+from idivm.datasets import devices, yelp  # noqa: E402
+from idivm.datasets.yelp_changes import YelpChanges  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- grid
+
+
+def test_plan_scales_sizes_and_keeps_given_values():
+    config = suite.SuiteConfig(workloads=("devices",), grid="quick", scale=0.2, runs=1, out=Path("x"),
+                               axes={"d": (100, 300), "size": None})
+    default, axes = suite.plan(suite.DEVICES, config)
+    assert default == {"d": 200, "j": 0, "s": 0.2, "f": 10, "size": 20_000}
+    assert [(a.name, a.values) for a in axes] == [("d", (100, 300)), ("size", (2_000, 20_000, 200_000))]
+
+
+def test_groups_share_data_between_batch_sizes():
+    default = {"d": 200, "j": 0, "s": 0.2, "f": 10, "size": 1000}
+    axes = [suite.Axis("d", "d", (1000, 100)), suite.Axis("s", "s", (0.2, 1.0))]
+    groups = suite.groups(suite.DEVICES, default, axes)
+    assert groups == {
+        (("f", 10), ("j", 0), ("s", 0.2), ("size", 1000)): [100, 200, 1000],
+        (("f", 10), ("j", 0), ("s", 1.0), ("size", 1000)): [200],
+    }
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _row(point, strategy, median, **extra):
+    return {"workload": "w", "view": "v", "point": point, "strategy": strategy, "median_s": median, **extra}
+
+
+def test_axis_table_medians_ratio_and_fallbacks():
+    default = {"d": 2, "s": 0.5}
+    summary = [
+        _row({"d": 1, "s": 0.5}, "id", 0.5), _row({"d": 1, "s": 0.5}, "recompute", 2.0),
+        _row({"d": 2, "s": 0.5}, "id", 4.0), _row({"d": 2, "s": 0.5}, "recompute", 2.0),
+        _row({"d": 2, "s": 0.5}, "auto", 2.5, maintained_as=["recompute"]),
+        {"workload": "w", "view": "v", "point": {"d": 1, "s": 0.5}, "strategy": "duckdb",
+         "not_measured": "no DuckDB query"},
+    ]
+    table = report.axis_table(summary, "w", "v", "d", (1, 2), default, ["id", "recompute", "auto", "duckdb"])
+    assert table.splitlines() == [
+        "| d | id | recompute | auto | duckdb | recompute/id |",
+        "|---:|---:|---:|---:|---:|---:|",
+        "| 1 | 0.500 | 2.00 | — | no DuckDB query | 4.00x |",
+        "| 2 * | 4.00 | 2.00 | 2.50 (as recompute) | — | 0.50x |",
+    ]
+
+
+def test_plot_axis_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "p.png"
+    report.plot_axis(path, "t", "d", (100, 1000), {"id": [1.0, None], "duckdb": [0.01, 0.02]}, log_x=True)
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+# ----------------------------------------------------------------------------- DuckDB twins
+
+
+def test_relational_sql_and_refusals():
+    text = '-- a comment with "quotes"\nCREATE VIEW v AS\nSELECT a\nFROM t\nWHERE c = "phone"\n'
+    assert duck.relational_sql(text) == "SELECT a FROM t WHERE c = 'phone'"
+    with pytest.raises(ValueError):
+        duck.relational_sql("SELECT 1")
+    with pytest.raises(ValueError):
+        duck.relational_sql("CREATE VIEW v AS SELECT a FROM t WHERE c = 'x'")
+
+
+def test_compare_counts_exactly_and_sums_within_tolerance():
+    assert duck.compare({"rows": 3, "sum(x)": 1.0000000000001, "sum(y)": None},
+                        {"rows": 3, "sum(x)": 1.0, "sum(y)": None}) == []
+    assert duck.compare({"rows": 3}, {"rows": 4}) == ["rows: DuckDB 3 != idivm 4"]
+
+
+def test_extra_joins_keep_the_shipped_text_and_add_one_to_one_joins():
+    _, text = devices_bench.view_text("phone_parts", "id", 0)
+    assert text == datasets.view_path("devices_v").read_text(encoding="utf-8").replace(
+        "VIEW phone_parts AS", "VIEW phone_parts_id AS")
+    _, joined = devices_bench.view_text("phone_parts", "id", 2)
+    assert "SELECT did, pid, price, attr_1, attr_2\n" in joined
+    assert "devices_parts NATURAL JOIN devices_parts_1 NATURAL JOIN devices_parts_2 NATURAL JOIN" in joined
+    _, cost = devices_bench.view_text("phone_cost", "id", 1)
+    assert "SELECT did, sum(price) AS cost\n" in cost and "devices_parts_1 NATURAL JOIN" in cost
+
+
+def test_devices_sql_with_extra_joins_on_duckdb(tmp_path):
+    pytest.importorskip("duckdb")
+    spec = devices.DevicesSpec(devices=40, parts=30, fanout=3, selectivity=0.5, extra_joins=2, seed=5)
+    datasets.write_dataset(devices.tables(spec), devices.schemas(spec), tmp_path, "parquet")
+    twin = duck.DuckRecompute(threads=1)
+    twin.load(tmp_path, spec.table_names)
+    results = {}
+    for j in (0, 2):
+        for view in devices_bench.VIEW_FILES:
+            twin.recompute(f"{view}_{j}", duck.relational_sql(devices_bench.view_text(view, "x", j)[1]))
+            checksum = duck.column_checksum(twin.columns(f"{view}_{j}"))
+            results[view, j] = checksum.duckdb(twin.con, f"{view}_{j}")
+    # 1-to-1 joins change no row: the same rows and sums, plus the sums of attr_1, attr_2
+    assert duck.compare(results["phone_parts", 0], results["phone_parts", 2]) == []
+    assert set(results["phone_parts", 2]) - set(results["phone_parts", 0]) == {"sum(attr_1)", "sum(attr_2)"}
+    assert duck.compare(results["phone_cost", 0], results["phone_cost", 2]) == []
+    assert results["phone_parts", 0]["rows"] == 20 * 3
+    # a batch of price updates, applied by DuckDB, moves the sums as the updates say
+    path = devices_bench.write_updates(spec, 5, 1, tmp_path / "updates")
+    assert twin.apply_price_updates(path) == 5
+    prices = dict(twin.con.execute("SELECT pid, price FROM parts").fetchall())
+    assert all(prices[pid] == post for pid, _, post in devices.price_updates(spec, 5, seed=1))
+
+
+def test_yelp_sql_on_the_sample():
+    pytest.importorskip("duckdb")
+    pa = pytest.importorskip("pyarrow")
+    twin = duck.DuckRecompute(threads=1)
+    for table in yelp.KEYS:
+        rows = list(datasets.read_jsonl(datasets.sample_path("yelp", table)))
+        twin.con.register("src", pa.Table.from_pylist(rows, schema=datasets.arrow_schema(yelp.SCHEMAS[table])))
+        twin.con.execute(f"CREATE TABLE {table} AS SELECT * FROM src")
+        twin.con.unregister("src")
+    sf = {b["business_id"] for b in datasets.read_jsonl(datasets.sample_path("yelp", "businesses"))
+          if b["city"] == "San Francisco"}
+    reviews = [r for r in datasets.read_jsonl(datasets.sample_path("yelp", "reviews")) if r["business_id"] in sf]
+    for view, sql in duck.YELP_SQL.items():
+        twin.recompute(view, sql)
+        got = duck.YELP_CHECKSUMS[view].duckdb(twin.con, view)
+        assert got["rows"] == len(sf)
+        assert got["reviews"] == len(reviews)
+        assert got["stars"] == sum(r["stars"] for r in reviews)
+    # a business without reviews: an empty bag in both views, one member (itself) in the group
+    assert twin.con.execute("SELECT count(*) FROM sf_reviews WHERE len(full_reviews) = 0").fetchall() == \
+        twin.con.execute("SELECT count(*) FROM sf_reviews_grouped WHERE n_reviews = 0 AND len(members) = 1 "
+                         "AND len(full_reviews) = 0").fetchall()
+
+
+def test_apply_events_replays_a_change_stream(tmp_path):
+    pytest.importorskip("duckdb")
+    spec = yelp.YelpSpec(businesses=60, seed=2)
+    datasets.write_dataset(yelp.tables(spec), yelp.schemas(spec), tmp_path, "parquet")
+    twin = duck.DuckRecompute(threads=1)
+    twin.load(tmp_path, yelp.KEYS)
+    stream = YelpChanges(spec, seed=7)
+    for n in (5, 40, 40):
+        batch = stream.next_batch(n)
+        for table, events in batch.events.items():
+            twin.apply_events(table, yelp.KEYS[table], datasets.arrow_schema(yelp.SCHEMAS[table]), events)
+    for table, key in yelp.KEYS.items():
+        expected = sorted(stream.state.rows(table), key=lambda r: r[key[0]])
+        columns = list(yelp.SCHEMAS[table])
+        got = twin.con.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key[0]}").fetchall()
+        assert [dict(zip(columns, r)) for r in got] == [{c: r[c] for c in columns} for r in expected]
