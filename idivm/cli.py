@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -220,23 +221,48 @@ def explain(ctx: click.Context, target: str, fmt: str) -> None:
 @click.option("--verify-every", "verify_every", type=click.IntRange(min=1), default=None, metavar="N",
               help="Compare every N-th run of a view with its recomputation; a view that differs is "
                    "reported, repaired by recomputation, and the command exits with code 1.")
+@click.option("--every", "every", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Keep maintaining: a round every SECONDS (from the start of the last one), in this "
+                   "one process, whose Spark session, opened tables and loaded programs stay warm; "
+                   "Ctrl-C between rounds stops it.")
+@click.option("--rounds", "rounds", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --every: stop after N rounds.")
 @click.pass_context
 def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_index: bool,
-             verify_every: int | None) -> int:
+             verify_every: int | None, every: float | None, rounds: int | None) -> int:
     """Bring views up to date with their base tables (one commit per view)."""
     if bool(names) == all_views:
         raise click.UsageError("name the views to maintain, or give --all")
+    if rounds is not None and every is None:
+        raise click.UsageError("--rounds goes with --every")
     wh = open_warehouse(ctx)
-    diverged = []
-    for name in (names or [None]):
-        for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True), use_indexes=not no_index,
-                                  verify_every=verify_every):
-            click.echo(result.summary())
-            if result.diverged:
-                diverged.append(result.name)
+    diverged: list[str] = []
+
+    def one_round() -> None:
+        for name in (names or [None]):
+            for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True),
+                                      use_indexes=not no_index, verify_every=verify_every):
+                click.echo(result.summary())
+                if result.diverged:
+                    diverged.append(result.name)
+
+    if every is None:
+        one_round()
+    else:
+        done = 0
+        try:
+            while True:
+                started = time.monotonic()
+                one_round()
+                done += 1
+                if rounds is not None and done >= rounds:
+                    break
+                time.sleep(max(0.0, started + every - time.monotonic()))
+        except KeyboardInterrupt:
+            click.echo(f"stopped after {done} round(s)", err=True)
     if diverged:
         click.echo(f"error: {len(diverged)} view(s) differed from their recomputation and were repaired: "
-                   f"{', '.join(diverged)}", err=True)
+                   f"{', '.join(sorted(set(diverged)))}", err=True)
         return 1
     return 0
 

@@ -188,6 +188,29 @@ def test_cli_define_strategy_and_maintain_summary(make_warehouse, tmp_path):
     assert out.exit_code == 0 and "matches its recomputation" in out.output
 
 
+def test_cli_maintain_every_runs_rounds_in_one_process(make_warehouse, tmp_path):
+    """``maintain --every S --rounds N``: N rounds, each maintaining the views; a round after
+    one that found the changes finds the view up to date; ``--rounds`` alone is a usage error."""
+    from click.testing import CliRunner
+
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_cost").read_text(), strategy="id")
+    part = _rows("parts")[0]
+    (tmp_path / "p.jsonl").write_text(json.dumps({**part, "price": part["price"] + 5}) + "\n")
+    wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--warehouse", str(wh.path), "maintain", "--all", "--every", "0", "--rounds", "2"])
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.stdout.splitlines() if line.startswith("phone_cost:")]
+    assert len(lines) == 2
+    assert re.match(r"phone_cost: id, 2 change rows read", lines[0]) and "up to date" in lines[1]
+    assert wh.verify("phone_cost").ok
+    out = runner.invoke(cli, ["--warehouse", str(wh.path), "maintain", "--all", "--rounds", "2"])
+    assert out.exit_code == 2 and "--rounds goes with --every" in out.output
+
+
 # --- the relational corpus, maintained ----------------------------------------------------------------
 
 SUBSET = [  # views composing most operator families, for the default run

@@ -396,7 +396,8 @@ def _named_ids(ids: DataFrame, cached: Caches) -> tuple[DataFrame, Column, list 
 
 def _share_aggregates(script: DeltaScript, diffs: BaseDiffs, compiler: PlanCompiler) -> None:
     """Aggregates of i-diffs that several statements read (increments, and the groups they
-    recompute instead) are computed once: cached and bound in the compiler."""
+    recompute instead) are computed once, into the driver (or cached by Spark when they are
+    many, :meth:`Caches.computed`), and bound in the compiler."""
     uses: dict[int, tuple[O.Operator, int]] = {}
     for s in script.statements:
         if not _has_input(s, diffs):
@@ -405,8 +406,8 @@ def _share_aggregates(script: DeltaScript, diffs: BaseDiffs, compiler: PlanCompi
             for op in {id(o): o for o in O.walk(plan, into_nested=False) if isinstance(o, O.GroupBy)}.values():
                 uses[id(op)] = (op, uses.get(id(op), (op, 0))[1] + 1)
     for op, n in uses.values():
-        if n > 1:
-            compiler.bind(op, compiler.cached.add(compiler.bindings(op)))
+        if n > 1:  # computed now: in memory when few, which the statements then read without a job
+            compiler.bind(op, compiler.cached.computed(compiler.bindings(op))[1])
 
 
 def _has_input(s: Statement, diffs: BaseDiffs) -> bool:

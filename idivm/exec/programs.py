@@ -33,19 +33,33 @@ def program_folder(rel: str) -> str:
     return f"{rel}.{PROGRAM_DIR}"
 
 
+#: programs loaded by this process, by their file's path and identity (a program stored again is
+#: a new file: ``write_program`` replaces it), so that runs in one process load each once
+_LOADED: dict[tuple, "Program"] = {}
+_LOADED_MAX = 256
+
+
 def load_program(catalog: Catalog, entry: ViewEntry) -> "Program":
     """The compiled program of a view: the one ``define`` stored, or, for a view defined by
     another version of idivm, compiled again from its text and stored for the next runs."""
     from idivm import program as programs
 
     folder = catalog.root / program_folder(entry.path)
+    file = folder / PROGRAM_FILE
     try:
-        stored = programs.from_json(json.loads((folder / PROGRAM_FILE).read_text(encoding="utf-8")))
+        found = os.stat(file)
+        key = (str(file.resolve()), found.st_ino, found.st_mtime_ns, found.st_size)
+        if key in _LOADED:
+            return _LOADED[key]
+        stored = programs.from_json(json.loads(file.read_text(encoding="utf-8")))
     except FileNotFoundError:
         stored = None
     except ValueError as e:
         raise CatalogError(f"the stored program of view {entry.name} is unreadable ({e}); define it again")
     if stored is not None:
+        if len(_LOADED) >= _LOADED_MAX:
+            _LOADED.pop(next(iter(_LOADED)))
+        _LOADED[key] = stored
         return stored
     program = compile_program(catalog, entry.text, f"<view {entry.name}>", entry.extra.get("strategy", "recompute"),
                               strict=False, caches=bool(entry.extra.get("caches")))

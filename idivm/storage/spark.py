@@ -202,8 +202,31 @@ def local_rows(df: "DataFrame") -> "pa.Table":
 
 def to_arrow(df: "DataFrame") -> "pa.Table":
     """``df``'s rows as an Arrow table: collected without a job when it is local
-    (:func:`is_local`), else by Spark."""
-    return local_rows(df) if is_local(df) else df.toArrow()
+    (:func:`is_local`), else by Spark (:func:`collect`)."""
+    return local_rows(df) if is_local(df) else collect(df)
+
+
+#: the estimated size of a query (Spark's optimizer statistics, of its result) up to which it is
+#: executed without adaptive query execution (see :func:`collect`)
+SMALL_QUERY_BYTES = 8 * 1024 * 1024
+
+
+def collect(df: "DataFrame") -> "pa.Table":
+    """``df``'s rows as an Arrow table, by Spark.  A small query (the optimizer estimates at most
+    :data:`SMALL_QUERY_BYTES`: an i-diff's rows aggregated or joined with few others) runs
+    without adaptive query execution, which would run each of its shuffles' stages as a job of
+    its own, to re-plan what is small already: an aggregate of a few hundred i-diff rows in one
+    job instead of two or three."""
+    conf = df.sparkSession.conf
+    key = "spark.sql.adaptive.enabled"
+    if conf.get(key) != "true" or int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())) \
+            > SMALL_QUERY_BYTES:
+        return df.toArrow()
+    conf.set(key, "false")
+    try:
+        return df.toArrow()
+    finally:
+        conf.set(key, "true")
 
 
 def _types(t):
@@ -265,7 +288,7 @@ class Caches:
         if local:
             table = local_rows(df)
         else:
-            table = df.toArrow() if bound is None else df.limit(bound + 1).toArrow()
+            table = collect(df) if bound is None else collect(df.limit(bound + 1))
         if bound is None or table.num_rows <= bound:
             return table, df if local else df.sparkSession.createDataFrame(table, df.schema)
         return None, self.add(df)
