@@ -34,6 +34,8 @@ class Explanation:
     indexes: IndexSelection | None = None
     #: per selected index: how it is stored and which statements use it
     index_notes: Mapping[GlobalProvenanceIndex, str] = field(default_factory=dict)
+    #: for a defined view: its strategy, and for ``auto`` what its recorded runs estimate
+    strategy: str = ""
 
     def to_text(self) -> str:
         unknown = self.provenance.unknown
@@ -43,6 +45,7 @@ class Explanation:
         return "\n".join([
             f"view {self.view.name}: {self.view.type}",
             f"IDs: {ids}",
+            *([f"strategy: {self.strategy}"] if self.strategy else []),
             "",
             "plan (IDs of each operator, thesis Table 2.1 / 2.6):",
             format_plan(self.view.plan, self.provenance.annotate),
@@ -77,6 +80,7 @@ class Explanation:
             "view": self.view.name,
             "type": self.view.type.to_json(),
             "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
+            **({"strategy": self.strategy} if self.strategy else {}),
             "plan": node(self.view.plan),
             "base_signatures": self.signatures.to_json(),
             **({"indexes": {**self.indexes.to_json(),

@@ -304,8 +304,10 @@ class Warehouse:
 
         ``strategy`` is how :meth:`maintain` keeps it fresh: ``id`` (ID-based i-diffs,
         thesis ch. 2), ``tuple`` (classical tuple-based IVM with t-diffs, §2.1),
-        ``recompute``, or ``auto``: ``id`` unless the view has constructs without i-diff
-        rules or a run's change set is large relative to the view, then ``recompute``.
+        ``recompute``, or ``auto``: per run, ``id`` or ``recompute``, whichever the view's
+        recorded runs estimate cheaper (:mod:`idivm.exec.history`; before there are any, ``id``
+        unless the change set is large relative to the view), and ``recompute`` for a view
+        with constructs without i-diff rules.
         Syntax errors, unknown names, views ``id``/``tuple`` cannot maintain and bad data
         raise before anything is written; the view's Delta table and its catalog entry
         land together.
@@ -318,12 +320,15 @@ class Warehouse:
         view_name, script = program.name, program.script
         catalog.check_new_name(view_name, "view")
         rel = catalog.new_view_path(view_name)
+        started = time.perf_counter()
         writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
         entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
         with data_errors(view_name):
             self._install(writes, lambda cat: cat.add_view(entry))
+            if strategy == "auto":  # the cost of a recomputation, for auto's first choices
+                self._runtime.record_definition(self.catalog, view_name, time.perf_counter() - started)
             if script is not None and script.strategy == "id":
                 # the global provenance indexes (§2.15), from the view just written; a crash
                 # before they land leaves them to the next maintenance run, which builds them
@@ -451,7 +456,15 @@ class Warehouse:
             stored = resolve(indexes, delta.schema(path), prov.view_ids,
                              script.statements if script is not None else ())
         notes = describe(indexes, stored, script.statements if script is not None else ())
-        return Explanation(view, prov, signatures, script, note, indexes, notes).render(format)
+        strategy = ""
+        if isinstance(name_or_text, str) and name_or_text in catalog.views:
+            entry = catalog.view(name_or_text)
+            strategy = entry.extra.get("strategy", "recompute")
+            if strategy == "auto":
+                from idivm.exec import history
+
+                strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path))) + ")"
+        return Explanation(view, prov, signatures, script, note, indexes, notes, strategy).render(format)
 
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
         path = catalog.path_of(entry)

@@ -39,6 +39,10 @@ class Cost:
     def total_jobs(self) -> int:
         return sum(self.jobs.values())
 
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
     def summary(self) -> str:
         """``12 Spark jobs, 1 commit; plan 0.01 s, changes 0.08 s, evaluate 1.10 s (9 jobs), ...``:
         the phases that took at least 5 ms or ran a job."""

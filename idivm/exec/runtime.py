@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from idivm.catalog import Catalog, ViewEntry
 from idivm.errors import CatalogError
-from idivm.exec import commit, meter
+from idivm.exec import commit, history, meter
 from idivm.exec.programs import load_program, program_folder, stored_indexes, write_program
 from idivm.script import PRE, StateRef
 from idivm.storage import delta
@@ -34,9 +34,6 @@ if TYPE_CHECKING:
 
     from idivm.program import Program
     from idivm.storage.compaction import Compaction
-
-#: ``auto`` recomputes when a run reads more change rows than this fraction of the view's rows
-AUTO_RECOMPUTE_RATIO = 0.25
 
 
 def view_watermark(path: Path, entry: ViewEntry | None = None) -> dict[str, int]:
@@ -99,6 +96,8 @@ class Run:
     compacted: tuple["Compaction", ...] = ()
     #: what the run cost: seconds and Spark jobs by phase, commits
     cost: "meter.Cost | None" = None
+    #: the rows of the base tables at the new watermark, counted for an ``auto`` run's choice
+    base_rows: int | None = None
 
 
 class Runtime:
@@ -160,6 +159,14 @@ class Runtime:
         writes.insert(0, (rel, lambda p: layouts.write_view(df, p, "error", metadata, ids, maintained_by, self.storage)))
         return writes, extra, metadata
 
+    def record_definition(self, catalog: Catalog, view_name: str, seconds: float) -> None:
+        """Record the materialization of an ``auto`` view, which took ``seconds``, as its first
+        recomputation (:mod:`idivm.exec.history`)."""
+        entry = catalog.view(view_name)
+        watermark = entry.extra.get("watermark", {})
+        base_rows = sum(delta.row_count(catalog.path_of(catalog.table(t)), v) for t, v in watermark.items())
+        history.record(catalog.root / program_folder(entry.path), history.Record("recompute", seconds, 0, base_rows))
+
     def build_indexes(self, program: "Program", path: Path, metadata: Mapping) -> None:
         """Build the global provenance indexes (§2.15) of the view of ``program`` stored at
         ``path`` from its current version."""
@@ -175,7 +182,12 @@ class Runtime:
         with meter.metered() as m:
             with meter.phase("plan"):
                 run = self._maintain(catalog, view_name, progress, use_indexes)
-        return replace(run, cost=m.cost())
+        run = replace(run, cost=m.cost())
+        if run.base_rows is not None and run.version is not None:  # an auto run: recorded for the next choices
+            entry = catalog.view(view_name)
+            history.record(catalog.root / program_folder(entry.path),
+                           history.Record(run.strategy, run.cost.total_seconds, run.changes, run.base_rows))
+        return run
 
     def _maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool) -> Run:
         from idivm.exec.materialize import data_errors
@@ -198,16 +210,19 @@ class Runtime:
         n_changes = sum(c.num_rows for c in changes.values())
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
-        note, script, planned = "", None, None
+        note, script, planned, base_rows = "", None, None, None
         if strategy in ("id", "tuple", "auto"):
             script, note = program.script, program.note
             planned = script
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
             if strategy == "auto" and script is not None:
-                rows = delta.row_count(path)
-                if n_changes > AUTO_RECOMPUTE_RATIO * max(rows, 1):
-                    script, note = None, f"{n_changes} change rows for {rows} view rows"
+                base_rows = sum(delta.row_count(catalog.path_of(catalog.table(t)), v) for t, v in new.items())
+                chosen, why = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
+                                             base_rows, delta.row_count(path))
+                if chosen == "recompute":
+                    script = None
+                note = why or note
         caches = cache_paths(catalog, entry)
         if script is None:
             if progress:
@@ -215,7 +230,7 @@ class Runtime:
             with meter.phase("write"):  # evaluated by the write
                 version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches)
             return Run("recompute", n_changes, version, old, new, inserted=rows, rows_written=rows + written,
-                       note=note)
+                       note=note, base_rows=base_rows)
         metadata["idivm.strategy"] = script.strategy
         diff_rows = written = 0
         with data_errors(view_name):
@@ -249,7 +264,7 @@ class Runtime:
         return Run(script.strategy, n_changes, stats["version"], old, new,
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
-                   compacted=compacted)
+                   compacted=compacted, base_rows=base_rows)
 
     def compact(self, view_name: str, path: Path, layout: layouts.Layout | None, caches: Sequence[Path],
                 stored: Sequence, progress) -> tuple["Compaction", ...]:

@@ -1,0 +1,104 @@
+"""The cost-based choice of ``auto`` (:mod:`idivm.exec.history`).
+
+* The estimates, on made-up records whose answers are worked out by hand: a least-squares line
+  through ``id`` runs, the median time per base-table row of recomputations, runs of one size
+  scaled up (never down), and the rule of thumb when a strategy has no record.
+* The records: written and read back, the last :data:`~idivm.exec.history.KEEP` kept, an
+  unreadable file read as none.
+* On the thesis' sample tables: ``define`` records the materialization as a recomputation; a run
+  records itself; a run whose records make ``recompute`` cheaper recomputes and says why, and
+  the view still equals its recomputation; ``explain`` names the strategy and the records.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from idivm.datasets import devices, view_path
+from idivm.demo import sample_path
+from idivm.exec import history
+from idivm.exec.history import Record
+from idivm.exec.programs import program_folder
+
+
+def test_id_is_estimated_by_a_line_through_its_runs():
+    runs = [Record("id", 1.0, 100, 10), Record("id", 1.5, 200, 10), Record("id", 2.5, 400, 10),
+            Record("recompute", 9.0, 0, 10)]
+    est = history.estimate_id(runs, 1000)
+    assert est.runs == 3 and est.seconds == pytest.approx(0.5 + 0.005 * 1000)
+
+
+def test_a_falling_line_is_flat_and_runs_of_one_size_scale_up_only():
+    falling = [Record("id", 2.0, 100, 1), Record("id", 1.0, 300, 1)]
+    assert history.estimate_id(falling, 10_000).seconds == pytest.approx(1.5)  # slope 0: their mean
+    same = [Record("id", 0.4, 200, 1), Record("id", 0.6, 200, 1), Record("id", 0.5, 200, 1)]
+    assert history.estimate_id(same, 50).seconds == pytest.approx(0.5)
+    assert history.estimate_id(same, 800).seconds == pytest.approx(2.0)
+    assert history.estimate_id([Record("recompute", 1.0, 0, 5)], 10) is None
+
+
+def test_recompute_is_estimated_per_base_row():
+    runs = [Record("recompute", 2.0, 0, 1_000_000), Record("recompute", 3.0, 0, 1_000_000),
+            Record("recompute", 30.0, 0, 1_000_000), Record("id", 0.1, 5, 1_000_000)]
+    est = history.estimate_recompute(runs, 2_000_000)
+    assert est.runs == 3 and est.seconds == pytest.approx(6.0)  # median 3e-6 s a row
+    assert history.estimate_recompute([Record("id", 1.0, 1, 1)], 10) is None
+
+
+def test_auto_takes_the_cheaper_estimate_else_the_rule_of_thumb():
+    runs = [Record("recompute", 1.0, 0, 1000), Record("id", 0.2, 10, 1000), Record("id", 0.4, 30, 1000)]
+    # id: 0.1 + 0.01 a row; recompute: 1.0 s
+    assert history.choose(runs, 50, 1000, 500)[0] == "id"  # 0.6 s against 1.0 s
+    strategy, why = history.choose(runs, 200, 1000, 500)  # 2.1 s against 1.0 s
+    assert strategy == "recompute" and "2.10 s by id" in why and "1.00 s to recompute" in why
+    only_define = [Record("recompute", 1.0, 0, 1000)]
+    assert history.choose(only_define, 100, 1000, 1000) == ("id", "")
+    assert history.choose(only_define, 300, 1000, 1000)[0] == "recompute"  # more than 25% of the view
+    assert history.choose([], 300, 1000, 1000)[0] == "recompute"
+
+
+def test_records_are_kept_and_an_unreadable_file_is_none(tmp_path):
+    assert history.read(tmp_path) == []
+    for i in range(history.KEEP + 5):
+        history.record(tmp_path, Record("id", float(i), i, 7))
+    runs = history.read(tmp_path)
+    assert len(runs) == history.KEEP and runs[0].seconds == 5.0 and runs[-1] == Record("id", 54.0, 54, 7)
+    (tmp_path / history.HISTORY_FILE).write_text("{not json\n")
+    assert history.read(tmp_path) == []
+
+
+def test_an_auto_view_records_its_runs_and_recomputes_when_the_records_say_it_is_cheaper(make_warehouse, tmp_path):
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_cost").read_text(), strategy="auto")
+    folder = wh.catalog.root / program_folder(wh.catalog.view("phone_cost").path)
+    base_rows = sum(wh.table_info(t).rows for t in devices.KEYS)
+    (defined,) = history.read(folder)
+    assert defined.strategy == "recompute" and defined.base_rows == base_rows and defined.seconds > 0
+
+    parts = [json.loads(line) for line in sample_path("devices", "parts").read_text().splitlines() if line.strip()]
+
+    def change(i: int) -> None:
+        (tmp_path / f"p{i}.jsonl").write_text(json.dumps({**parts[i], "price": parts[i]["price"] + 1}) + "\n")
+        wh.ingest("parts", tmp_path / f"p{i}.jsonl", format="rows")
+
+    history.record(folder, Record("id", 0.01, 2, base_rows))  # id far cheaper than the materialization
+    change(0)
+    (r,) = wh.maintain("phone_cost")
+    assert r.strategy == "id" and "0.01 s by id (1 runs)" in r.note
+    assert history.read(folder)[-1] == Record("id", pytest.approx(r.cost.total_seconds), 2, base_rows)
+
+    # records in which id costs far more than recomputing
+    history.record(folder, Record("id", 100.0, 2, base_rows))
+    history.record(folder, Record("id", 100.0, 2, base_rows))
+    change(1)
+    (r,) = wh.maintain("phone_cost")
+    assert r.strategy == "recompute" and "s by id" in r.note and "to recompute" in r.note
+    assert "s by id" in r.summary()
+    assert history.read(folder)[-1].strategy == "recompute"
+    assert wh.verify("phone_cost").ok
+    explained = wh.explain("phone_cost")
+    assert "strategy: auto (auto: 4 id runs and 2 recomputations recorded" in explained
