@@ -320,7 +320,6 @@ class Warehouse:
         view_name, script = program.name, program.script
         catalog.check_new_name(view_name, "view")
         rel = catalog.new_view_path(view_name)
-        started = time.perf_counter()
         writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
         entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
@@ -328,7 +327,7 @@ class Warehouse:
         with data_errors(view_name):
             self._install(writes, lambda cat: cat.add_view(entry))
             if strategy == "auto":  # the cost of a recomputation, for auto's first choices
-                self._runtime.record_definition(self.catalog, view_name, time.perf_counter() - started)
+                self._runtime.record_definition(self.catalog, view_name)
             if script is not None and script.strategy == "id":
                 # the global provenance indexes (§2.15), from the view just written; a crash
                 # before they land leaves them to the next maintenance run, which builds them

@@ -15,6 +15,7 @@ latest commit that carries one, so it lands atomically with the data it describe
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -100,6 +101,22 @@ class Run:
     base_rows: int | None = None
 
 
+#: the seconds the writes of a view being defined took, by the view's path (:func:`_timed`)
+_WRITTEN: dict[Path, float] = {}
+
+
+def _timed(view: Path, write: Callable[[Path], object]) -> Callable[[Path], object]:
+    """``write``, adding the seconds it takes to those of the view stored at ``view``
+    (:meth:`Runtime.record_definition`)."""
+    def timed(path: Path) -> object:
+        started = time.perf_counter()
+        try:
+            return write(path)
+        finally:
+            _WRITTEN[view] = _WRITTEN.get(view, 0.0) + time.perf_counter() - started
+    return timed
+
+
 class Runtime:
     """Materializes and maintains the views of a warehouse.  ``spark`` is a function giving the
     SparkSession (created on first need), ``storage`` the engine that writes what Spark
@@ -129,6 +146,7 @@ class Runtime:
         relative path of each and the function that writes it at a given path; the catalog
         entry's ``extra``; the view commit's metadata.)"""
         prov, script = program.prov, program.script
+        _WRITTEN.pop(catalog.root / rel, None)  # of an earlier define that failed
         watermark = current_versions(catalog, prov.plan)
         df = self.evaluate_at(catalog, prov.plan, watermark)
         metadata = {"idivm.operation": "define view", "idivm.view": program.name,
@@ -148,21 +166,25 @@ class Runtime:
                 cmeta = {**metadata, "idivm.operation": "define cache", "idivm.cache": cache.name}
                 if caches:  # the versions of the caches before it (which it may read)
                     cmeta["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
-                writes.append((crel, lambda p, d=cdf, m=cmeta: delta.write_spark(
-                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True)))
+                writes.append((crel, _timed(catalog.root / rel, lambda p, d=cdf, m=cmeta: delta.write_spark(
+                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True))))
                 caches[cache.name] = crel
             if caches:
                 extra["caches"] = caches
                 metadata["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
         ids = [c for c, _ in prov.view_ids]
         maintained_by = script.strategy if script is not None else None
-        writes.insert(0, (rel, lambda p: layouts.write_view(df, p, "error", metadata, ids, maintained_by, self.storage)))
+        writes.insert(0, (rel, _timed(catalog.root / rel, lambda p: layouts.write_view(df, p, "error", metadata, ids,
+                                                                              maintained_by, self.storage))))
         return writes, extra, metadata
 
-    def record_definition(self, catalog: Catalog, view_name: str, seconds: float) -> None:
-        """Record the materialization of an ``auto`` view, which took ``seconds``, as its first
-        recomputation (:mod:`idivm.exec.history`)."""
+    def record_definition(self, catalog: Catalog, view_name: str) -> None:
+        """Record the materialization of an ``auto`` view (computing and writing the view and its
+        caches, what a recomputation does) as its first recomputation (:mod:`idivm.exec.history`)."""
         entry = catalog.view(view_name)
+        seconds = _WRITTEN.pop(catalog.root / entry.path, None)
+        if seconds is None:
+            return
         watermark = entry.extra.get("watermark", {})
         base_rows = sum(delta.row_count(catalog.path_of(catalog.table(t)), v) for t, v in watermark.items())
         history.record(catalog.root / program_folder(entry.path), history.Record("recompute", seconds, 0, base_rows))
