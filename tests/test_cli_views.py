@@ -167,10 +167,13 @@ def test_explain_by_name_and_by_file(run, wh, tmp_path):
     assert run("--warehouse", wh, "define", path)[0] == 0
     code, by_name, err = run("--warehouse", wh, "explain", "sf_reviews")
     assert (code, err) == (0, "")
-    # the same, but that a defined view's provenance indexes say where they are stored
+    # the same, but that a defined view's provenance indexes say where they are stored, and
+    # its strategy (auto, with what its recorded runs estimate) is named
     stored = re.compile(r"^    table indexes/\d+; ", re.M)
+    strategy = re.compile(r"^strategy: auto \(auto: .*\)\n", re.M)
     assert stored.search(by_name) and not stored.search(out)
-    assert stored.sub("    ", by_name) == out
+    assert strategy.search(by_name) and not strategy.search(out)
+    assert strategy.sub("", stored.sub("    ", by_name)) == out
 
 
 # --- demo ------------------------------------------------------------------------------------------
