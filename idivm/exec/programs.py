@@ -34,7 +34,8 @@ def program_folder(rel: str) -> str:
 
 
 #: programs loaded by this process, by their file's path and identity (a program stored again is
-#: a new file: ``write_program`` replaces it), so that runs in one process load each once
+#: a new file: ``write_program`` replaces it) and the format read, so that runs in one process
+#: load each once
 _LOADED: dict[tuple, "Program"] = {}
 _LOADED_MAX = 256
 
@@ -48,7 +49,7 @@ def load_program(catalog: Catalog, entry: ViewEntry) -> "Program":
     file = folder / PROGRAM_FILE
     try:
         found = os.stat(file)
-        key = (str(file.resolve()), found.st_ino, found.st_mtime_ns, found.st_size)
+        key = (str(file.resolve()), found.st_ino, found.st_mtime_ns, found.st_size, programs.FORMAT)
         if key in _LOADED:
             return _LOADED[key]
         stored = programs.from_json(json.loads(file.read_text(encoding="utf-8")))
