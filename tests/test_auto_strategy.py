@@ -45,6 +45,10 @@ def test_recompute_is_estimated_per_base_row():
     est = history.estimate_recompute(runs, 2_000_000)
     assert est.runs == 3 and est.seconds == pytest.approx(6.0)  # median 3e-6 s a row
     assert history.estimate_recompute([Record("id", 1.0, 1, 1)], 10) is None
+    defined = [Record("recompute", 0.5, 0, 1_000_000)]  # the materialization at define
+    assert history.estimate_recompute(defined, 1_000_000).seconds == pytest.approx(0.5)
+    ran = [*defined, Record("recompute", 1.2, 40, 1_000_000)]  # a run's recomputation replaces it
+    assert history.estimate_recompute(ran, 1_000_000) == history.Estimate("recompute", pytest.approx(1.2), 1)
 
 
 def test_auto_takes_the_cheaper_estimate_else_the_rule_of_thumb():

@@ -4,7 +4,7 @@ estimated time, from those records, is the smaller.
 
 * ``recompute`` costs what reading the base tables costs: its estimate is the median time per
   base-table row of the recorded recomputations (the view's materialization at ``define``
-  counts as one) times the base tables' rows now.
+  counts as one until a run has recomputed) times the base tables' rows now.
 * ``id`` costs a fixed part and a part per change row: its estimate is a least-squares line
   through the recorded ``id`` runs (seconds against change rows, neither part negative); with
   runs of one size only, their median time scaled up (never down) by the change rows.
@@ -78,7 +78,11 @@ class Estimate:
 
 def estimate_recompute(runs: Sequence[Record], base_rows: int) -> Estimate | None:
     """``recompute`` over ``base_rows`` base-table rows (None: no recorded recomputation)."""
-    rates = [r.seconds / max(r.base_rows, 1) for r in runs if r.strategy == "recompute"]
+    done = [r for r in runs if r.strategy == "recompute"]
+    # a run's recomputation also reads the changes and rewrites what the view's layout asks
+    # for: once there is one, the materialization at define (no changes) no longer counts
+    done = [r for r in done if r.changes > 0] or done
+    rates = [r.seconds / max(r.base_rows, 1) for r in done]
     if not rates:
         return None
     return Estimate("recompute", statistics.median(rates) * max(base_rows, 1), len(rates))

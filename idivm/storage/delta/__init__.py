@@ -84,6 +84,7 @@ from idivm.storage.delta.table import (
     open_table,
     schema,
     version,
+    version_key,
 )
 
 if TYPE_CHECKING:
@@ -224,10 +225,24 @@ def row_count(path: PathLike, version: int | None = None) -> int:
     """Rows in a table version: from the add actions' statistics when every
     file has them, otherwise by counting rows of the files (by delta-spark, in the active
     session, for a table with deletion vectors)."""
+    key = version_key(path, version)
+    if key in _COUNTED:
+        return _COUNTED[key]
     dt = open_table(path, version)
     if needs_delta_spark(path, dt):  # the files' row counts include the rows deleted by vector
-        return delta_spark.row_count(path, version)
-    return delta_rs.row_count(dt)
+        rows = delta_spark.row_count(path, version)
+    else:
+        rows = delta_rs.row_count(dt)
+    if key is not None:
+        if len(_COUNTED) >= 256:
+            _COUNTED.pop(next(iter(_COUNTED)))
+        _COUNTED[key] = rows
+    return rows
+
+
+#: the rows of table versions counted by this process (:func:`version_key`: a version's rows
+#: never change)
+_COUNTED: dict[tuple, int] = {}
 
 
 def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str] = (), *, target_file_bytes: int,

@@ -104,6 +104,18 @@ _OPENED: dict[tuple, "DeltaTable"] = {}
 _OPENED_MAX = 64
 
 
+def version_key(path: PathLike, version: int | None) -> tuple | None:
+    """What names one version of the table at ``path`` (default: the latest) for as long as it
+    exists: the path, the version and the identity of its commit file (None: no such file)."""
+    if version is None:
+        version = _latest(path)
+    try:
+        commit = os.stat(Path(path, "_delta_log", f"{version:020d}.json"))
+    except OSError:
+        return None
+    return (os.path.abspath(path), version, commit.st_ino, commit.st_mtime_ns, commit.st_size)
+
+
 def open_table(path: PathLike, version: int | None = None, *, to_write: bool = False) -> "DeltaTable":
     """The ``DeltaTable`` at ``path`` (at ``version``, default latest).  It may be one opened
     before, which callers only read; ``to_write``: a new one, opened at the latest version,
@@ -118,11 +130,7 @@ def open_table(path: PathLike, version: int | None = None, *, to_write: bool = F
     if version is None and not to_write and Path(path, "_delta_log").is_dir():
         version = _latest(path)
     if version is not None:
-        try:
-            commit = os.stat(Path(path, "_delta_log", f"{version:020d}.json"))
-            key = (os.path.abspath(path), version, commit.st_ino, commit.st_mtime_ns, commit.st_size)
-        except OSError:
-            key = None
+        key = version_key(path, version)
         if key in _OPENED:
             return _OPENED[key]
     if not exists(path):
