@@ -206,27 +206,32 @@ def to_arrow(df: "DataFrame") -> "pa.Table":
     return local_rows(df) if is_local(df) else collect(df)
 
 
-#: the estimated size of a query (Spark's optimizer statistics, of its result) up to which it is
-#: executed without adaptive query execution (see :func:`collect`)
-SMALL_QUERY_BYTES = 8 * 1024 * 1024
+#: the leaves of a plan that hold their rows in the driver (see :func:`collect`)
+_IN_MEMORY_LEAVES = frozenset({"LocalRelation", "OneRowRelation"})
 
 
 def collect(df: "DataFrame") -> "pa.Table":
-    """``df``'s rows as an Arrow table, by Spark.  A small query (the optimizer estimates at most
-    :data:`SMALL_QUERY_BYTES`: an i-diff's rows aggregated or joined with few others) runs
-    without adaptive query execution, which would run each of its shuffles' stages as a job of
-    its own, to re-plan what is small already: an aggregate of a few hundred i-diff rows in one
-    job instead of two or three."""
+    """``df``'s rows as an Arrow table, by Spark.  A query over rows the driver holds only (every
+    leaf of its optimized plan a local relation: i-diff rows aggregated, joined or unioned)
+    runs without adaptive query execution, which would run each of its shuffles' stages as a
+    job of its own to re-plan what is small already: an aggregate of a few hundred i-diff rows
+    in one job instead of two.  A query that reads a table keeps it (it prunes the empty
+    branches of a run's queries at run time, and picks the joins by the sizes it finds)."""
     conf = df.sparkSession.conf
     key = "spark.sql.adaptive.enabled"
-    if conf.get(key) != "true" or int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())) \
-            > SMALL_QUERY_BYTES:
+    if conf.get(key) != "true" or not _in_memory(df):
         return df.toArrow()
     conf.set(key, "false")
     try:
         return df.toArrow()
     finally:
         conf.set(key, "true")
+
+
+def _in_memory(df: "DataFrame") -> bool:
+    """Whether every leaf of ``df``'s optimized plan holds its rows in the driver."""
+    leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
+    return all(leaves.apply(i).nodeName() in _IN_MEMORY_LEAVES for i in range(leaves.size()))
 
 
 def _types(t):
