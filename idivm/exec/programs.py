@@ -58,9 +58,7 @@ def load_program(catalog: Catalog, entry: ViewEntry) -> "Program":
     except ValueError as e:
         raise CatalogError(f"the stored program of view {entry.name} is unreadable ({e}); define it again")
     if stored is not None:
-        if len(_LOADED) >= _LOADED_MAX:
-            _LOADED.pop(next(iter(_LOADED)))
-        _LOADED[key] = stored
+        delta.remember(_LOADED, key, stored, _LOADED_MAX)
         return stored
     program = compile_program(catalog, entry.text, f"<view {entry.name}>", entry.extra.get("strategy", "recompute"),
                               strict=False, caches=bool(entry.extra.get("caches")))

@@ -82,6 +82,7 @@ from idivm.storage.delta.table import (
     exists,
     needs_delta_spark,
     open_table,
+    remember,
     schema,
     version,
     version_key,
@@ -234,9 +235,7 @@ def row_count(path: PathLike, version: int | None = None) -> int:
     else:
         rows = delta_rs.row_count(dt)
     if key is not None:
-        if len(_COUNTED) >= 256:
-            _COUNTED.pop(next(iter(_COUNTED)))
-        _COUNTED[key] = rows
+        remember(_COUNTED, key, rows, 256)
     return rows
 
 

@@ -146,32 +146,43 @@ class Patch:
     rows: pa.Table
 
 
-def _patched(table: pa.Table, patches: Sequence[Patch]) -> pa.Array | None:
+@dataclass(frozen=True)
+class _Ready:
+    """A patch made ready for a table once, for every file it is applied to: its ``on``
+    columns cast to the table's types (``keys``) and the row of each of their values (``at``)."""
+
+    patch: Patch
+    keys: pa.Table
+    at: dict[tuple, int]
+
+    @classmethod
+    def of(cls, patch: Patch, schema: pa.Schema) -> "_Ready":
+        on = list(patch.on)
+        keys = patch.rows.select(on).cast(pa.schema([schema.field(c) for c in on]))
+        return cls(patch, keys, {tuple(r.values()): i for i, r in enumerate(keys.to_pylist())})
+
+
+def _patched(table: pa.Table, patches: Sequence[_Ready]) -> pa.Array | None:
     """Which rows of ``table`` a patch names (None: none)."""
     mask = None
     for p in patches:
-        if p.rows.num_rows:
-            hit = key_mask(table, p.on, p.rows.select(list(p.on)).cast(
-                pa.schema([table.schema.field(c) for c in p.on])))
-            mask = hit if mask is None else pc.or_(mask, hit)
+        hit = key_mask(table, p.patch.on, p.keys)
+        mask = hit if mask is None else pc.or_(mask, hit)
     return mask if mask is not None and pc.any(mask).as_py() else None
 
 
-def _apply_patches(rows: pa.Table, patches: Sequence[Patch]) -> pa.Table:
+def _apply_patches(rows: pa.Table, patches: Sequence[_Ready]) -> pa.Table:
     """``rows`` with ``patches`` applied in order, each to the rows it names."""
     for p in patches:
-        if not p.rows.num_rows:
-            continue
-        at = {tuple(r.values()): i for i, r in enumerate(p.rows.select(list(p.on)).to_pylist())}
-        named = [at.get(tuple(r.values())) for r in rows.select(list(p.on)).to_pylist()]
+        named = [p.at.get(tuple(r.values())) for r in rows.select(list(p.patch.on)).to_pylist()]
         hits = [i for i, n in enumerate(named) if n is not None]
         if not hits:
             continue
-        values = p.rows.take([named[i] for i in hits])
-        for column, value in p.set:
+        values = p.patch.rows.take([named[i] for i in hits])
+        for column, value in p.patch.set:
             old = rows.column(column)
             new = pc.cast(values.column(value), old.type)
-            if p.kind == "increment":
+            if p.patch.kind == "increment":
                 new = pc.cast(pc.add(old.take(hits), new), old.type)
             merged = old.to_pylist()
             for i, v in zip(hits, new.to_pylist()):
@@ -238,11 +249,10 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     touched = {f.path for f in files if f.may_hold(values, null)}
     homes = _homes(files, upserts.column(keys[0]).to_pylist())
     touched.update(h for h in homes if h is not None)
-    for p in patches:
-        if not p.rows.num_rows:
-            continue
-        if keys[0] in p.on:
-            p_values, p_null = _sorted_values(pc.unique(p.rows.column(keys[0])).to_pylist())
+    ready = [_Ready.of(p, table_schema) for p in patches if p.rows.num_rows]
+    for r in ready:
+        if keys[0] in r.patch.on:
+            p_values, p_null = _sorted_values(pc.unique(r.keys.column(keys[0])).to_pylist())
             touched.update(f.path for f in files if f.may_hold(p_values, p_null))
         else:
             touched.update(f.path for f in files)
@@ -260,7 +270,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         hit = key_mask(old, keys, named) if named.num_rows else pa.repeat(False, old.num_rows)
         mine = homes.pop(f.path, [])
         kept = old.filter(pc.invert(hit))
-        changing = _patched(kept, patches) if patches else None
+        changing = _patched(kept, ready) if ready else None
         if not mine and changing is None and not pc.any(hit).as_py():
             continue  # no row of the file changes
         matched = old.filter(hit)
@@ -269,7 +279,7 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         found.append(matched)
         if changing is not None:
             before = kept.filter(changing)
-            after = _apply_patches(before, patches)
+            after = _apply_patches(before, ready)
             found.append(before)
             patched.append(after)
             updated += after.num_rows

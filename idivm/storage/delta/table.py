@@ -104,6 +104,14 @@ _OPENED: dict[tuple, "DeltaTable"] = {}
 _OPENED_MAX = 64
 
 
+def remember(cache: dict, key: Any, value: Any, limit: int) -> None:
+    """Keep ``value`` in the in-process ``cache`` under ``key``, dropping the oldest entry when
+    it holds ``limit`` already."""
+    if len(cache) >= limit:
+        cache.pop(next(iter(cache)))
+    cache[key] = value
+
+
 def version_key(path: PathLike, version: int | None) -> tuple | None:
     """What names one version of the table at ``path`` (default: the latest) for as long as it
     exists: the path, the version and the identity of its commit file (None: no such file)."""
@@ -138,9 +146,7 @@ def open_table(path: PathLike, version: int | None = None, *, to_write: bool = F
     try:
         dt = DeltaTable(str(path), version=version)
         if key is not None:
-            if len(_OPENED) >= _OPENED_MAX:
-                _OPENED.pop(next(iter(_OPENED)))
-            _OPENED[key] = dt
+            remember(_OPENED, key, dt, _OPENED_MAX)
         return dt
     except TableNotFoundError as e:
         raise CatalogError(f"no Delta table at {path}") from e
