@@ -42,7 +42,8 @@ from idivm.algebra import operators as O
 from idivm.changes import condense_feed
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
-from idivm.storage.delta import Patch, key_mask, quoted
+from idivm.exec.patches import NEW, ElementPatch
+from idivm.storage.delta import Patch, Patching, key_mask, quoted
 from idivm.storage.schema import arrow_schema
 from idivm.storage.spark import Caches, to_arrow
 from idivm.script import (
@@ -277,7 +278,10 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 keys = _bound_keys(spark, compiler, s)
                 if keys is None:
                     continue
-                deletes.append(_rows_named(view, read_view, keys, s.on, ids))
+                # keys of whole IDs name the rows to delete themselves (a key no row has deletes
+                # nothing); partial ones name the rows that have them
+                deletes.append(keys.select(*ids) if set(s.on) == set(ids) else
+                               _rows_named(view, read_view, keys, s.on, ids))
             inserts.append(compiler.evaluate(s.rows).select(*columns))
         else:
             rewrites.append(s)
@@ -288,10 +292,10 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
     inserted = _union(inserts, view.where(F.lit(False)))
     if ids:
         inserted = inserted.dropDuplicates(ids)
-    if patch and rewrites and all(s.kind in ("update", "increment") and s.on and
-                                  all(isinstance(c, str) for c, _ in s.set) for s in rewrites):
-        patches = tuple(Patch(s.kind, s.on, s.set, to_arrow(compiler.evaluate(s.query))) for s in rewrites)  # type: ignore[arg-type]
-        return ViewChanges(inserted, deleted, compiler.cached, deleted_rows=deleted_ids, patches=patches)
+    if patch and rewrites and all(_patchable(s, locate) for s in rewrites):
+        patches = _patches(spark, compiler, rewrites, ids, locate)
+        if patches is not None:
+            return ViewChanges(inserted, deleted, compiler.cached, deleted_rows=deleted_ids, patches=patches)
     if (read_view is None and not deletes and len(rewrites) == 1 and rewrites[0].kind in ("update", "increment")
             and rewrites[0].on):
         # one update (or increment) alone: the stored view is not read here; the MERGE
@@ -338,6 +342,74 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         rewritten = rows.select(*columns)
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     return ViewChanges(upserts, deleted, compiler.cached, deleted_rows=deleted_ids)
+
+
+def _patchable(s: Statement, locate) -> bool:
+    """Whether the rewrite ``s`` can be applied in the driver to the stored rows it names: an
+    update or increment of whole columns by (partial) IDs, or a nested update or replace whose
+    rows are named by ID or found through a provenance index (``locate``)."""
+    if s.kind in ("update", "increment"):
+        return bool(s.on) and all(isinstance(c, str) for c, _ in s.set)
+    return s.kind in NESTED_KINDS and (s.names_rows_by_id() or locate is not None)
+
+
+def _patches(spark: SparkSession, compiler: PlanCompiler, rewrites: Sequence[Statement], ids: Sequence[str],
+             locate) -> tuple[Patching, ...] | None:
+    """The rewrites as patches of the stored rows (:func:`_patchable`), their i-diffs collected;
+    None when an index does not serve a nested statement after all."""
+    out: list[Patching] = []
+    for s in rewrites:
+        if s.kind in ("update", "increment"):
+            out.append(Patch(s.kind, s.on, s.set, to_arrow(compiler.evaluate(s.query))))  # type: ignore[arg-type]
+            continue
+        if s.kind == "nested_update":
+            q = to_arrow(compiler.evaluate(s.query))
+            values = [(path, f"{HIDDEN}set{i}") for i, (path, _) in enumerate(s.set)]
+            names = pa.table([q.column(c) for _, c in s.match] + [q.column(c) for _, c in s.set],
+                             names=[p for p, _ in s.match] + [v for _, v in values])
+            extra = []
+        else:
+            keys = _bound_keys(spark, compiler, s)
+            if keys is None:
+                continue
+            q = to_arrow(keys)
+            names = pa.table([q.column(c) for _, c in s.match], names=[p for p, _ in s.match])
+            values = []
+            elements = to_arrow(compiler.evaluate(s.rows))
+            extra = [_grouped(elements, s.on, q if s.names_rows_by_id() else None)]
+        match = tuple(p for p, _ in s.match)
+        if s.names_rows_by_id():
+            named = [_distinct(q.select(list(s.on)))] if s.kind == "nested_update" else []
+            on = s.on
+        else:
+            found = locate(s, q)
+            if found is None:
+                return None
+            named, on = [found.select(list(ids))], tuple(ids)
+        for rows, by in [(r, on) for r in named] + [(r, s.on) for r in extra]:
+            if rows.num_rows:
+                out.append(ElementPatch(s.kind, by, rows, s.path, match, names, tuple(values)))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def _grouped(elements: pa.Table, on: Sequence[str], keys: pa.Table | None) -> pa.Table:
+    """The rows ``on`` of a nested replace's post-state ``elements`` (and of its ``keys``, when
+    they name rows by ID too), each with the list of its elements (column :data:`NEW`)."""
+    groups: dict[tuple, list] = {}
+    for r, e in zip(elements.select(list(on)).to_pylist(), elements.column(ELEMENT).to_pylist()):
+        groups.setdefault(tuple(r.values()), []).append(e)
+    if keys is not None:
+        for r in keys.select(list(on)).to_pylist():
+            groups.setdefault(tuple(r.values()), [])
+    schema = pa.schema([elements.schema.field(c) for c in on] +
+                       [pa.field(NEW, pa.list_(elements.schema.field(ELEMENT).type))])
+    columns = list(zip(*groups)) if groups else [[] for _ in on]
+    return pa.table([pa.array(list(c), schema.field(i).type) for i, c in enumerate(columns)] +
+                    [pa.array(list(groups.values()), schema.field(NEW).type)], schema=schema)
+
+
+def _distinct(table: pa.Table) -> pa.Table:
+    return table.group_by(table.column_names).aggregate([]) if table.num_rows else table
 
 
 def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> DataFrame | None:

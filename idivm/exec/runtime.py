@@ -369,6 +369,7 @@ class Runtime:
         brought to the view's version first if they lag, read to find the rows of nested
         updates and maintained after the view's commit.  ``layout``: the view's, which a run
         reads and rewrites only the files of (None: the changes are MERGEd)."""
+        import pyarrow as pa
         from pyspark.sql import functions as F
 
         from idivm.exec import indexes
@@ -411,7 +412,10 @@ class Runtime:
             """The IDs of the view rows holding the elements a nested update names, by index: by
             a Spark join of the index table with the i-diff's keys when Spark writes the view
             (the evaluation brings them into the driver only when they are few), else read from
-            the index in the driver."""
+            the index in the driver; for keys the driver holds (Arrow), in the driver, as Arrow."""
+            if isinstance(keys, pa.Table):
+                named = keys.select([c for _, c in statement.match]).rename_columns([p for p, _ in statement.match])
+                return indexes.locate(stored, path, statement, named, progress, script.view)
             named = keys.select(*[F.col(delta.quoted(c)).alias(p) for p, c in statement.match])
             if by_spark:
                 return indexes.locate(stored, path, statement, named, progress, script.view)

@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from idivm.errors import CatalogError
 from idivm.storage.delta import delta_rs, delta_spark
-from idivm.storage.delta.clustered import Patch, Rewrite, key_mask, ordered, rewrite_clustered, write_clustered
+from idivm.storage.delta.clustered import Patch, Patching, Rewrite, replaced, key_mask, ordered, rewrite_clustered, write_clustered
 from idivm.storage.delta.commits import data_version, history
 from idivm.storage.delta.commits import made as commits_made
 from idivm.storage.delta.delta_rs import (
@@ -118,6 +118,8 @@ __all__ = [
     "history",
     "key_mask",
     "Patch",
+    "Patching",
+    "replaced",
     "merge_arrow",
     "merge_spark",
     "needs_delta_spark",

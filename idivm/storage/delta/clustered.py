@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,6 +133,20 @@ def write_clustered(path: PathLike, reader: pa.RecordBatchReader, mode: Literal[
     count()
 
 
+class Patching(Protocol):
+    """A change of the stored rows a rewrite names by columns ``on``: those whose ``on``
+    equal (NULL-safely) the ``on`` of a row of ``rows`` (at most one row per value of
+    ``on``).  :meth:`changed` gives the rows as they become."""
+
+    on: tuple[str, ...]
+    rows: pa.Table
+
+    def changed(self, stored: pa.Table, hits: Sequence[int], at: Sequence[int]) -> pa.Table:
+        """``stored`` (rows of the table, in its types) with the rows at positions ``hits``
+        changed, each by the row of ``rows`` at the same place of ``at``."""
+        ...
+
+
 @dataclass(frozen=True)
 class Patch:
     """An update or an increment of the stored rows whose columns ``on`` equal (NULL-safely)
@@ -145,18 +159,38 @@ class Patch:
     set: tuple[tuple[str, str], ...]
     rows: pa.Table
 
+    def changed(self, stored: pa.Table, hits: Sequence[int], at: Sequence[int]) -> pa.Table:
+        values = self.rows.take(list(at))
+        for column, value in self.set:
+            old = stored.column(column)
+            new = pc.cast(values.column(value), old.type)
+            if self.kind == "increment":
+                new = pc.cast(pc.add(old.take(list(hits)), new), old.type)
+            stored = replaced(stored, column, hits, new.to_pylist())
+        return stored
+
+
+def replaced(table: pa.Table, column: str, at: Sequence[int], values: Sequence) -> pa.Table:
+    """``table`` with ``column`` holding ``values`` (Python values) at the rows ``at``."""
+    old = table.column(column)
+    merged = old.to_pylist()
+    for i, v in zip(at, values):
+        merged[i] = v
+    return table.set_column(table.schema.get_field_index(column), table.schema.field(column),
+                            pa.array(merged, old.type))
+
 
 @dataclass(frozen=True)
 class _Ready:
     """A patch made ready for a table once, for every file it is applied to: its ``on``
     columns cast to the table's types (``keys``) and the row of each of their values (``at``)."""
 
-    patch: Patch
+    patch: Patching
     keys: pa.Table
     at: dict[tuple, int]
 
     @classmethod
-    def of(cls, patch: Patch, schema: pa.Schema) -> "_Ready":
+    def of(cls, patch: Patching, schema: pa.Schema) -> "_Ready":
         on = list(patch.on)
         keys = patch.rows.select(on).cast(pa.schema([schema.field(c) for c in on]))
         return cls(patch, keys, {tuple(r.values()): i for i, r in enumerate(keys.to_pylist())})
@@ -176,19 +210,8 @@ def _apply_patches(rows: pa.Table, patches: Sequence[_Ready]) -> pa.Table:
     for p in patches:
         named = [p.at.get(tuple(r.values())) for r in rows.select(list(p.patch.on)).to_pylist()]
         hits = [i for i, n in enumerate(named) if n is not None]
-        if not hits:
-            continue
-        values = p.patch.rows.take([named[i] for i in hits])
-        for column, value in p.patch.set:
-            old = rows.column(column)
-            new = pc.cast(values.column(value), old.type)
-            if p.patch.kind == "increment":
-                new = pc.cast(pc.add(old.take(hits), new), old.type)
-            merged = old.to_pylist()
-            for i, v in zip(hits, new.to_pylist()):
-                merged[i] = v
-            rows = rows.set_column(rows.schema.get_field_index(column), rows.schema.field(column),
-                                   pa.array(merged, old.type))
+        if hits:
+            rows = p.patch.changed(rows, hits, [named[i] for i in hits])
     return rows
 
 
@@ -205,7 +228,7 @@ class Rewrite:
 
 
 def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys: Sequence[str], *,
-                      patches: Sequence[Patch] = (), commit_metadata: Mapping[str, Any] | None = None,
+                      patches: Sequence[Patching] = (), commit_metadata: Mapping[str, Any] | None = None,
                       row_group_rows: int | None = None, file_bytes: int) -> Rewrite:
     """Upsert ``upserts`` (whole rows) into the table at ``path`` and delete the rows whose
     ``keys`` equal (NULL-safely) those of a row of ``deletes``, and apply ``patches`` to the
