@@ -63,6 +63,9 @@ def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
     p.add_argument("--strategies", type=lambda s: parse_list(s, STRATEGIES, "strategy"), default=None,
                    help="comma-separated, of " + ", ".join(STRATEGIES) + " (default: devices "
                         + ",".join(suite.DEVICES.strategies) + "; yelp " + ",".join(suite.YELP.strategies) + ")")
+    p.add_argument("--views", type=lambda s: tuple(v for v in s.split(",") if v), default=None,
+                   help="comma-separated, the views to maintain (default: every view of the workload; devices: "
+                        + ",".join(suite.DEVICES.views) + "; yelp: " + ",".join(suite.YELP.views) + ")")
     p.add_argument("--threads", type=int, default=duck.DEFAULT_THREADS,
                    help=f"threads of the DuckDB connection (default {duck.DEFAULT_THREADS})")
     p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
@@ -76,11 +79,15 @@ def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
         parser.error("--runs and --threads must be >= 1 and --scale > 0")
     workloads = ("devices", "yelp") if args.workload == "all" else (args.workload,)
     axes = dict(args.axis)
+    known = {v for w in workloads for v in suite.WORKLOADS[w].views}
+    if args.views is not None and (not args.views or not set(args.views) <= known):
+        parser.error(f"--views: not a view of {', '.join(workloads)}: "
+                     f"{', '.join(sorted(set(args.views) - known)) or '(none given)'}")
     if axes and not any(a.name in axes for w in workloads for a in suite.WORKLOADS[w].grids[args.grid][1]):
         parser.error(f"no axis of {', '.join(workloads)} among --axis {', '.join(axes)}")
     return suite.SuiteConfig(workloads=workloads, grid=args.grid, scale=args.scale, runs=args.runs,
                              out=args.out.absolute(), axes=axes, strategies=args.strategies, threads=args.threads,
-                             seed=args.seed, storage=args.storage)
+                             seed=args.seed, storage=args.storage, views=args.views)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,7 +37,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,14 @@ class SuiteConfig:
     threads: int = duck.DEFAULT_THREADS
     seed: int = 0
     storage: str | None = None
+    #: the views to maintain (None: every view of a workload)
+    views: tuple[str, ...] | None = None
+
+
+def workload(name: str, config: SuiteConfig) -> Workload:
+    """The workload ``name`` with the views ``config`` chooses."""
+    w = WORKLOADS[name]
+    return replace(w, views=tuple(v for v in w.views if config.views is None or v in config.views))
 
 
 # --- the grid --------------------------------------------------------------------------------------
@@ -334,7 +342,7 @@ def devices_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapp
     n_devices = max(1, round(data["size"] / default["f"]))
     out = config.out / "work" / f"devices-n{n_devices}-f{data['f']}-s{data['s']:g}-j{data['j']}"
     dconfig = devices_bench.Config(scale=n_devices, fanout=data["f"], updates=batches[0], runs=config.runs, out=out,
-                                   strategies=strategies, views=DEVICES.views, selectivity=data["s"],
+                                   strategies=strategies, views=workload("devices", config).views, selectivity=data["s"],
                                    seed=config.seed, storage=config.storage, probes=0, extra_joins=data["j"])
     if data["f"] > n_devices:
         state.notes.append(f"devices {point_label(data)}: skipped: fanout {data['f']} > {n_devices} parts")
@@ -350,14 +358,14 @@ def devices_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapp
     twin = duck.DuckRecompute(config.threads)
     loaded = twin.load(data_dir, spec.table_names)
     progress(f"duckdb: loaded {', '.join(spec.table_names)} in {sum(loaded.values()):.1f} s")
-    sql = {v: duck.relational_sql(devices_bench.view_text(v, "duckdb", data["j"])[1]) for v in DEVICES.views}
+    sql = {v: duck.relational_sql(devices_bench.view_text(v, "duckdb", data["j"])[1]) for v in workload("devices", config).views}
     checksums = {}
-    for v in DEVICES.views:
+    for v in workload("devices", config).views:
         twin.recompute(duck_table(v), sql[v])
         checksums[v] = duck.column_checksum(twin.columns(duck_table(v)))
     state.groups.append({"workload": "devices", "data": dict(data), "spec": asdict(spec), "tables": tables,
                          "defined": defined, "duckdb_load_s": loaded, "duckdb_sql": sql, "ingests": []})
-    group = Group(DEVICES, dict(data), strategies, wh, twin, sql, checksums, set(defined))
+    group = Group(workload("devices", config), dict(data), strategies, wh, twin, sql, checksums, set(defined))
     counter = iter(range(1_000_000))
 
     def ingest(d: int) -> dict[str, Any]:
@@ -392,7 +400,7 @@ def yelp_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
         businesses=data["businesses"], reviews_per_business=d.reviews_per_business,
         users_per_business=d.users_per_business, sf_fraction=d.sf_fraction, elite_fraction=d.elite_fraction,
         friends_per_user=d.friends_per_user, seed=config.seed, changes_seed=None, batches=tuple(batches),
-        runs=config.runs, out=out, strategies=strategies, views=YELP.views, storage=config.storage, probes=0)
+        runs=config.runs, out=out, strategies=strategies, views=workload("yelp", config).views, storage=config.storage, probes=0)
     spec = yconfig.spec
     out.mkdir(parents=True, exist_ok=True)
     data_dir = yelp_bench.generate_data(yconfig)
@@ -404,10 +412,10 @@ def yelp_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
     twin = duck.DuckRecompute(config.threads)
     loaded = twin.load(data_dir, yelp.KEYS)
     progress(f"duckdb: loaded {', '.join(yelp.KEYS)} in {sum(loaded.values()):.1f} s")
-    sql = {v: duck.YELP_SQL[v] for v in YELP.views if v in duck.YELP_SQL}
+    sql = {v: duck.YELP_SQL[v] for v in workload("yelp", config).views if v in duck.YELP_SQL}
     state.groups.append({"workload": "yelp", "data": dict(data), "spec": asdict(spec), "tables": tables,
                          "defined": views.defined, "duckdb_load_s": loaded, "duckdb_sql": sql, "ingests": []})
-    group = Group(YELP, dict(data), strategies, wh, twin, sql, dict(duck.YELP_CHECKSUMS), set(views.defined),
+    group = Group(workload("yelp", config), dict(data), strategies, wh, twin, sql, dict(duck.YELP_CHECKSUMS), set(views.defined),
                   unsupported=views.unsupported, failed=views.failed)
     schemas = {t: arrow_schema(yelp.SCHEMAS[t]) for t in yelp.KEYS}
 
@@ -444,7 +452,7 @@ def run(config: SuiteConfig) -> dict[str, Any]:
     state = State()
     plans = {}
     for name in config.workloads:
-        w = WORKLOADS[name]
+        w = workload(name, config)
         default, axes = plan(w, config)
         if not axes:
             progress(f"{name}: no axis chosen, skipped")
@@ -454,7 +462,7 @@ def run(config: SuiteConfig) -> dict[str, Any]:
     results: dict[str, Any] = {}
     try:
         for name, (default, axes) in plans.items():
-            w = WORKLOADS[name]
+            w = workload(name, config)
             strategies = config.strategies or w.strategies
             todo = groups(w, default, axes)
             for i, (data, batches) in enumerate(todo.items(), 1):
@@ -519,7 +527,7 @@ def markdown(config: SuiteConfig, env: Mapping[str, Any], plans: Mapping[str, tu
              "point; `(as ...)` is the strategy a run actually used; recompute/id above 1 means `id` was faster.",
              ""]
     for name, (default, axes) in plans.items():
-        w = WORKLOADS[name]
+        w = workload(name, config)
         lines += [f"## {w.title}", "", "Default point: " + point_label(default) + ".", ""]
         for view in w.views:
             for axis in axes:
@@ -542,7 +550,7 @@ def draw(config: SuiteConfig, plans: Mapping[str, tuple[dict, list[Axis]]], stat
         return []
     pictures = []
     for name, (default, axes) in plans.items():
-        w = WORKLOADS[name]
+        w = workload(name, config)
         for view in w.views:
             for axis in axes:
                 points = report.axis_points(default, axis.name, axis.values)

@@ -282,8 +282,9 @@ class PlanCompiler:
             kind = query.schema["v"].dataType
         if kind != column:
             return None
+        # the values of reads restricted to a few keys: few, in one job (no adaptive stages)
         rows = values.unique().to_pylist() if held is not None else \
-            to_arrow(query.limit(RESTRICT_MAX_VALUES + 1)).column(0).to_pylist()
+            to_arrow(query.limit(RESTRICT_MAX_VALUES + 1), adaptive=False).column(0).to_pylist()
         return rows if len(rows) <= RESTRICT_MAX_VALUES else None
 
     def _held_column(self, c: restrict.Candidate) -> tuple[Hashable, pa.ChunkedArray] | None:

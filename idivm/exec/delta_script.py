@@ -45,7 +45,7 @@ from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.exec.patches import NEW, ElementPatch
 from idivm.storage.delta import Patch, Patching, key_mask, quoted
 from idivm.storage.schema import arrow_schema
-from idivm.storage.spark import Caches, to_arrow
+from idivm.storage.spark import Caches, is_local, local_rows, to_arrow
 from idivm.script import (
     ELEMENT, KEYS, NESTED_KINDS, POST_ROWS, PRE_FIELD, PRE_ROWS, UPDATES, DeltaScript, DiffRef, ElementDiffs,
     StateRef, Statement, TableDiffs,
@@ -287,8 +287,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             rewrites.append(s)
     spark_empty = view.select(*ids).where(F.lit(False))  # an empty relation: read by no job
     # the IDs of the rows to delete: computed once (in memory when few), for the rewrite and the caller
-    deleted_ids, deleted = compiler.cached.computed(_union(deletes, spark_empty).distinct()) \
-        if deletes else (arrow_schema(spark_empty.schema, nullable=True).empty_table(), spark_empty)
+    deleted_ids, deleted = _distinct_ids(spark, compiler.cached, deletes, spark_empty)
     inserted = _union(inserts, view.where(F.lit(False)))
     if ids:
         inserted = inserted.dropDuplicates(ids)
@@ -410,6 +409,21 @@ def _grouped(elements: pa.Table, on: Sequence[str], keys: pa.Table | None) -> pa
 
 def _distinct(table: pa.Table) -> pa.Table:
     return table.group_by(table.column_names).aggregate([]) if table.num_rows else table
+
+
+def _distinct_ids(spark: SparkSession, cached: Caches, frames: Sequence[DataFrame],
+                  empty: DataFrame) -> tuple[pa.Table | None, DataFrame]:
+    """The distinct rows of the union of ``frames`` (:meth:`Caches.computed`); when the driver
+    holds every one of them (keys of i-diffs), united in the driver, without a Spark job."""
+    if not frames:
+        return arrow_schema(empty.schema, nullable=True).empty_table(), empty
+    types = {f.name: f.dataType for f in empty.schema.fields}
+    if all(all(isinstance(c.dataType, ST.NullType) or c.dataType == types.get(c.name) for c in f.schema.fields)
+           and is_local(f) for f in frames):
+        schema = arrow_schema(empty.schema, nullable=True)
+        rows = _distinct(pa.concat_tables([local_rows(f).select(schema.names).cast(schema) for f in frames]))
+        return rows, spark.createDataFrame(rows, empty.schema) if rows.num_rows else empty
+    return cached.computed(_union(list(frames), empty).distinct())
 
 
 def _bound_keys(spark: SparkSession, compiler: PlanCompiler, s: Statement) -> DataFrame | None:

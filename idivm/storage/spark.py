@@ -200,26 +200,28 @@ def local_rows(df: "DataFrame") -> "pa.Table":
     return pa.Table.from_pylist([r.asDict(recursive=True) for r in df.collect()], schema=schema)
 
 
-def to_arrow(df: "DataFrame") -> "pa.Table":
+def to_arrow(df: "DataFrame", adaptive: bool | None = None) -> "pa.Table":
     """``df``'s rows as an Arrow table: collected without a job when it is local
-    (:func:`is_local`), else by Spark (:func:`collect`)."""
-    return local_rows(df) if is_local(df) else collect(df)
+    (:func:`is_local`), else by Spark (:func:`collect`, ``adaptive`` as there)."""
+    return local_rows(df) if is_local(df) else collect(df, adaptive)
 
 
 #: the leaves of a plan that hold their rows in the driver (see :func:`collect`)
 _IN_MEMORY_LEAVES = frozenset({"LocalRelation", "OneRowRelation"})
 
 
-def collect(df: "DataFrame") -> "pa.Table":
+def collect(df: "DataFrame", adaptive: bool | None = None) -> "pa.Table":
     """``df``'s rows as an Arrow table, by Spark.  A query over rows the driver holds only (every
     leaf of its optimized plan a local relation: i-diff rows aggregated, joined or unioned)
     runs without adaptive query execution, which would run each of its shuffles' stages as a
     job of its own to re-plan what is small already: an aggregate of a few hundred i-diff rows
     in one job instead of two.  A query that reads a table keeps it (it prunes the empty
-    branches of a run's queries at run time, and picks the joins by the sizes it finds)."""
+    branches of a run's queries at run time, and picks the joins by the sizes it finds), unless
+    ``adaptive`` is False (a caller that knows its query reads few rows: the distinct values of
+    a column of reads restricted to a few keys)."""
     conf = df.sparkSession.conf
     key = "spark.sql.adaptive.enabled"
-    if conf.get(key) != "true" or not _in_memory(df):
+    if conf.get(key) != "true" or adaptive or (adaptive is None and not _in_memory(df)):
         return df.toArrow()
     conf.set(key, "false")
     try:
