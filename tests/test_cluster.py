@@ -2,7 +2,8 @@
 installed pyspark on the loopback address, executors in their own JVMs, the warehouse on a path
 they all share.  The console script runs ``table create``, ``define``, ``ingest``, ``maintain``
 and ``verify`` against ``spark://...`` with the delta-spark engine (deletion vectors), and the
-views it leaves must hold the rows the same commands leave in a local run."""
+views it leaves must hold the rows the same steps leave in a local run (the Python API in the
+test's own local session)."""
 
 from __future__ import annotations
 
@@ -84,35 +85,63 @@ def _idivm(env: dict, warehouse: Path, *args: str, master: str | None = None) ->
     return done.stdout
 
 
-def _session(env: dict, warehouse: Path, tmp_path: Path, master: str | None) -> dict[str, list]:
-    """Create the sample devices tables, define the thesis' two views, ingest two batches and
-    maintain after each; the views' rows (as sorted JSON lines) at the end."""
-    for table, key in (("devices", "did"), ("parts", "pid"), ("devices_parts", "did,pid")):
-        _idivm(env, warehouse, "table", "create", table, "--key", key, "--from", str(SAMPLES / "devices" / f"{table}.jsonl"),
-               master=master)
-    for view in ("devices_v", "devices_cost"):
-        _idivm(env, warehouse, "define", str(view_path(view)), "--strategy", "id", master=master)
+TABLES = (("devices", "did"), ("parts", "pid"), ("devices_parts", "did,pid"))
+VIEWS = {"devices_v": "phone_parts", "devices_cost": "phone_cost"}
+
+
+def _batches(tmp_path: Path) -> list[Path]:
+    """Two batches of price changes of the sample parts, as whole rows."""
     parts = [json.loads(line) for line in (SAMPLES / "devices" / "parts.jsonl").read_text().splitlines() if line]
+    out = []
     for batch in range(2):
         changes = tmp_path / f"parts-{batch}.jsonl"
         changes.write_text("".join(json.dumps({**p, "price": (p["price"] or 0) * (2 + batch)}) + "\n"
                                    for p in parts[batch::3]))
-        _idivm(env, warehouse, "ingest", "parts", str(changes), "--format", "rows", master=master)
-        _idivm(env, warehouse, "maintain", "--all", master=master)
-    out = {}
-    for view in ("phone_parts", "phone_cost"):
-        assert "matches its recomputation" in _idivm(env, warehouse, "verify", view, master=master)
-        rows = _idivm(env, warehouse, "show", view, "--format", "jsonl", master=master)
-        out[view] = sorted(rows.splitlines())
+        out.append(changes)
     return out
 
 
-def test_maintenance_on_a_standalone_cluster_matches_the_local_run(cluster, tmp_path):
+def _on_cluster(env: dict, warehouse: Path, batches: list[Path], master: str) -> None:
+    """Through the console script on the cluster: create the sample devices tables, define the
+    thesis' two views, ingest the batches and maintain after each, and verify the views."""
+    for table, key in TABLES:
+        _idivm(env, warehouse, "table", "create", table, "--key", key, "--from",
+               str(SAMPLES / "devices" / f"{table}.jsonl"), master=master)
+    for view in VIEWS:
+        _idivm(env, warehouse, "define", str(view_path(view)), "--strategy", "id", master=master)
+    for changes in batches:
+        _idivm(env, warehouse, "ingest", "parts", str(changes), "--format", "rows", master=master)
+        _idivm(env, warehouse, "maintain", "--all", master=master)
+    for view in VIEWS.values():
+        assert "matches its recomputation" in _idivm(env, warehouse, "verify", view, master=master)
+
+
+def _locally(wh, batches: list[Path]) -> None:
+    """The same commands through the Python API, in this process's local session."""
+    for table, key in TABLES:
+        wh.create_table(table, key.split(","), SAMPLES / "devices" / f"{table}.jsonl")
+    for view in VIEWS:
+        wh.define(view_path(view), strategy="id")
+    for changes in batches:
+        wh.ingest("parts", changes, format="rows")
+        wh.maintain()
+
+
+def _rows(wh) -> dict[str, list]:
+    return {view: sorted(json.dumps(r, sort_keys=True, default=str) for r in wh.rows(view)) for view in VIEWS.values()}
+
+
+def test_maintenance_on_a_standalone_cluster_matches_the_local_run(cluster, make_warehouse, tmp_path):
     url, env, work = cluster
-    shared = tmp_path / "shared"
-    on_cluster = _session(env, shared / "warehouse", tmp_path, url)
-    local = _session(env, tmp_path / "local" / "warehouse", tmp_path, None)
-    assert on_cluster == local
+    from idivm.warehouse import Warehouse
+
+    batches = _batches(tmp_path)
+    shared = tmp_path / "shared" / "warehouse"
+    _on_cluster(env, shared, batches, url)
+    local = make_warehouse("local", storage="delta-spark-dv")
+    _locally(local, batches)
+    on_cluster = _rows(Warehouse(shared, spark=local.spark))
+    assert on_cluster == _rows(local)
     assert all(on_cluster.values())
     # the executors ran in JVMs the workers launched: one directory per executor of an application
     apps = sorted(work.glob("app-*"))
