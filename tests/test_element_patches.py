@@ -48,7 +48,7 @@ def _in_driver(rows: list[dict], patches) -> dict:
         at = {tuple(r.values()): i for i, r in enumerate(p.rows.select(list(p.on)).to_pylist())}
         named = [at.get((r["id"],)) for r in rows]
         hits = [i for i, n in enumerate(named) if n is not None]
-        stored = p.changed(stored, hits, [named[i] for i in hits])
+        stored = p.prepared(stored.schema).changed(stored, hits, [named[i] for i in hits])
     return {r["id"]: r["rs"] for r in stored.to_pylist()}
 
 

@@ -43,7 +43,7 @@ from idivm.changes import condense_feed
 from idivm.exec.compiler import KEY_TYPES, RESTRICT_MAX_VALUES, PlanCompiler, key_filter
 from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.exec.patches import NEW, ElementPatch
-from idivm.storage.delta import Patch, Patching, key_mask, quoted
+from idivm.storage.delta import Patch, Patching, distinct_rows, key_mask, quoted
 from idivm.storage.schema import arrow_schema
 from idivm.storage.spark import Caches, is_local, local_rows, to_arrow
 from idivm.script import (
@@ -363,7 +363,7 @@ def _patches(spark: SparkSession, compiler: PlanCompiler, rewrites: Sequence[Sta
             continue
         if s.kind == "nested_update":
             q = to_arrow(compiler.evaluate(s.query))
-            values = [(path, f"{HIDDEN}set{i}") for i, (path, _) in enumerate(s.set)]
+            values = [(path, _set_field(i)) for i, (path, _) in enumerate(s.set)]
             names = pa.table([q.column(c) for _, c in s.match] + [q.column(c) for _, c in s.set],
                              names=[p for p, _ in s.match] + [v for _, v in values])
             extra = []
@@ -378,7 +378,7 @@ def _patches(spark: SparkSession, compiler: PlanCompiler, rewrites: Sequence[Sta
             extra = [_grouped(elements, s.on, q if s.names_rows_by_id() else None)]
         match = tuple(p for p, _ in s.match)
         if s.names_rows_by_id():
-            named = [_distinct(q.select(list(s.on)))] if s.kind == "nested_update" else []
+            named = [distinct_rows(q.select(list(s.on)))] if s.kind == "nested_update" else []
             on = s.on
         else:
             found = locate(s, q)
@@ -407,10 +407,6 @@ def _grouped(elements: pa.Table, on: Sequence[str], keys: pa.Table | None) -> pa
                     [pa.array(list(groups.values()), schema.field(NEW).type)], schema=schema)
 
 
-def _distinct(table: pa.Table) -> pa.Table:
-    return table.group_by(table.column_names).aggregate([]) if table.num_rows else table
-
-
 def _distinct_ids(spark: SparkSession, cached: Caches, frames: Sequence[DataFrame],
                   empty: DataFrame) -> tuple[pa.Table | None, DataFrame]:
     """The distinct rows of the union of ``frames`` (:meth:`Caches.computed`); when the driver
@@ -421,7 +417,7 @@ def _distinct_ids(spark: SparkSession, cached: Caches, frames: Sequence[DataFram
     if all(all(isinstance(c.dataType, ST.NullType) or c.dataType == types.get(c.name) for c in f.schema.fields)
            and is_local(f) for f in frames):
         schema = arrow_schema(empty.schema, nullable=True)
-        rows = _distinct(pa.concat_tables([local_rows(f).select(schema.names).cast(schema) for f in frames]))
+        rows = distinct_rows(pa.concat_tables([local_rows(f).select(schema.names).cast(schema) for f in frames]))
         return rows, spark.createDataFrame(rows, empty.schema) if rows.num_rows else empty
     return cached.computed(_union(list(frames), empty).distinct())
 

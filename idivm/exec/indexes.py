@@ -166,7 +166,7 @@ class StoredIndex:
             if first in keys.column_names else None
         table = delta.read_arrow(path, holding=holding).select(self.schema.names).cast(self.schema)
         found = _matching(table, self.schema, keys.column_names, keys)
-        return _distinct(found.select(list(self.id_columns)))
+        return delta.distinct_rows(found.select(list(self.id_columns)))
 
     def spark_lookup(self, path: Path, keys: "DataFrame") -> "DataFrame":
         """:meth:`lookup` by Spark: the index table (at its latest version) joined with ``keys``,
@@ -418,11 +418,6 @@ def _matching(table: pa.Table, schema: pa.Schema, columns: Sequence[str], keys: 
 def _minus(table: pa.Table, other: pa.Table) -> pa.Table:
     """The rows of ``table`` that are not rows of ``other`` (NULL equal to NULL)."""
     return table.filter(pc.invert(delta.key_mask(table, table.column_names, other)))
-
-
-def _distinct(table: pa.Table) -> pa.Table:
-    seen = {tuple(r.values()) for r in table.to_pylist()}
-    return pa.Table.from_pylist([dict(zip(table.column_names, r)) for r in seen], schema=table.schema)
 
 
 __all__ = ["StoredIndex", "apply", "apply_spark", "build", "describe", "locate", "read_by", "reflected_version",

@@ -44,23 +44,49 @@ class ElementPatch:
     names: pa.Table
     set: tuple[tuple[tuple[str, ...], str], ...] = ()
 
-    def changed(self, stored: pa.Table, hits: Sequence[int], at: Sequence[int]) -> pa.Table:
-        element = stored.schema.field(self.path).type.value_type
+    def prepared(self, schema: pa.Schema) -> "_Prepared":
+        """The i-diff in the types of the stored bag (of ``schema``): the provenance each row of
+        ``names`` names, and for an update the new values of each."""
+        element = schema.field(self.path).type.value_type
         prov = element.field(PROV_FIELD).type
         keys = [tuple(r) for r in zip(*[_values(self.names.column(p), prov.field(p).type) for p in self.match])] \
             if self.names.num_rows else []
-        bags = stored.column(self.path).take(list(hits)).to_pylist()
-        if self.kind == "nested_update":
-            columns = [_values(self.names.column(c), _field_type(element, path)) for path, c in self.set]
-            new = {k: [v[i] for v in columns] for i, k in enumerate(keys)}
-            paths = [path for path, _ in self.set]
-            bags = [None if bag is None else [_updated(e, self.match, new, paths) for e in bag] for bag in bags]
+        columns = [_values(self.names.column(c), _field_type(element, path)) for path, c in self.set]
+        new = {k: [v[i] for v in columns] for i, k in enumerate(keys)}
+        return _Prepared(self, element, new)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """An :class:`ElementPatch` made ready for a table: its bag's ``element`` type and, for
+    each provenance it names, the new values of its fields (none for a replace)."""
+
+    patch: ElementPatch
+    element: pa.StructType
+    new: dict[tuple, list]
+
+    @property
+    def on(self) -> tuple[str, ...]:
+        return self.patch.on
+
+    @property
+    def rows(self) -> pa.Table:
+        return self.patch.rows
+
+    def prepared(self, schema: pa.Schema) -> "_Prepared":
+        return self
+
+    def changed(self, stored: pa.Table, hits: Sequence[int], at: Sequence[int]) -> pa.Table:
+        p = self.patch
+        bags = stored.column(p.path).take(list(hits)).to_pylist()
+        if p.kind == "nested_update":
+            paths = [path for path, _ in p.set]
+            bags = [None if bag is None else [_updated(e, p.match, self.new, paths) for e in bag] for bag in bags]
         else:
-            dropped = set(keys)
-            inserts = _values(self.rows.column(NEW).take(list(at)), pa.list_(element)) \
-                if NEW in self.rows.column_names else [None] * len(bags)
-            bags = [_replaced(bag, self.match, dropped, new) for bag, new in zip(bags, inserts)]
-        return replaced(stored, self.path, hits, bags)
+            inserts = _values(p.rows.column(NEW).take(list(at)), pa.list_(self.element)) \
+                if NEW in p.rows.column_names else [None] * len(bags)
+            bags = [_replaced(bag, p.match, self.new.keys(), new) for bag, new in zip(bags, inserts)]
+        return replaced(stored, p.path, hits, bags)
 
 
 def _key(e: dict, match: Sequence[str]) -> tuple:
@@ -87,7 +113,7 @@ def _with_path(e: dict | None, path: tuple[str, ...], value: Any):
     return {**e, head: _with_path(e.get(head), rest, value) if rest else value}
 
 
-def _replaced(bag: list | None, match: Sequence[str], dropped: set[tuple], new: list | None) -> list | None:
+def _replaced(bag: list | None, match: Sequence[str], dropped, new: list | None) -> list | None:
     if bag is None and new is None:
         return None
     kept = [e for e in bag or [] if e is None or _key(e, match) not in dropped]

@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from idivm.errors import CatalogError
 from idivm.storage.delta import delta_rs, delta_spark
-from idivm.storage.delta.clustered import Patch, Patching, Rewrite, replaced, key_mask, ordered, rewrite_clustered, write_clustered
+from idivm.storage.delta.clustered import Patch, Patching, Rewrite, distinct_rows, replaced, key_mask, ordered, rewrite_clustered, write_clustered
 from idivm.storage.delta.commits import data_version, history
 from idivm.storage.delta.commits import made as commits_made
 from idivm.storage.delta.delta_rs import (
@@ -116,6 +116,7 @@ __all__ = [
     "engine",
     "exists",
     "history",
+    "distinct_rows",
     "key_mask",
     "Patch",
     "Patching",

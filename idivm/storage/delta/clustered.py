@@ -47,6 +47,12 @@ def key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array
     return pa.array(out, pa.bool_())
 
 
+def distinct_rows(table: pa.Table) -> pa.Table:
+    """The distinct rows of ``table`` (of scalar columns; NULL equal to NULL), in no order."""
+    return table.group_by(table.column_names).aggregate([]).select(table.column_names) \
+        if table.num_rows else table
+
+
 def ordered(table: pa.Table, keys: Sequence[str]) -> pa.Table:
     """``table`` sorted by ``keys`` (NULLs first): the order of a clustered table's rows."""
     return table.sort_by([(k, "ascending", "at_start") for k in keys])
@@ -141,6 +147,10 @@ class Patching(Protocol):
     on: tuple[str, ...]
     rows: pa.Table
 
+    def prepared(self, schema: pa.Schema) -> "Patching":
+        """This patch made ready, once per rewrite, for the rows of a table of ``schema``."""
+        ...
+
     def changed(self, stored: pa.Table, hits: Sequence[int], at: Sequence[int]) -> pa.Table:
         """``stored`` (rows of the table, in its types) with the rows at positions ``hits``
         changed, each by the row of ``rows`` at the same place of ``at``."""
@@ -158,6 +168,9 @@ class Patch:
     on: tuple[str, ...]
     set: tuple[tuple[str, str], ...]
     rows: pa.Table
+
+    def prepared(self, schema: pa.Schema) -> "Patch":
+        return self
 
     def changed(self, stored: pa.Table, hits: Sequence[int], at: Sequence[int]) -> pa.Table:
         values = self.rows.take(list(at))
@@ -193,7 +206,7 @@ class _Ready:
     def of(cls, patch: Patching, schema: pa.Schema) -> "_Ready":
         on = list(patch.on)
         keys = patch.rows.select(on).cast(pa.schema([schema.field(c) for c in on]))
-        return cls(patch, keys, {tuple(r.values()): i for i, r in enumerate(keys.to_pylist())})
+        return cls(patch.prepared(schema), keys, {tuple(r.values()): i for i, r in enumerate(keys.to_pylist())})
 
 
 def _patched(table: pa.Table, patches: Sequence[_Ready]) -> pa.Array | None:
