@@ -1,0 +1,253 @@
+"""AGCA terms (DBToaster, ``../shared/seeds/004_…`` §3.2) and their binding patterns (§3.3).
+
+The abstract syntax of the paper,
+
+    q ::= q * q | q + q | -q | c | x | R(x⃗) | Sum_A⃗(q) | x θ 0 | x := q
+
+becomes one frozen dataclass per case: :class:`Const`, :class:`Var`, :class:`Rel` (a base
+relation, the update ``ΔR`` of one (``delta=True``), or a materialized map: :class:`MapRef`),
+:class:`Add`, :class:`Mul`, :class:`Sum`, :class:`Cmp` (``x θ y``, the paper's sugar for
+``(x − y) θ 0``, with variables or constants on either side) and :class:`Assign`.  ``-q`` is
+``Mul((Const(-1), q))``.  ``Add`` and ``Mul`` hold their operands in order: the product passes
+the bindings of its left factors to its right ones (sideways information passing).
+
+Terms print in the paper's notation (``Sum[A](R(A, B) * (B < z))``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Union
+
+Number = Union[int, Fraction]
+
+#: the comparison operators θ of AGCA conditions
+COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """An AGCA expression."""
+
+    def __str__(self) -> str:
+        return show(self)
+
+    def __add__(self, other: "Term") -> "Term":
+        return Add((self, other))
+
+    def __mul__(self, other: "Term") -> "Term":
+        return Mul((self, other))
+
+    def __neg__(self) -> "Term":
+        return Mul((Const(-1), self))
+
+    def __sub__(self, other: "Term") -> "Term":
+        return Add((self, -other))
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Term):
+    """A constant c of ℚ: the GMR ``⟨⟩ ↦ c``."""
+
+    value: Number
+
+
+@dataclass(frozen=True, slots=True)
+class Var(Term):
+    """A variable's value ``⟨⟩ ↦ b(x)``; evaluating it unbound fails."""
+
+    name: str
+
+
+#: what a comparison compares: a variable or a constant (of any value type)
+Operand = Union[Var, "Value"]
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A constant operand of a comparison or an assignment's right side that is not a
+    number (a string, a date): AGCA conditions range over the values of columns."""
+
+    value: object
+
+    def __str__(self) -> str:
+        return repr(self.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Rel(Term):
+    """The relation atom ``R(x1, …, xk)``: the tuples of relation ``name`` with its columns
+    renamed to ``variables`` in order; ``delta``: the update ``ΔR`` of the relation instead."""
+
+    name: str
+    variables: tuple[str, ...]
+    delta: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MapRef(Term):
+    """A materialized map ``M[in⃗][out⃗]`` (§4): a GMR over ``inputs + outputs`` stored by the
+    engine; the inputs must be bound where it is read."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Add(Term):
+    """Bag union ``q1 + q2 + …`` (also the update of a GMR by another)."""
+
+    terms: tuple[Term, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Mul(Term):
+    """Natural join ``q1 * q2 * …``, passing bindings left to right."""
+
+    terms: tuple[Term, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Sum(Term):
+    """``Sum_A⃗(q)``: the multiplicity-preserving projection on the group-by variables A⃗."""
+
+    group: tuple[str, ...]
+    term: Term
+
+
+@dataclass(frozen=True, slots=True)
+class Cmp(Term):
+    """The condition ``left θ right``: ``⟨⟩ ↦ 1`` where it holds, else the empty GMR."""
+
+    op: str
+    left: "Var | Value | Const"
+    right: "Var | Value | Const"
+
+    def __post_init__(self) -> None:
+        if self.op not in COMPARISONS:
+            raise ValueError(f"unknown comparison {self.op!r}: use one of {', '.join(COMPARISONS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Assign(Term):
+    """``x := q``: the singleton ``⟨x: v⟩ ↦ 1`` where ``v`` is the multiplicity of ``⟨⟩`` in
+    ``q`` (a non-grouping aggregate or a constant), or the value ``q`` names (a :class:`Value`,
+    or a :class:`Var`'s value of any type)."""
+
+    var: str
+    term: "Term | Value"
+
+
+ZERO = Const(0)
+ONE = Const(1)
+
+
+# ----------------------------------------------------------------------------- binding patterns
+
+
+def inputs(q: Term) -> frozenset[str]:
+    """The input variables (parameters) of ``q`` (§3.3): those it reads without binding them
+    itself; ``q`` can be evaluated only where they are bound."""
+    return _pattern(q)[0]
+
+
+def outputs(q: Term) -> frozenset[str]:
+    """The output variables of ``q`` (§3.3): the schema of its result."""
+    return _pattern(q)[1]
+
+
+def _pattern(q: Term) -> tuple[frozenset[str], frozenset[str]]:
+    match q:
+        case Const() | Value():
+            return frozenset(), frozenset()
+        case Var(name=x):
+            return frozenset({x}), frozenset()
+        case Cmp(left=l, right=r):
+            return frozenset(v.name for v in (l, r) if isinstance(v, Var)), frozenset()
+        case Assign(var=x, term=t):
+            return (_pattern(t)[0] if isinstance(t, Term) else frozenset()), frozenset({x})
+        case Rel(variables=vs):
+            return frozenset(), frozenset(vs)
+        case MapRef(inputs=i, outputs=o):
+            return frozenset(i), frozenset(o)
+        case Add(terms=ts):
+            pats = [_pattern(t) for t in ts]
+            return frozenset().union(*(p[0] for p in pats)), frozenset().union(*(p[1] for p in pats))
+        case Mul(terms=ts):
+            ins: frozenset[str] = frozenset()
+            outs: frozenset[str] = frozenset()
+            for t in ts:  # a factor's inputs bound by the factors left of it are not the product's
+                i, o = _pattern(t)
+                ins |= i - outs
+                outs |= o
+            return ins, outs
+        case Sum(group=g, term=t):
+            i, o = _pattern(t)
+            return i | (frozenset(g) - o), frozenset(g) & o
+    raise TypeError(f"not an AGCA term: {q!r}")
+
+
+def relations(q: Term) -> frozenset[str]:
+    """The names of the relations ``q`` reads (delta atoms included)."""
+    match q:
+        case Rel(name=n):
+            return frozenset({n})
+        case Add(terms=ts) | Mul(terms=ts):
+            return frozenset().union(*(relations(t) for t in ts))
+        case Sum(term=t):
+            return relations(t)
+        case Assign(term=t) if isinstance(t, Term):
+            return relations(t)
+    return frozenset()
+
+
+def degree(q: Term) -> int:
+    """The degree of ``q`` (§4): the most relation atoms a union-free part of it joins."""
+    match q:
+        case Rel(delta=False):
+            return 1
+        case Add(terms=ts):
+            return max((degree(t) for t in ts), default=0)
+        case Mul(terms=ts):
+            return sum(degree(t) for t in ts)
+        case Sum(term=t):
+            return degree(t)
+        case Assign(term=t) if isinstance(t, Term):
+            return degree(t)
+    return 0
+
+
+# ----------------------------------------------------------------------------- notation
+
+
+def show(q: "Term | Value") -> str:
+    """``q`` in the paper's notation."""
+    match q:
+        case Const(value=v) | Value(value=v) if not isinstance(v, str):
+            return str(v)
+        case Value(value=v):
+            return repr(v)
+        case Var(name=x):
+            return x
+        case Rel(name=n, variables=vs, delta=d):
+            return f"{'Δ' if d else ''}{n}({', '.join(vs)})"
+        case MapRef(name=n, inputs=i, outputs=o):
+            return f"{n}[{', '.join(i)}][{', '.join(o)}]"
+        case Add(terms=ts):
+            return "(" + " + ".join(show(t) for t in ts) + ")" if ts else "0"
+        case Mul(terms=ts):
+            return " * ".join(_factor(t) for t in ts) if ts else "1"
+        case Sum(group=g, term=t):
+            return f"Sum[{', '.join(g)}]({show(t)})"
+        case Cmp(op=op, left=l, right=r):
+            return f"({show(l)} {op} {show(r)})"
+        case Assign(var=x, term=t):
+            return f"({x} := {show(t)})"
+    raise TypeError(f"not an AGCA term: {q!r}")
+
+
+def _factor(t: Term) -> str:
+    text = show(t)
+    return f"({text})" if isinstance(t, Mul) and len(t.terms) > 1 else text

@@ -1,0 +1,188 @@
+"""AGCA (DBToaster §3): the interpreter against the paper's examples and direct Python
+computations of the equivalent SQL, and the delta rules against the definition
+``ΔQ(D, ΔD) = Q(D + ΔD) − Q(D)`` over random databases and updates (deletions and negative
+multiplicities included)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from idivm.agca import (
+    GMR, ONE, ZERO, AgcaError, Assign, Cmp, Const, Database, MapRef, Rel, Relation, Sum, Value, Var, degree,
+    delta, delta_tuple, evaluate, inputs, outputs, relations, simplify, tup,
+)
+
+Q1, Q2, Q3 = 3, 7, 11  # the multiplicities q1, q2, q3 of Example 3's GMR R
+PAPER_R = Relation(("A", "B"), {(1, 2): Q1, (3, 5): Q2, (4, 2): Q3})
+
+
+def v(name: str) -> Var:
+    return Var(name)
+
+
+def test_example_3_an_atom_renames_and_selects_on_bound_variables():
+    db = Database({"R": PAPER_R})
+    assert evaluate(Rel("R", ("x", "y")), db, {"x": 3}) == {tup(x=3, y=5): Q2}
+    # σ_{A<B}(R) as R(x, y) * (x < y)
+    assert evaluate(Rel("R", ("x", "y")) * Cmp("<", v("x"), v("y")), db) == {tup(x=1, y=2): Q1, tup(x=3, y=5): Q2}
+
+
+def test_example_4_sum_generalizes_group_by_sum():
+    db = Database({"R": PAPER_R})
+    q = Sum(("y",), Rel("R", ("x", "y")) * Const(2) * v("x"))
+    assert evaluate(q, db) == {tup(y=2): 2 * Q1 + 8 * Q3, tup(y=5): 2 * 3 * Q2}
+
+
+def _random_relation(rnd: random.Random, columns: tuple[str, ...], rows: int, negative: bool = False) -> Relation:
+    out = GMR()
+    for _ in range(rows):
+        m = rnd.choice([-2, -1, 1, 2, 3]) if negative else rnd.choice([1, 1, 2])
+        out.add(tuple(rnd.randint(0, 4) for _ in columns), m)
+    return Relation(columns, dict(out))
+
+
+def _expand(rel: Relation) -> list[tuple]:
+    """The rows of a relation with positive multiplicities, each repeated as often."""
+    return [row for row, m in rel.rows.items() for _ in range(m)]
+
+
+# Example 5: SELECT * FROM R WHERE B < (SELECT SUM(D) FROM S WHERE A > C)
+NESTED_INNER = Sum((), Rel("S", ("C", "D")) * Cmp(">", v("A"), v("C")) * v("D"))
+NESTED = Sum(("A", "B"), Rel("R", ("A", "B")) * Assign("z", NESTED_INNER) * Cmp("<", v("B"), v("z")))
+# Example 6: SELECT SUM(A * D) FROM R, S WHERE B = C
+JOIN_SUM = Sum((), Rel("R", ("A", "B")) * Rel("S", ("C", "D")) * Cmp("=", v("B"), v("C")) * v("A") * v("D"))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_examples_5_and_6_equal_their_sql_computed_directly(seed):
+    rnd = random.Random(seed)
+    r, s = _random_relation(rnd, ("A", "B"), 8), _random_relation(rnd, ("C", "D"), 8)
+    db = Database({"R": r, "S": s})
+    expected = Counter()
+    for a, b in _expand(r):
+        if b < sum(d for c, d in _expand(s) if a > c):
+            expected[tup(A=a, B=b)] += 1
+    assert evaluate(NESTED, db) == dict(expected)
+    total = sum(a * d for a, b in _expand(r) for c, d in _expand(s) if b == c)
+    assert evaluate(JOIN_SUM, db) == ({(): total} if total else {})
+
+
+def test_binding_patterns_of_example_5():
+    assert inputs(NESTED_INNER) == {"A"} and outputs(NESTED_INNER) == frozenset()
+    assert inputs(NESTED) == frozenset() and outputs(NESTED) == {"A", "B"}
+    assert inputs(Rel("R", ("x", "y")) * Cmp("<", v("x"), v("w"))) == {"w"}
+    assert inputs(MapRef("M", ("x",), ("y",))) == {"x"} and outputs(MapRef("M", ("x",), ("y",))) == {"y"}
+    assert relations(NESTED) == {"R", "S"} and degree(JOIN_SUM) == 2 and degree(NESTED) == 2
+
+
+QUERIES = {
+    "ex4": Sum(("y",), Rel("R", ("x", "y")) * Const(2) * v("x")),
+    "ex5 nested aggregate": NESTED,
+    "ex6 join sum": JOIN_SUM,
+    "self join": Sum(("B",), Rel("R", ("A", "B")) * Rel("R", ("B", "C")) * v("C")),
+    "union of groupings": Sum(("A",), Rel("R", ("A", "B"))) + Sum(("A",), Rel("S", ("A", "D")) * Const(-3)),
+    "count per group over a comparison": Sum(("C",), Rel("S", ("C", "D")) * Cmp("<=", v("D"), Const(2))),
+    "nested count compared": Sum(("A",), Rel("R", ("A", "B")) * Assign("n", Sum((), Rel("S", ("C", "D"))
+                                                                                 * Cmp("=", v("C"), v("B"))))
+                                 * Cmp(">", v("n"), Const(1))),
+}
+
+
+@pytest.mark.parametrize("name", QUERIES)
+@pytest.mark.parametrize("seed", range(8))
+def test_the_delta_of_a_query_is_its_change_under_a_batch_update(name, seed):
+    rnd = random.Random(seed)
+    q = QUERIES[name]
+    db = Database({"R": _random_relation(rnd, ("A", "B"), 6), "S": _random_relation(rnd, ("C", "D"), 6)},
+                  deltas={"R": _random_relation(rnd, ("A", "B"), 3, negative=True),
+                          "S": _random_relation(rnd, ("C", "D"), 3, negative=True)})
+    change = GMR(evaluate(q, db.updated())) - GMR(evaluate(q, db))
+    assert evaluate(delta(q), db) == change
+    # the delta for an update of R alone
+    only_r = Database(db.relations, {"R": db.deltas["R"]})
+    assert evaluate(delta(q, {"R"}), only_r) == GMR(evaluate(q, only_r.updated())) - GMR(evaluate(q, only_r))
+
+
+@pytest.mark.parametrize("name", QUERIES)
+@pytest.mark.parametrize("seed", range(4))
+def test_single_tuple_deltas_with_constants_and_with_trigger_variables(name, seed):
+    rnd = random.Random(100 + seed)
+    q = QUERIES[name]
+    base = {"R": _random_relation(rnd, ("A", "B"), 6), "S": _random_relation(rnd, ("C", "D"), 6)}
+    for relation in ("R", "S"):
+        row = (rnd.randint(0, 4), rnd.randint(0, 4))
+        for sign in (1, -1):
+            after = dict(base)
+            after[relation] = base[relation].plus(Relation(base[relation].columns, {row: sign}))
+            change = GMR(evaluate(q, Database(after))) - GMR(evaluate(q, Database(base)))
+            assert evaluate(delta_tuple(q, relation, row, sign), Database(base)) == change
+            trigger = delta_tuple(q, relation, (v("t1"), v("t2")), sign)
+            assert inputs(trigger) <= {"t1", "t2"}
+            assert evaluate(trigger, Database(base), {"t1": row[0], "t2": row[1]}) == change
+
+
+def test_example_7_the_delta_of_the_nested_aggregate():
+    # Δ_{+S(x,y)} Q_n = (A > x) * y for a bound A
+    d = delta_tuple(NESTED_INNER, "S", (v("x"), v("y")))
+    assert inputs(d) == {"A", "x", "y"}
+    db = Database({"R": PAPER_R, "S": Relation(("C", "D"), {})})
+    for a, x, y in [(5, 3, 4), (3, 3, 4), (1, 2, 9)]:
+        assert evaluate(d, db, {"A": a, "x": x, "y": y}) == ({(): y} if a > x else {})
+    # the delta of a query over R only, for an update of S, is 0
+    assert delta_tuple(Sum(("A",), Rel("R", ("A", "B"))), "S", (1, 2)) == ZERO
+
+
+def test_simplify_applies_the_identities_and_cancels_q_minus_q():
+    r = Rel("R", ("A", "B"))
+    assert simplify(r + ZERO) == r
+    assert simplify(r * ONE) == r
+    assert simplify(r * ZERO) == ZERO
+    assert simplify(r - r) == ZERO
+    assert simplify(Const(2) * r * Const(3)) == Const(6) * r
+    assert simplify(r + r) == Const(2) * r
+    assert simplify(Sum(("A",), ZERO)) == ZERO
+    assert simplify(Cmp("<", Const(1), Const(2))) == ONE and simplify(Cmp("=", Value("a"), Value("b"))) == ZERO
+    # the rule for := leaves (x := Q + ΔQ) − (x := Q); where ΔQ is 0 it is 0
+    assert delta(Sum(("A",), r * Assign("z", Sum((), Rel("S", ("C", "D"))))), {"R"}) == \
+        Sum(("A",), Rel("R", ("A", "B"), delta=True) * Assign("z", Sum((), Rel("S", ("C", "D")))))
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_simplify_keeps_the_meaning(name):
+    rnd = random.Random(7)
+    q = QUERIES[name]
+    noisy = (q * ONE + ZERO) * Const(2) - q + Sum(("A",), ZERO)
+    db = Database({"R": _random_relation(rnd, ("A", "B"), 6), "S": _random_relation(rnd, ("C", "D"), 6)})
+    assert evaluate(simplify(noisy), db) == evaluate(q, db)
+
+
+def test_errors_name_the_variable_or_relation():
+    db = Database({"R": PAPER_R})
+    with pytest.raises(AgcaError, match="variable w is not bound"):
+        evaluate(Rel("R", ("x", "y")) * Cmp("<", v("x"), v("w")), db)
+    with pytest.raises(AgcaError, match="R has 2 columns, the atom names 3"):
+        evaluate(Rel("R", ("x", "y", "z")), db)
+    with pytest.raises(AgcaError, match="groups"):
+        evaluate(Assign("z", Sum(("x",), Rel("R", ("x", "y")))), db)
+    with pytest.raises(AgcaError, match="unknown relation T"):
+        evaluate(Rel("T", ("x",)), db)
+    with pytest.raises(AgcaError, match="input x unbound"):
+        evaluate(MapRef("M", ("x",), ("y",)), db)
+
+
+def test_a_map_is_read_at_its_bound_inputs():
+    m = GMR({tup(x=1, y=2): 5, tup(x=1, y=3): -1, tup(x=2, y=2): 4})
+    db = Database({}, maps={"M": m})
+    assert evaluate(MapRef("M", ("x",), ("y",)), db, {"x": 1}) == {tup(y=2): 5, tup(y=3): -1}
+
+
+def test_a_group_by_variable_the_context_binds_is_an_input_of_the_sum():
+    q = Sum(("A", "y"), Rel("R", ("x", "y")) * Cmp("<", v("x"), v("A")))
+    db = Database({"R": PAPER_R})
+    assert inputs(q) == {"A"} and outputs(q) == {"y"}
+    assert evaluate(q, db, {"A": 4}) == {tup(A=4, y=2): Q1, tup(A=4, y=5): Q2}
+    with pytest.raises(AgcaError, match="group-by variable A"):
+        evaluate(Sum(("A",), Rel("R", ("x", "y"))), db)
