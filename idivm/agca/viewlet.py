@@ -1,0 +1,246 @@
+"""Trigger programs of higher-order delta maps (DBToaster §4–§5): the viewlet transform with
+the materialization decision of Higher-Order IVM for queries without nested aggregates.
+
+:func:`compile_program` turns a query ``Q`` (no input variables) into maps and triggers.  For
+every map ``M`` (at first ``Q`` itself) and every relation ``R`` it reads, the insert and the
+delete trigger of ``R`` get the statement ``M[x⃗] += Δ±R(t⃗) M`` (Algorithm 1), its trigger
+variables ``t⃗`` bound to the update's values.  The delta is not materialized whole (it has
+the trigger variables as inputs and no finite support); as in Algorithm 2 its monomials are
+split (polynomial expansion, §5.1): the relation atoms of a monomial fall into components
+joined by variables the trigger does not bind (query decomposition), and each component is
+materialized as a map ``Sum[k⃗](atoms * its local conditions and factors)`` keyed by the
+variables the rest of the monomial needs; the statement reads those maps (:class:`MapRef`),
+and the transform recurs on each new map.  Maps with equal definitions are one map.  The
+recursion ends because a delta has a lower degree than its query (Theorem 1).
+
+:func:`apply_update` runs a trigger over maps held as GMRs (the reference executor): every
+statement reads the maps as they were before the update, then all increments are added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+
+from idivm.agca.delta import delta_tuple, simplify
+from idivm.agca.gmr import GMR, AgcaError, Database, evaluate
+from idivm.agca.terms import (
+    ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs, outputs, relations,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MapDef:
+    """A materialized map: its name, key variables and the query that defines it."""
+
+    name: str
+    keys: tuple[str, ...]
+    definition: Term
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """``foreach keys do target[keys] += rhs``: ``rhs`` reads maps and the trigger variables."""
+
+    target: str
+    rhs: Term
+
+    def __str__(self) -> str:
+        return f"{self.target} += {self.rhs}"
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """The statements run on the insertion (``sign`` 1) or deletion (-1) of one tuple of
+    ``relation``, whose values bind ``variables``."""
+
+    relation: str
+    sign: int
+    variables: tuple[str, ...]
+    statements: tuple[Statement, ...]
+
+
+@dataclass
+class Program:
+    """The maps of a query (``query``: the name of the map of its result) and their triggers."""
+
+    query: str
+    maps: dict[str, MapDef] = field(default_factory=dict)
+    triggers: dict[tuple[str, int], Trigger] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        lines = [f"map {m.name}[{', '.join(m.keys)}] := {m.definition}" for m in self.maps.values()]
+        for (rel, sign), t in sorted(self.triggers.items()):
+            lines.append(f"on {'+' if sign > 0 else '-'}{rel}({', '.join(t.variables)}):")
+            lines.extend(f"  {s}" for s in t.statements)
+        return "\n".join(lines)
+
+
+def compile_program(query: Term, name: str = "Q") -> Program:
+    """The trigger program that maintains ``query`` as map ``name`` (see the module doc).
+    Raises :class:`AgcaError` for a query with input variables or nested aggregates over
+    relations (§5.3: not in this transform)."""
+    if inputs(query):
+        raise AgcaError(f"a maintained query has no input variables; {query} has {', '.join(sorted(inputs(query)))}")
+    program = Program(name)
+    by_definition: dict[Term, str] = {}
+    statements: dict[tuple[str, int], list[Statement]] = {}
+    arity: dict[str, int] = {}
+    pending = [(name, simplify(query))]
+    while pending:
+        map_name, definition = pending.pop(0)
+        keys = tuple(sorted(outputs(definition)))
+        program.maps[map_name] = MapDef(map_name, keys, definition)
+        by_definition[definition] = map_name
+        for rel in sorted(relations(definition)):
+            n = _arity(definition, rel, arity)
+            variables = tuple(f"{rel}#{i}" for i in range(1, n + 1))
+            for sign in (1, -1):
+                d = delta_tuple(definition, rel, [Var(v) for v in variables], sign)
+                if d == ZERO:
+                    continue
+                rhs = _decompose(d, keys, frozenset(variables), program, by_definition, pending)
+                statements.setdefault((rel, sign), []).append(Statement(map_name, rhs))
+    for (rel, sign), stmts in statements.items():
+        variables = tuple(f"{rel}#{i}" for i in range(1, arity[rel] + 1))
+        program.triggers[(rel, sign)] = Trigger(rel, sign, variables, tuple(stmts))
+    return program
+
+
+def _arity(q: Term, rel: str, known: dict[str, int]) -> int:
+    def atoms(t: Term):
+        match t:
+            case Rel(name=n, variables=vs) if n == rel:
+                yield len(vs)
+            case Add(terms=ts) | Mul(terms=ts):
+                for x in ts:
+                    yield from atoms(x)
+            case Sum(term=x) | Assign(term=x) if isinstance(x, Term):
+                yield from atoms(x)
+    for n in atoms(q):
+        if known.setdefault(rel, n) != n:
+            raise AgcaError(f"relation {rel} is read with {known[rel]} and with {n} columns")
+    return known[rel]
+
+
+def _monomials(t: Term) -> list[tuple[tuple[str, ...] | None, list[Term]]]:
+    """``t`` as a sum of (group-by variables or None, factors): sums distributed over products
+    and pulled out of Sum (polynomial expansion, §5.1)."""
+    match t:
+        case Add(terms=ts):
+            return [m for x in ts for m in _monomials(x)]
+        case Sum(group=g, term=body):
+            return [(g, f) for f in _expand(body)]
+    return [(None, f) for f in _expand(t)]
+
+
+def _expand(t: Term) -> list[list[Term]]:
+    match t:
+        case Add(terms=ts):
+            return [f for x in ts for f in _expand(x)]
+        case Mul(terms=ts):
+            return [[f for part in combo for f in part] for combo in product(*(_expand(x) for x in ts))]
+        case Sum() if relations(t):
+            raise AgcaError(f"a nested Sum over relations ({t}) is not decomposed here")
+    return [[t]]
+
+
+def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program: Program,
+               by_definition: dict[Term, str], pending: list) -> Term:
+    """The delta ``d`` of a map keyed by ``keys`` rewritten over maps of its relation
+    components (new maps are added to ``program`` and queued in ``pending``)."""
+    out: list[Term] = []
+    for group, factors in _monomials(d):
+        for f in factors:
+            if not isinstance(f, Rel) and relations(f):
+                raise AgcaError(f"nested aggregates over relations ({f}) are not in this transform (§5.3)")
+        atoms = [f for f in factors if isinstance(f, Rel)]
+        rest = [f for f in factors if not isinstance(f, Rel)]
+        bound = _bound(rest, trigger)
+        needed = set(keys if group is None else group) | bound
+        components = _components(atoms, bound)
+        local: list[list[Term]] = [[] for _ in components]
+        kept: list[Term] = []
+        for f in rest:  # a condition or factor over one component's free variables goes with it
+            vs = _variables(f)
+            home = [i for i, c in enumerate(components) if vs and vs <= _atom_variables(c) - bound]
+            if home and not isinstance(f, Assign):
+                local[home[0]].append(f)
+            else:
+                kept.append(f)
+                needed |= vs
+        refs: list[Term] = []
+        for i, comp in enumerate(components):
+            mine = _atom_variables(comp)
+            elsewhere = set().union(*(_atom_variables(c) for j, c in enumerate(components) if j != i), set())
+            map_keys = tuple(sorted(mine & (needed | elsewhere)))
+            definition = simplify(Sum(map_keys, Mul(tuple(comp + local[i]))))
+            name = by_definition.get(definition)
+            if name is None:
+                name = f"M{len(program.maps) + len(pending)}"
+                by_definition[definition] = name
+                pending.append((name, definition))
+            refs.append(MapRef(name, tuple(k for k in map_keys if k in bound), tuple(k for k in map_keys if k not in bound)))
+        assigns = [f for f in kept if isinstance(f, Assign)]
+        others = [f for f in kept if not isinstance(f, Assign)]
+        out.append(Sum(keys, Mul(tuple(assigns + refs + others))))
+    return simplify(Add(tuple(out)))
+
+
+def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> set[str]:
+    """The variables bound by the trigger's values: its variables and those assigned them."""
+    bound = set(trigger)
+    changed = True
+    while changed:
+        changed = False
+        for f in factors:
+            if isinstance(f, Assign) and f.var not in bound and (
+                    isinstance(f.term, Value) or (isinstance(f.term, Var) and f.term.name in bound)):
+                bound.add(f.var)
+                changed = True
+    return bound
+
+
+def _atom_variables(atoms: Sequence[Term]) -> set[str]:
+    return {v for a in atoms for v in a.variables}  # type: ignore[attr-defined]
+
+
+def _variables(t: Term) -> set[str]:
+    return set(inputs(t) | outputs(t))
+
+
+def _components(atoms: list[Rel], bound: set[str]) -> list[list[Rel]]:
+    """The atoms grouped by the variables they share that the trigger does not bind."""
+    groups: list[list[Rel]] = []
+    for a in atoms:
+        free = set(a.variables) - bound
+        joined = [g for g in groups if free & (_atom_variables(g) - bound)]
+        merged = [a] + [x for g in joined for x in g]
+        groups = [g for g in groups if g not in joined] + [merged]
+    return groups
+
+
+# ----------------------------------------------------------------------------- reference executor
+
+
+def initial_maps(program: Program, db: Database) -> dict[str, GMR]:
+    """Every map of ``program`` computed from its definition over ``db``."""
+    return {m.name: GMR(evaluate(m.definition, db)) for m in program.maps.values()}
+
+
+def apply_update(program: Program, maps: dict[str, GMR], relation: str, values: Sequence[object],
+                 sign: int = 1) -> None:
+    """Run the trigger of inserting (``sign`` 1) or deleting (-1) tuple ``values`` of
+    ``relation`` on ``maps``: all statements read the maps before the update."""
+    trigger = program.triggers.get((relation, sign))
+    if trigger is None:
+        return
+    if len(values) != len(trigger.variables):
+        raise AgcaError(f"{relation} has {len(trigger.variables)} columns, the update {len(values)} values")
+    context = dict(zip(trigger.variables, values))
+    old = Database({}, maps=dict(maps))
+    increments = [(s.target, evaluate(s.rhs, old, context)) for s in trigger.statements]
+    for target, inc in increments:
+        maps[target] = maps[target] + GMR(inc)
+
