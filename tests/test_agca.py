@@ -258,3 +258,22 @@ def test_a_local_condition_and_factor_go_into_the_map_of_their_component():
     definition = program.maps[ref.name].definition
     assert definition.group == ("B",)
     assert set(definition.term.terms) == {Rel("S", ("B", "C")), Cmp("<", v("C"), Const(3)), v("C")}
+
+
+def test_example_2_the_triggers_of_a_weighted_join_sum():
+    """DBToaster Example 2: Q = SUM(LI.PRICE * O.XCH) over Orders ⋈ Lineitem on ORDK; on an
+    insert into O, ``Q += xch * Q_O[ordk]`` and ``Q_LI[ordk] += xch``, with
+    ``Q_O[ordk] = Sum(price)`` over Lineitem and ``Q_LI[ordk] = Sum(xch)`` over Orders."""
+    q = Sum((), Rel("O", ("ok", "ck", "xch")) * Rel("LI", ("lk", "pk", "price")) * Cmp("=", v("ok"), v("lk"))
+            * v("price") * v("xch"))
+    program = compile_program(q)
+    on_o = {s.target: s.rhs for s in program.triggers[("O", 1)].statements}
+    assert len(on_o) == 2 and "Q" in on_o
+    (ref,) = [t for t in on_o["Q"].term.terms if isinstance(t, MapRef)]
+    assert ref.inputs == ("lk",) and ref.outputs == ()  # Q_O read at the order's key: no loop
+    assert program.maps[ref.name].definition == Sum(("lk",), Rel("LI", ("lk", "pk", "price")) * v("price"))
+    (q_li,) = [m for m in program.maps.values() if m.name != "Q" and "O" in relations(m.definition)]
+    assert q_li.keys == ("ok",) and q_li.definition == Sum(("ok",), Rel("O", ("ok", "ck", "xch")) * v("xch"))
+    # the first-order maps' own triggers add the update's value: their deltas are constant
+    (inc,) = [s.rhs for s in program.triggers[("O", 1)].statements if s.target == q_li.name]
+    assert degree(inc) == 0 and not any(isinstance(t, MapRef) for t in inc.term.terms)

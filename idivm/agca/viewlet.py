@@ -156,8 +156,11 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
             if not isinstance(f, Rel) and relations(f):
                 raise AgcaError(f"nested aggregates over relations ({f}) are not in this transform (§5.3)")
         atoms = [f for f in factors if isinstance(f, Rel)]
-        rest = [f for f in factors if not isinstance(f, Rel)]
-        bound = _bound(rest, trigger)
+        bound, binding = _bound([f for f in factors if not isinstance(f, Rel)], trigger)
+        rest = [f for f in factors if not isinstance(f, Rel) and not any(f is b for b in binding)]
+        rest = [f for f in rest if not (isinstance(f, Cmp) and f.op == "=" and any(
+            isinstance(b, Assign) and isinstance(b.term, Var) and {b.var, b.term.name} == _variables(f)
+            for b in binding))]
         needed = set(keys if group is None else group) | bound
         components = _components(atoms, bound)
         local: list[list[Term]] = [[] for _ in components]
@@ -182,24 +185,38 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
                 by_definition[definition] = name
                 pending.append((name, definition))
             refs.append(MapRef(name, tuple(k for k in map_keys if k in bound), tuple(k for k in map_keys if k not in bound)))
-        assigns = [f for f in kept if isinstance(f, Assign)]
-        others = [f for f in kept if not isinstance(f, Assign)]
-        out.append(Sum(keys, Mul(tuple(assigns + refs + others))))
+        out.append(Sum(keys, Mul(tuple(binding + refs + kept))))
     return simplify(Add(tuple(out)))
 
 
-def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> set[str]:
-    """The variables bound by the trigger's values: its variables and those assigned them."""
+def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], list[Term]]:
+    """The variables bound by the trigger's values (its variables, those assigned them, and
+    those equal to them: unification, §6) and the factors that bind them, in an order where
+    each reads only variables bound before it; an equality ``x = y`` with one side bound
+    becomes the assignment of the other side."""
     bound = set(trigger)
+    order: list[Term] = []
+    left = list(factors)
     changed = True
     while changed:
         changed = False
-        for f in factors:
+        for f in list(left):
+            binding = None
             if isinstance(f, Assign) and f.var not in bound and (
                     isinstance(f.term, Value) or (isinstance(f.term, Var) and f.term.name in bound)):
-                bound.add(f.var)
+                binding = f
+            elif isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var):
+                ends = [f.left.name in bound, f.right.name in bound]
+                if ends == [True, False]:
+                    binding = Assign(f.right.name, f.left)
+                elif ends == [False, True]:
+                    binding = Assign(f.left.name, f.right)
+            if binding is not None:
+                bound.add(binding.var)
+                order.append(binding)
+                left.remove(f)
                 changed = True
-    return bound
+    return bound, order
 
 
 def _atom_variables(atoms: Sequence[Term]) -> set[str]:
