@@ -202,6 +202,11 @@ PROGRAMS = {
                                                  * Cmp("<", v("C"), Const(3)) * v("C")),
     "comparison across relations": Sum((), Rel("R", ("A", "B")) * Rel("S", ("B", "D")) * Cmp("<", v("A"), v("D"))),
     "union of groupings": QUERIES["union of groupings"],
+    "ex5 nested aggregate correlated on an inequality": NESTED,
+    "nested count correlated on an equality": QUERIES["nested count compared"],
+    "nested sum correlated on an equality": Sum(("A",), Rel("R", ("A", "B")) * Assign("z", Sum((), Rel("S", ("C", "D"))
+                                                                                           * Cmp("=", v("C"), v("A")) * v("D")))
+                                                * Cmp("<", v("B"), v("z")) * v("B")),
 }
 COLUMNS = {"R": ("A", "B"), "S": ("C", "D"), "T": ("E", "F")}
 
@@ -243,9 +248,22 @@ def test_example_10_the_insert_trigger_of_s_reads_two_first_order_maps():
     assert targets == set(program.maps)
 
 
-def test_nested_aggregates_and_input_variables_are_refused_by_the_transform():
-    with pytest.raises(AgcaError, match="nested aggregates"):
-        compile_program(NESTED)
+def test_example_11_a_nested_aggregate_is_evaluated_over_maps_of_its_own():
+    """The maps of Example 11: M_Q,1 = R(A, B) and M_Q,2 = Sum[C](S(C, D) * D); an update of S
+    evaluates the outer query over them with the new and the old value of the nested sum."""
+    program = compile_program(NESTED)
+    definitions = {m.definition for m in program.maps.values() if m.name != "Q"}
+    assert Sum(("A", "B"), Rel("R", ("A", "B"))) in definitions
+    assert Sum(("C",), Rel("S", ("C", "D")) * v("D")) in definitions
+    assert all(not any(isinstance(t, Assign) and relations(t) for t in _factors(m.definition))
+               for m in program.maps.values() if m.name != "Q")
+
+
+def _factors(t):
+    return t.term.terms if isinstance(t, Sum) and hasattr(t.term, "terms") else ()
+
+
+def test_a_query_with_input_variables_is_refused_by_the_transform():
     with pytest.raises(AgcaError, match="no input variables"):
         compile_program(NESTED_INNER)
 

@@ -1,5 +1,5 @@
 """Trigger programs of higher-order delta maps (DBToaster §4–§5): the viewlet transform with
-the materialization decision of Higher-Order IVM for queries without nested aggregates.
+the materialization decision of Higher-Order IVM.
 
 :func:`compile_program` turns a query ``Q`` (no input variables) into maps and triggers.  For
 every map ``M`` (at first ``Q`` itself) and every relation ``R`` it reads, the insert and the
@@ -79,8 +79,7 @@ class Program:
 
 def compile_program(query: Term, name: str = "Q") -> Program:
     """The trigger program that maintains ``query`` as map ``name`` (see the module doc).
-    Raises :class:`AgcaError` for a query with input variables or nested aggregates over
-    relations (§5.3: not in this transform)."""
+    Raises :class:`AgcaError` for a query with input variables."""
     if inputs(query):
         raise AgcaError(f"a maintained query has no input variables; {query} has {', '.join(sorted(inputs(query)))}")
     program = Program(name)
@@ -152,9 +151,12 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
     components (new maps are added to ``program`` and queued in ``pending``)."""
     out: list[Term] = []
     for group, factors in _monomials(d):
-        for f in factors:
-            if not isinstance(f, Rel) and relations(f):
-                raise AgcaError(f"nested aggregates over relations ({f}) are not in this transform (§5.3)")
+        # a nested aggregate (x := Q_N over relations) is rewritten over maps of its own (§5.3,
+        # the nested-aggregates rule): its correlation variables are inputs there, bound where
+        # the statement evaluates it; only expressions without nested aggregates become maps
+        factors = [Assign(f.var, _decompose(f.term, (), trigger | inputs(f.term), program, by_definition, pending))
+                   if isinstance(f, Assign) and isinstance(f.term, Term) and relations(f.term) else f
+                   for f in factors]
         atoms = [f for f in factors if isinstance(f, Rel)]
         bound, binding = _bound([f for f in factors if not isinstance(f, Rel)], trigger)
         rest = [f for f in factors if not isinstance(f, Rel) and not any(f is b for b in binding)]
