@@ -295,3 +295,37 @@ def test_example_2_the_triggers_of_a_weighted_join_sum():
     # the first-order maps' own triggers add the update's value: their deltas are constant
     (inc,) = [s.rhs for s in program.triggers[("O", 1)].statements if s.target == q_li.name]
     assert degree(inc) == 0 and not any(isinstance(t, MapRef) for t in inc.term.terms)
+
+
+# ----------------------------------------------------------------------------- DuckDB as the oracle
+
+#: the queries of QUERIES as SQL over tables r(a, b) and s(c, d) whose rows repeat as often as
+#: their multiplicity: the group-by columns and the summed value of each group (non-zero ones)
+SQL = {
+    "ex4": "SELECT b, SUM(2 * a) FROM r GROUP BY b",
+    "ex5 nested aggregate": "SELECT a, b, COUNT(*) FROM r WHERE b < (SELECT COALESCE(SUM(d), 0) FROM s WHERE r.a > s.c) "
+                            "GROUP BY a, b",
+    "ex6 join sum": "SELECT SUM(a * d) FROM r, s WHERE b = c",
+    "self join": "SELECT r1.b, SUM(r2.b) FROM r r1, r r2 WHERE r1.b = r2.a GROUP BY r1.b",
+    "union of groupings": "SELECT a, SUM(n) FROM (SELECT a, 1 AS n FROM r UNION ALL SELECT c, -3 FROM s) GROUP BY a",
+    "count per group over a comparison": "SELECT c, COUNT(*) FROM s WHERE d <= 2 GROUP BY c",
+    "nested count compared": "SELECT a, COUNT(*) FROM r WHERE (SELECT COUNT(*) FROM s WHERE s.c = r.b) > 1 GROUP BY a",
+}
+
+
+@pytest.mark.parametrize("name", SQL)
+@pytest.mark.parametrize("seed", range(3))
+def test_the_interpreter_agrees_with_duckdb(name, seed):
+    duckdb = pytest.importorskip("duckdb")
+    rnd = random.Random(500 + seed)
+    r, s = _random_relation(rnd, ("A", "B"), 10), _random_relation(rnd, ("C", "D"), 10)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (a INTEGER, b INTEGER)")
+    con.execute("CREATE TABLE s (c INTEGER, d INTEGER)")
+    con.executemany("INSERT INTO r VALUES (?, ?)", _expand(r))
+    con.executemany("INSERT INTO s VALUES (?, ?)", _expand(s))
+    rows = con.execute(SQL[name]).fetchall()
+    q = QUERIES[name]
+    names = sorted(outputs(q))
+    expected = {tuple(zip(names, row[:-1])): row[-1] for row in rows if row[-1]}
+    assert evaluate(q, Database({"R": r, "S": s})) == expected
