@@ -1,0 +1,128 @@
+"""Aggregate cores of our algebra as AGCA terms (the first step of maintaining them by maps).
+
+An aggregate core is a γ (:class:`~idivm.algebra.operators.GroupBy`) over selections and inner
+joins of base-table scans.  Its input becomes the product of one relation atom per scan (the
+scanned tuple's field ``x.c`` is the variable ``x.c``) and one condition per comparison of its
+join and selection predicates (DBToaster §3.2: selection is a product with a condition); each
+aggregate becomes a ``Sum`` over the group-by variables:
+
+* ``SUM(e)`` -> ``Sum[k⃗](input * e)``, ``e`` built from fields and numbers by + − * (which
+  AGCA has on multiplicities);
+* ``COUNT(*)`` -> ``Sum[k⃗](input)``; ``AVG(e)`` -> the pair of those (the division is done on
+  the maps' values);
+* and every core gets ``COUNT(*)`` as well: a group exists while its count is not 0.
+
+What has no such form (outer joins, nested plans, MIN/MAX, DISTINCT aggregates, COUNT(e) of a
+nullable ``e``, functions other than arithmetic) raises :class:`Untranslatable` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from idivm.agca.terms import ONE, Add, Cmp, Const, Mul, Rel, Sum, Term, Value, Var
+from idivm.algebra import expressions as E
+from idivm.algebra import operators as O
+from idivm.errors import IdivmError
+
+#: the comparison of each of our scalar functions
+_COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+#: the name of the count every core gets
+COUNT = "__count"
+
+
+class Untranslatable(IdivmError):
+    """A plan or term with no AGCA form here."""
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateCore:
+    """A γ as AGCA: ``keys`` (output name, the variable it is) and one term per aggregate
+    output (for AVG two: ``<name>$sum`` and ``<name>$count``), plus :data:`COUNT`."""
+
+    keys: tuple[tuple[str, str], ...]
+    terms: dict[str, Term]
+    averages: tuple[str, ...] = ()
+
+
+def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> AggregateCore:
+    """The AGCA terms of γ ``op``; ``columns``: each base table's columns in order."""
+    if op.group_var:
+        raise Untranslatable("a GROUP AS bag has no AGCA form")
+    body = _body(op.input, columns)
+    keys = tuple((name, _variable(t)) for name, t in op.keys)
+    group = tuple(dict.fromkeys(v for _, v in keys))
+    terms: dict[str, Term] = {}
+    averages = []
+    for name, a in op.aggregates:
+        if a.distinct or a.function in ("min", "max"):
+            raise Untranslatable(f"{a} has no AGCA Sum form here")
+        if a.function == "count" and a.arg is not None:
+            raise Untranslatable(f"{a}: only COUNT(*) (AGCA has no NULL)")
+        if a.function in ("sum", "avg"):
+            terms[name if a.function == "sum" else f"{name}$sum"] = Sum(group, Mul((body, _value(a.arg))))
+        if a.function in ("count", "avg"):
+            terms[name if a.function == "count" else f"{name}$count"] = Sum(group, body)
+        if a.function == "avg":
+            averages.append(name)
+    terms[COUNT] = Sum(group, body)
+    return AggregateCore(keys, terms, tuple(averages))
+
+
+def _body(op: O.Operator, columns: Mapping[str, Sequence[str]]) -> Term:
+    match op:
+        case O.ScanCollection(input=O.Ground(), source=E.TableRef(name=str() as table), var=x,
+                              position=None, occurrence=None):
+            if table not in columns:
+                raise Untranslatable(f"no columns known for table {table}")
+            return Rel(table, tuple(f"{x}.{c}" for c in columns[table]))
+        case O.InnerJoin(left=left, right=right, condition=c):
+            return Mul((_body(left, columns), _body(right, columns), _condition(c)))
+        case O.Select(input=inner, condition=c):
+            return Mul((_body(inner, columns), _condition(c)))
+    raise Untranslatable(f"{op.name} has no AGCA form here")
+
+
+def _condition(t: E.Term) -> Term:
+    if t == E.TRUE:
+        return ONE
+    match t:
+        case E.Call(function="and", args=parts):
+            return Mul(tuple(_condition(p) for p in parts))
+        case E.Call(function=f, args=(left, right)) if f in _COMPARISONS:
+            return Cmp(_COMPARISONS[f], _operand(left), _operand(right))
+    raise Untranslatable(f"condition {t} has no AGCA form here")
+
+
+def _operand(t: E.Term) -> Var | Value | Const:
+    match t:
+        case E.Field(base=E.Var(name=x), name=c):
+            return Var(f"{x}.{c}")
+        case E.Const(value=v) if v is not None:
+            return Const(v) if isinstance(v, int) and not isinstance(v, bool) else Value(v)
+    raise Untranslatable(f"{t} has no AGCA form in a comparison")
+
+
+def _variable(t: E.Term) -> str:
+    operand = _operand(t)
+    if not isinstance(operand, Var):
+        raise Untranslatable(f"group-by key {t} is not a field")
+    return operand.name
+
+
+def _value(t: E.Term | None) -> Term:
+    match t:
+        case E.Field(base=E.Var()):
+            return _operand(t)  # type: ignore[return-value]
+        case E.Const(value=v) if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return Const(v)
+        case E.Call(function="add", args=(a, b)):
+            return Add((_value(a), _value(b)))
+        case E.Call(function="sub", args=(a, b)):
+            return Add((_value(a), Mul((Const(-1), _value(b)))))
+        case E.Call(function="mul", args=(a, b)):
+            return Mul((_value(a), _value(b)))
+        case E.Call(function="neg", args=(a,)):
+            return Mul((Const(-1), _value(a)))
+    raise Untranslatable(f"aggregate argument {t} has no AGCA form here")
