@@ -130,3 +130,16 @@ def test_a_trigger_program_maintains_phone_cost_through_a_random_stream():
 def test_what_has_no_agca_form_is_named(text, what):
     with pytest.raises(Untranslatable, match=what):
         translate_group_by(_core(text), COLUMNS)
+
+
+def test_on_a_price_change_phone_cost_reads_one_map_of_phone_uses_by_part():
+    """The thesis' aggregate view under DBToaster's compilation: an inserted part (pid, price)
+    adds ``price * M[pid][did]`` to every device's cost, M counting the phone devices' uses of
+    the part (joined atoms are one map, not a cross product)."""
+    core = translate_group_by(_core(VIEWS["phone_cost"][0]), COLUMNS)
+    program = compile_program(core.terms["sum"], "cost")
+    (stmt,) = [s for s in program.triggers[("parts", 1)].statements if s.target == "cost"]
+    from idivm.agca import MapRef, relations
+    (ref,) = [t for t in stmt.rhs.term.terms if isinstance(t, MapRef)]
+    assert len(ref.inputs) == 1 and len(ref.outputs) == 1
+    assert relations(program.maps[ref.name].definition) == {"devices", "devices_parts"}

@@ -251,3 +251,30 @@ def show(q: "Term | Value") -> str:
 def _factor(t: Term) -> str:
     text = show(t)
     return f"({text})" if isinstance(t, Mul) and len(t.terms) > 1 else text
+
+
+def rename(q: "Term | Value", names: dict[str, str]) -> "Term | Value":
+    """``q`` with its variables renamed by ``names`` (others kept)."""
+    def r(x: str) -> str:
+        return names.get(x, x)
+
+    match q:
+        case Const() | Value():
+            return q
+        case Var(name=x):
+            return Var(r(x))
+        case Rel(name=n, variables=vs, delta=d):
+            return Rel(n, tuple(r(x) for x in vs), d)
+        case MapRef(name=n, inputs=i, outputs=o):
+            return MapRef(n, tuple(r(x) for x in i), tuple(r(x) for x in o))
+        case Add(terms=ts):
+            return Add(tuple(rename(t, names) for t in ts))  # type: ignore[misc]
+        case Mul(terms=ts):
+            return Mul(tuple(rename(t, names) for t in ts))  # type: ignore[misc]
+        case Sum(group=g, term=t):
+            return Sum(tuple(dict.fromkeys(r(x) for x in g)), rename(t, names))  # type: ignore[arg-type]
+        case Cmp(op=op, left=left, right=right):
+            return Cmp(op, rename(left, names), rename(right, names))  # type: ignore[arg-type]
+        case Assign(var=x, term=t):
+            return Assign(r(x), rename(t, names))
+    raise TypeError(f"not an AGCA term: {q!r}")

@@ -26,7 +26,7 @@ from itertools import product
 from idivm.agca.delta import delta_tuple, simplify
 from idivm.agca.gmr import GMR, AgcaError, Database, evaluate
 from idivm.agca.terms import (
-    ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs, outputs, relations,
+    ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs, outputs, relations, rename,
 )
 
 
@@ -157,6 +157,8 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
         factors = [Assign(f.var, _decompose(f.term, (), trigger | inputs(f.term), program, by_definition, pending))
                    if isinstance(f, Assign) and isinstance(f.term, Term) and relations(f.term) else f
                    for f in factors]
+        bound, _ = _bound([f for f in factors if not isinstance(f, Rel)], trigger)
+        factors = _unify(factors, bound, set(keys if group is None else group))
         atoms = [f for f in factors if isinstance(f, Rel)]
         bound, binding = _bound([f for f in factors if not isinstance(f, Rel)], trigger)
         rest = [f for f in factors if not isinstance(f, Rel) and not any(f is b for b in binding)]
@@ -219,6 +221,26 @@ def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], 
                 left.remove(f)
                 changed = True
     return bound, order
+
+
+def _unify(factors: list[Term], bound: set[str], outputs: set[str]) -> list[Term]:
+    """Unification (§6): an equality ``x = y`` of two variables the trigger does not bind is
+    dropped and ``y`` renamed ``x`` in the monomial (``y`` not an output), so that the atoms it
+    joins share a variable and are materialized together instead of as a cross product."""
+    while True:
+        for f in factors:
+            if isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var) \
+                    and f.left.name not in bound and f.right.name not in bound and f.left != f.right:
+                a, b = f.left.name, f.right.name
+                if b in outputs:
+                    a, b = b, a
+                if b in outputs:
+                    continue
+                rest = [x for x in factors if x is not f]
+                factors = [rename(x, {b: a}) for x in rest]  # type: ignore[misc]
+                break
+        else:
+            return factors
 
 
 def _atom_variables(atoms: Sequence[Term]) -> set[str]:
