@@ -143,3 +143,13 @@ def test_on_a_price_change_phone_cost_reads_one_map_of_phone_uses_by_part():
     (ref,) = [t for t in stmt.rhs.term.terms if isinstance(t, MapRef)]
     assert len(ref.inputs) == 1 and len(ref.outputs) == 1
     assert relations(program.maps[ref.name].definition) == {"devices", "devices_parts"}
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_no_two_maps_are_equal_up_to_the_names_of_their_variables(name):
+    from idivm.agca.terms import canonical
+    core = translate_group_by(_core(VIEWS[name][0]), COLUMNS)
+    for term in core.terms.values():
+        program = compile_program(term)
+        forms = [canonical(m.definition)[0] for m in program.maps.values()]
+        assert len(set(forms)) == len(forms)

@@ -169,12 +169,14 @@ def _eval(q: Term, db: Database, b: dict[str, object]) -> GMR:
                 if t is not None and _consistent(b, t):
                     out.add(t, m)
             return out
-        case MapRef(name=name, inputs=ins, outputs=outs):
+        case MapRef(name=name, inputs=ins, outputs=outs, renames=renames):
             missing = [x for x in ins if x not in b]
             if missing:
                 raise AgcaError(f"map {name} is read with its input {', '.join(missing)} unbound")
+            here = dict(renames)
             out = GMR()
-            for t, m in db.maps.get(name, GMR()).items():
+            for stored, m in db.maps.get(name, GMR()).items():
+                t = tuple((here.get(x, x), v) for x, v in stored)
                 if _consistent(b, t):
                     out.add(tuple((x, v) for x, v in t if x in outs), m)
             return out

@@ -87,12 +87,16 @@ class Rel(Term):
 
 @dataclass(frozen=True, slots=True)
 class MapRef(Term):
-    """A materialized map ``M[in⃗][out⃗]`` (§4): a GMR over ``inputs + outputs`` stored by the
-    engine; the inputs must be bound where it is read."""
+    """A materialized map ``M[in⃗][out⃗]`` (§4): a GMR over its key variables stored by the
+    engine, read as ``inputs + outputs`` (after ``renames``); the inputs must be bound where it
+    is read."""
 
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    #: (the map's key variable, its name here) where they differ: a map shared by definitions
+    #: equal up to the names of their variables
+    renames: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +269,8 @@ def rename(q: "Term | Value", names: dict[str, str]) -> "Term | Value":
             return Var(r(x))
         case Rel(name=n, variables=vs, delta=d):
             return Rel(n, tuple(r(x) for x in vs), d)
-        case MapRef(name=n, inputs=i, outputs=o):
-            return MapRef(n, tuple(r(x) for x in i), tuple(r(x) for x in o))
+        case MapRef(name=n, inputs=i, outputs=o, renames=rs):
+            return MapRef(n, tuple(r(x) for x in i), tuple(r(x) for x in o), tuple((k, r(x)) for k, x in rs))
         case Add(terms=ts):
             return Add(tuple(rename(t, names) for t in ts))  # type: ignore[misc]
         case Mul(terms=ts):
@@ -278,3 +282,36 @@ def rename(q: "Term | Value", names: dict[str, str]) -> "Term | Value":
         case Assign(var=x, term=t):
             return Assign(r(x), rename(t, names))
     raise TypeError(f"not an AGCA term: {q!r}")
+
+
+def canonical(q: Term) -> tuple[Term, dict[str, str]]:
+    """``q`` with its variables renamed ``$1``, ``$2``, … in the order they first appear, and
+    that renaming: two terms equal up to the names of their variables have one canonical form."""
+    order: dict[str, str] = {}
+
+    def visit(t: "Term | Value") -> None:
+        match t:
+            case Var(name=x):
+                order.setdefault(x, f"${len(order) + 1}")
+            case Rel(variables=vs):
+                for x in vs:
+                    order.setdefault(x, f"${len(order) + 1}")
+            case MapRef(inputs=i, outputs=o):
+                for x in (*i, *o):
+                    order.setdefault(x, f"${len(order) + 1}")
+            case Add(terms=ts) | Mul(terms=ts):
+                for x in ts:
+                    visit(x)
+            case Sum(group=g, term=x):
+                visit(x)
+                for v in g:
+                    order.setdefault(v, f"${len(order) + 1}")
+            case Cmp(left=left, right=right):
+                visit(left)
+                visit(right)
+            case Assign(var=x, term=body):
+                visit(body)
+                order.setdefault(x, f"${len(order) + 1}")
+
+    visit(q)
+    return rename(q, order), order  # type: ignore[return-value]

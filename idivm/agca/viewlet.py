@@ -10,8 +10,9 @@ split (polynomial expansion, §5.1): the relation atoms of a monomial fall into 
 joined by variables the trigger does not bind (query decomposition), and each component is
 materialized as a map ``Sum[k⃗](atoms * its local conditions and factors)`` keyed by the
 variables the rest of the monomial needs; the statement reads those maps (:class:`MapRef`),
-and the transform recurs on each new map.  Maps with equal definitions are one map.  The
-recursion ends because a delta has a lower degree than its query (Theorem 1).
+and the transform recurs on each new map.  Maps whose definitions are equal up to the names
+of their variables are one map (read through renames).  The recursion ends because a delta
+has a lower degree than its query (Theorem 1).
 
 :func:`apply_update` runs a trigger over maps held as GMRs (the reference executor): every
 statement reads the maps as they were before the update, then all increments are added.
@@ -26,7 +27,7 @@ from itertools import product
 from idivm.agca.delta import delta_tuple, simplify
 from idivm.agca.gmr import GMR, AgcaError, Database, evaluate
 from idivm.agca.terms import (
-    ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs, outputs, relations, rename,
+    ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs, outputs, relations, rename, canonical,
 )
 
 
@@ -83,7 +84,8 @@ def compile_program(query: Term, name: str = "Q") -> Program:
     if inputs(query):
         raise AgcaError(f"a maintained query has no input variables; {query} has {', '.join(sorted(inputs(query)))}")
     program = Program(name)
-    by_definition: dict[Term, str] = {}
+    #: the canonical form of each map's definition -> (its name, its variables' canonical names)
+    by_definition: dict[Term, tuple[str, dict[str, str]]] = {}
     statements: dict[tuple[str, int], list[Statement]] = {}
     arity: dict[str, int] = {}
     pending = [(name, simplify(query))]
@@ -91,7 +93,8 @@ def compile_program(query: Term, name: str = "Q") -> Program:
         map_name, definition = pending.pop(0)
         keys = tuple(sorted(outputs(definition)))
         program.maps[map_name] = MapDef(map_name, keys, definition)
-        by_definition[definition] = map_name
+        form, here = canonical(definition)
+        by_definition.setdefault(form, (map_name, here))
         for rel in sorted(relations(definition)):
             n = _arity(definition, rel, arity)
             variables = tuple(f"{rel}#{i}" for i in range(1, n + 1))
@@ -183,12 +186,17 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
             elsewhere = set().union(*(_atom_variables(c) for j, c in enumerate(components) if j != i), set())
             map_keys = tuple(sorted(mine & (needed | elsewhere)))
             definition = simplify(Sum(map_keys, Mul(tuple(comp + local[i]))))
-            name = by_definition.get(definition)
-            if name is None:
-                name = f"M{len(program.maps) + len(pending)}"
-                by_definition[definition] = name
+            form, here = canonical(definition)
+            if form in by_definition:  # one map for definitions equal up to variable names
+                name, there = by_definition[form]
+            else:
+                name, there = f"M{len(program.maps) + len(pending)}", here
+                by_definition[form] = (name, here)
                 pending.append((name, definition))
-            refs.append(MapRef(name, tuple(k for k in map_keys if k in bound), tuple(k for k in map_keys if k not in bound)))
+            by_form = {c: v for v, c in here.items()}
+            renames = tuple((x, by_form[c]) for x, c in there.items() if by_form.get(c, x) != x)
+            refs.append(MapRef(name, tuple(k for k in map_keys if k in bound), tuple(k for k in map_keys if k not in bound),
+                               renames))
         out.append(Sum(keys, Mul(tuple(binding + refs + kept))))
     return simplify(Add(tuple(out)))
 
