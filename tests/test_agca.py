@@ -190,7 +190,7 @@ def test_a_group_by_variable_the_context_binds_is_an_input_of_the_sum():
 
 # ----------------------------------------------------------------------------- trigger programs
 
-from idivm.agca.viewlet import apply_update, compile_program, initial_maps  # noqa: E402
+from idivm.agca.viewlet import apply_batch, apply_update, compile_program, initial_maps  # noqa: E402
 
 CHAIN = Sum((), Rel("R", ("A", "B")) * Rel("S", ("B", "C")) * Rel("T", ("C", "D")))
 PROGRAMS = {
@@ -329,3 +329,26 @@ def test_the_interpreter_agrees_with_duckdb(name, seed):
     names = sorted(outputs(q))
     expected = {tuple(zip(names, row[:-1])): row[-1] for row in rows if row[-1]}
     assert evaluate(q, Database({"R": r, "S": s})) == expected
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("seed", range(3))
+def test_batch_triggers_keep_every_map_equal_to_its_definition(name, seed):
+    """Batches that change several relations at once (signed rows, a relation joined with
+    itself included), applied one relation after the other: every map equals its definition
+    after every batch."""
+    rnd = random.Random(900 + seed)
+    query = PROGRAMS[name]
+    program = compile_program(query, batch=True)
+    assert all(sign == 0 for _, sign in program.triggers)
+    rels = {r: _random_relation(rnd, COLUMNS[r], 6) for r in relations(query)}
+    maps = initial_maps(program, Database(rels))
+    for _ in range(6):
+        updates = {r: _random_relation(rnd, COLUMNS[r], rnd.randint(1, 4), negative=True) for r in rels
+                   if rnd.random() < 0.7}
+        apply_batch(program, maps, updates)
+        for r, d in updates.items():
+            rels[r] = rels[r].plus(d)
+        db = Database(rels)
+        for m in program.maps.values():
+            assert maps[m.name] == evaluate(m.definition, db), m.name

@@ -15,7 +15,9 @@ of their variables are one map (read through renames).  The recursion ends becau
 has a lower degree than its query (Theorem 1).
 
 :func:`apply_update` runs a trigger over maps held as GMRs (the reference executor): every
-statement reads the maps as they were before the update, then all increments are added.
+statement reads the maps as they were before the update, then all increments are added;
+:func:`apply_batch` runs the batch triggers of several relations' updates, one relation after
+the other.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
-from idivm.agca.delta import delta_tuple, simplify
-from idivm.agca.gmr import GMR, AgcaError, Database, evaluate
+from idivm.agca.delta import delta, delta_tuple, simplify
+from idivm.agca.gmr import GMR, AgcaError, Database, Relation, evaluate
 from idivm.agca.terms import (
     ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs, outputs, relations, rename, canonical,
 )
@@ -73,14 +75,17 @@ class Program:
     def __str__(self) -> str:
         lines = [f"map {m.name}[{', '.join(m.keys)}] := {m.definition}" for m in self.maps.values()]
         for (rel, sign), t in sorted(self.triggers.items()):
-            lines.append(f"on {'+' if sign > 0 else '-'}{rel}({', '.join(t.variables)}):")
+            lines.append(f"on Δ{rel}:" if sign == 0 else f"on {'+' if sign > 0 else '-'}{rel}({', '.join(t.variables)}):")
             lines.extend(f"  {s}" for s in t.statements)
         return "\n".join(lines)
 
 
-def compile_program(query: Term, name: str = "Q") -> Program:
-    """The trigger program that maintains ``query`` as map ``name`` (see the module doc).
-    Raises :class:`AgcaError` for a query with input variables."""
+def compile_program(query: Term, name: str = "Q", *, batch: bool = False) -> Program:
+    """The trigger program that maintains ``query`` as map ``name`` (see the module doc):
+    single-tuple triggers (``(relation, ±1)``), or with ``batch`` one trigger per relation
+    (``(relation, 0)``) whose statements read the update ``ΔR`` (a GMR of signed rows: the
+    batch delta of §3.4, its second-order terms ``ΔR * ΔR`` included).  Raises
+    :class:`AgcaError` for a query with input variables."""
     if inputs(query):
         raise AgcaError(f"a maintained query has no input variables; {query} has {', '.join(sorted(inputs(query)))}")
     program = Program(name)
@@ -98,14 +103,16 @@ def compile_program(query: Term, name: str = "Q") -> Program:
         for rel in sorted(relations(definition)):
             n = _arity(definition, rel, arity)
             variables = tuple(f"{rel}#{i}" for i in range(1, n + 1))
-            for sign in (1, -1):
-                d = delta_tuple(definition, rel, [Var(v) for v in variables], sign)
+            for sign in ((0,) if batch else (1, -1)):
+                d = delta(definition, {rel}) if batch else \
+                    delta_tuple(definition, rel, [Var(v) for v in variables], sign)
                 if d == ZERO:
                     continue
-                rhs = _decompose(d, keys, frozenset(variables), program, by_definition, pending)
+                rhs = _decompose(d, keys, frozenset() if batch else frozenset(variables), program,
+                                 by_definition, pending)
                 statements.setdefault((rel, sign), []).append(Statement(map_name, rhs))
     for (rel, sign), stmts in statements.items():
-        variables = tuple(f"{rel}#{i}" for i in range(1, arity[rel] + 1))
+        variables = () if batch else tuple(f"{rel}#{i}" for i in range(1, arity[rel] + 1))
         program.triggers[(rel, sign)] = Trigger(rel, sign, variables, tuple(stmts))
     return program
 
@@ -160,10 +167,14 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
         factors = [Assign(f.var, _decompose(f.term, (), trigger | inputs(f.term), program, by_definition, pending))
                    if isinstance(f, Assign) and isinstance(f.term, Term) and relations(f.term) else f
                    for f in factors]
-        bound, _ = _bound([f for f in factors if not isinstance(f, Rel)], trigger)
+        # the update's atoms (a batch's ΔR) are read first: their variables are bound
+        updates = [f for f in factors if isinstance(f, Rel) and f.delta]
+        given = trigger | frozenset(x for u in updates for x in u.variables)
+        bound, _ = _bound([f for f in factors if not isinstance(f, Rel)], given)
         factors = _unify(factors, bound, set(keys if group is None else group))
-        atoms = [f for f in factors if isinstance(f, Rel)]
-        bound, binding = _bound([f for f in factors if not isinstance(f, Rel)], trigger)
+        updates = [f for f in factors if isinstance(f, Rel) and f.delta]
+        atoms = [f for f in factors if isinstance(f, Rel) and not f.delta]
+        bound, binding = _bound([f for f in factors if not isinstance(f, Rel)], given)
         rest = [f for f in factors if not isinstance(f, Rel) and not any(f is b for b in binding)]
         rest = [f for f in rest if not (isinstance(f, Cmp) and f.op == "=" and any(
             isinstance(b, Assign) and isinstance(b.term, Var) and {b.var, b.term.name} == _variables(f)
@@ -197,7 +208,7 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
             renames = tuple((x, by_form[c]) for x, c in there.items() if by_form.get(c, x) != x)
             refs.append(MapRef(name, tuple(k for k in map_keys if k in bound), tuple(k for k in map_keys if k not in bound),
                                renames))
-        out.append(Sum(keys, Mul(tuple(binding + refs + kept))))
+        out.append(Sum(keys, Mul(tuple(updates + binding + refs + kept))))
     return simplify(Add(tuple(out)))
 
 
@@ -293,3 +304,20 @@ def apply_update(program: Program, maps: dict[str, GMR], relation: str, values: 
     for target, inc in increments:
         maps[target] = maps[target] + GMR(inc)
 
+
+
+def apply_batch(program: Program, maps: dict[str, GMR], updates: Mapping[str, Relation],
+                order: Sequence[str] | None = None) -> None:
+    """Run the batch triggers of ``program`` (compiled with ``batch``) for the updates of
+    several relations (``updates``: relation -> its signed rows), one relation after the other
+    in ``order`` (default: by name): each trigger reads the maps as the earlier relations'
+    statements left them, so the terms of simultaneous changes of two relations are counted
+    once."""
+    for rel in (order if order is not None else sorted(updates)):
+        trigger = program.triggers.get((rel, 0))
+        if trigger is None or rel not in updates:
+            continue
+        old = Database({}, {rel: updates[rel]}, maps=dict(maps))
+        increments = [(s.target, evaluate(s.rhs, old)) for s in trigger.statements]
+        for target, inc in increments:
+            maps[target] = maps[target] + GMR(inc)
