@@ -1,0 +1,209 @@
+"""AGCA statements executed by Spark: a GMR is a DataFrame with one column per variable and the
+multiplicity in :data:`M`; a batch trigger's statement is a chain of joins of the update with
+the maps (DBToaster §4's trigger statements, run on a batch as issue item 4 asks).
+
+:func:`compile_term` follows the reference semantics of :mod:`idivm.agca.gmr` case by case,
+over a DataFrame of *contexts* instead of one context: the binding tuples the term is
+evaluated in, with their multiplicity.  A product passes each factor the contexts the factors
+left of it produced (sideways information passing); an atom or a map is a natural join on the
+variables it shares with the context; a condition a filter; ``Sum`` a group-by that adds
+multiplicities; a nested aggregate ``x := Q`` is evaluated once per distinct value of its
+input variables and joined back (0 where it has no tuple).
+
+:func:`apply_batch` runs a program's batch triggers like :func:`idivm.agca.viewlet.apply_batch`,
+with the maps held as DataFrames: each statement's increments are summed per key, and entries
+whose multiplicity reaches 0 are dropped (multiplicities are doubles: below 1e-9 is 0).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from idivm.agca.gmr import GMR, AgcaError
+from idivm.agca.terms import Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs
+from idivm.agca.viewlet import Program
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: the multiplicity column of a GMR DataFrame
+M = "__m"
+
+_THETA = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+          ">": operator.gt, ">=": operator.ge}
+
+
+def _col(name: str) -> "Column":
+    from pyspark.sql import functions as F
+
+    return F.col(f"`{name}`")
+
+
+def _variables(df: "DataFrame") -> list[str]:
+    return [c for c in df.columns if c != M]
+
+
+def unit(spark: "SparkSession") -> "DataFrame":
+    """The GMR ``⟨⟩ ↦ 1``: the context of a top-level term."""
+    from pyspark.sql import functions as F
+
+    return spark.range(1).select(F.lit(1).cast("double").alias(M))
+
+
+def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFrame"],
+                 maps: Mapping[str, "DataFrame"]) -> "DataFrame":
+    """``q`` evaluated in every context of ``contexts`` (columns: bound variables and
+    :data:`M`): the contexts extended by ``q``'s output variables, multiplicities multiplied.
+    ``relations``: the GMR DataFrames of the relation atoms read (a batch's ``ΔR`` under
+    ``Δ<name>``), ``maps``: those of the maps, each with its key variables as columns."""
+    from pyspark.sql import functions as F
+
+    match q:
+        case Const(value=c):
+            return contexts.withColumn(M, _col(M) * F.lit(c))
+        case Var(name=x):
+            _need(contexts, x)
+            return contexts.withColumn(M, _col(M) * _col(x))
+        case Cmp(op=op, left=left, right=right):
+            return contexts.filter(_THETA[op](_operand(left, contexts), _operand(right, contexts)))
+        case Assign(var=x, term=t) if isinstance(t, (Var, Value)):
+            value = _operand(t, contexts)
+            return contexts.filter(_col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)
+        case Assign(var=x, term=t):
+            return _nested(x, t, contexts, relations, maps)
+        case Rel(name=name, variables=vs, delta=delta):
+            key = f"Δ{name}" if delta else name
+            if key not in relations:
+                raise AgcaError(f"no rows given for {key}")
+            return _join(contexts, _atom(relations[key], vs))
+        case MapRef(name=name, renames=renames):
+            if name not in maps:
+                raise AgcaError(f"no map {name}")
+            stored = maps[name]
+            here = dict(renames)
+            named = stored.select(*[_col(c).alias(here.get(c, c)) for c in _variables(stored)], _col(M))
+            return _join(contexts, named)
+        case Add(terms=ts):
+            parts = [compile_term(t, contexts, relations, maps) for t in ts]
+            out = parts[0]
+            for p in parts[1:]:
+                out = out.unionByName(p, allowMissingColumns=True)
+            return out
+        case Mul(terms=ts):
+            for t in ts:
+                contexts = compile_term(t, contexts, relations, maps)
+            return contexts
+        case Sum(group=g, term=t):
+            keep = list(dict.fromkeys([*_variables(contexts), *g]))
+            out = compile_term(t, contexts, relations, maps)
+            missing = [x for x in keep if x not in out.columns]
+            if missing:
+                raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
+            return out.groupBy(*[_col(x) for x in keep]).agg(F.sum(_col(M)).alias(M))
+    raise AgcaError(f"not an AGCA term: {q!r}")
+
+
+def _need(df: "DataFrame", x: str) -> None:
+    if x not in df.columns:
+        raise AgcaError(f"variable {x} is not bound here")
+
+
+def _operand(o: "Var | Value | Const", df: "DataFrame") -> "Column":
+    from pyspark.sql import functions as F
+
+    if isinstance(o, Var):
+        _need(df, o.name)
+        return _col(o.name)
+    return F.lit(o.value)
+
+
+def _atom(rows: "DataFrame", variables: Sequence[str]) -> "DataFrame":
+    """A relation's GMR DataFrame (its columns in order, then :data:`M`) with its columns
+    renamed to the atom's variables; a variable named twice selects the rows that agree."""
+    columns = _variables(rows)
+    if len(columns) != len(variables):
+        raise AgcaError(f"a relation of {len(columns)} columns read as an atom of {len(variables)}")
+    out = rows
+    first: dict[str, str] = {}
+    for c, x in zip(columns, variables):
+        if x in first:
+            out = out.filter(_col(first[x]) == _col(c))
+        else:
+            first[x] = c
+    return out.select(*[_col(c).alias(x) for x, c in first.items()], _col(M))
+
+
+def _join(contexts: "DataFrame", gmr: "DataFrame") -> "DataFrame":
+    """The natural join of contexts and a GMR on their shared variables, multiplicities
+    multiplied."""
+    shared = [x for x in _variables(gmr) if x in contexts.columns]
+    right = gmr.withColumnRenamed(M, "__m2")
+    joined = contexts.join(right, shared, "inner") if shared else contexts.crossJoin(right)
+    return joined.withColumn(M, _col(M) * _col("__m2")).drop("__m2")
+
+
+def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps) -> "DataFrame":
+    """``x := q`` per context: ``q`` evaluated once per distinct value of its inputs."""
+    from pyspark.sql import functions as F
+
+    params = sorted(inputs(q))
+    for p in params:
+        _need(contexts, p)
+    envs = contexts.select(*[_col(p) for p in params]).distinct().withColumn(M, F.lit(1.0))
+    value = compile_term(q, envs, relations, maps)
+    extra = [c for c in _variables(value) if c not in params]
+    if extra:
+        raise AgcaError(f"the right side of {x} := … groups by {', '.join(extra)}: it must be a single value")
+    value = value.groupBy(*[_col(p) for p in params]).agg(F.sum(_col(M)).alias("__v"))
+    joined = contexts.join(value, params, "left") if params else contexts.crossJoin(value)
+    joined = joined.withColumn("__v", F.coalesce(_col("__v"), F.lit(0.0)))
+    if x in contexts.columns:
+        return joined.filter(_col(x) == _col("__v")).drop("__v")
+    return joined.withColumnRenamed("__v", x)
+
+
+def apply_batch(spark: "SparkSession", program: Program, maps: dict[str, "DataFrame"],
+                updates: Mapping[str, "DataFrame"], order: Sequence[str] | None = None) -> None:
+    """Run the batch triggers of ``program`` on ``maps`` (name -> GMR DataFrame over the map's
+    keys) for ``updates`` (relation -> GMR DataFrame of its signed rows), one relation after
+    the other (default: by name), each reading the maps the earlier ones left; entries that
+    reach multiplicity 0 are dropped.  The maps are replaced by new DataFrames, computed
+    (``localCheckpoint``)."""
+    from pyspark.sql import functions as F
+
+    for rel in (order if order is not None else sorted(updates)):
+        trigger = program.triggers.get((rel, 0))
+        if trigger is None or rel not in updates:
+            continue
+        increments = []
+        for s in trigger.statements:
+            keys = list(program.maps[s.target].keys)
+            inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, maps)
+            increments.append((s.target, keys, inc.select(*[_col(k) for k in keys], _col(M))))
+        for target, keys, inc in increments:
+            merged = maps[target].select(*[_col(k) for k in keys], _col(M)).unionByName(inc)
+            total = merged.groupBy(*[_col(k) for k in keys]).agg(F.sum(_col(M)).alias(M))
+            # computed now, without its lineage: the next batch's plans start from it
+            maps[target] = total.filter(F.abs(_col(M)) > 1e-9).localCheckpoint()
+
+
+def to_gmr(df: "DataFrame") -> GMR:
+    """A GMR DataFrame collected into the driver (tests, small maps)."""
+    out = GMR()
+    for row in df.collect():
+        d = row.asDict()
+        m = d.pop(M)
+        out.add(tuple(sorted(d.items())), m)
+    return out
+
+
+def from_gmr(spark: "SparkSession", gmr: GMR, variables: Sequence[str]) -> "DataFrame":
+    """A GMR as a DataFrame with columns ``variables`` and :data:`M` (multiplicities as doubles)."""
+    import pyarrow as pa
+
+    rows = [{**dict(t), M: float(m)} for t, m in gmr.items()]
+    if not rows:
+        return spark.createDataFrame([], f"{', '.join(f'`{v}` bigint' for v in variables)}{', ' if variables else ''}{M} double")
+    return spark.createDataFrame(pa.Table.from_pylist(rows)).select(*[_col(v) for v in variables], _col(M))
