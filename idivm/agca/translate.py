@@ -10,10 +10,15 @@ aggregate becomes a ``Sum`` over the group-by variables:
   AGCA has on multiplicities);
 * ``COUNT(*)`` -> ``Sum[k⃗](input)``; ``AVG(e)`` -> the pair of those (the division is done on
   the maps' values);
+* ``MIN(x)``, ``MAX(x)`` and the DISTINCT aggregates of a field ``x`` -> the per-group
+  value-multiplicity map ``Sum[k⃗, x](input)`` (how many members have each value): the
+  aggregate is read off the values whose multiplicity is not 0 (:func:`aggregate_values`),
+  so a deletion of the extreme value finds the next one without reading the input;
 * and every core gets ``COUNT(*)`` as well: a group exists while its count is not 0.
 
-What has no such form (outer joins, nested plans, MIN/MAX, DISTINCT aggregates, COUNT(e) of a
-nullable ``e``, functions other than arithmetic) raises :class:`Untranslatable` naming it.
+What has no such form (outer joins, nested plans, COUNT(e) of a nullable ``e``, an extremum or
+DISTINCT aggregate of an expression, functions other than arithmetic) raises
+:class:`Untranslatable` naming it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from idivm.agca.gmr import GMR
 from idivm.agca.terms import ONE, Add, Cmp, Const, Mul, Rel, Sum, Term, Value, Var
 from idivm.algebra import expressions as E
 from idivm.algebra import operators as O
@@ -44,6 +50,9 @@ class AggregateCore:
     keys: tuple[tuple[str, str], ...]
     terms: dict[str, Term]
     averages: tuple[str, ...] = ()
+    #: (output, function, distinct, value variable) of the aggregates read off a value map
+    #: ``<output>$values``
+    by_value: tuple[tuple[str, str, bool, str], ...] = ()
 
 
 def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> AggregateCore:
@@ -55,9 +64,15 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
     group = tuple(dict.fromkeys(v for _, v in keys))
     terms: dict[str, Term] = {}
     averages = []
+    by_value = []
     for name, a in op.aggregates:
         if a.distinct or a.function in ("min", "max"):
-            raise Untranslatable(f"{a} has no AGCA Sum form here")
+            if not isinstance(a.arg, E.Field):
+                raise Untranslatable(f"{a}: a value map needs a field, not an expression")
+            x = _variable(a.arg)
+            terms[f"{name}$values"] = Sum(tuple(dict.fromkeys((*group, x))), body)
+            by_value.append((name, a.function, a.distinct, x))
+            continue
         if a.function == "count" and a.arg is not None:
             raise Untranslatable(f"{a}: only COUNT(*) (AGCA has no NULL)")
         if a.function in ("sum", "avg"):
@@ -67,7 +82,7 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
         if a.function == "avg":
             averages.append(name)
     terms[COUNT] = Sum(group, body)
-    return AggregateCore(keys, terms, tuple(averages))
+    return AggregateCore(keys, terms, tuple(averages), tuple(by_value))
 
 
 def _body(op: O.Operator, columns: Mapping[str, Sequence[str]]) -> Term:
@@ -126,3 +141,19 @@ def _value(t: E.Term | None) -> Term:
         case E.Call(function="neg", args=(a,)):
             return Mul((Const(-1), _value(a)))
     raise Untranslatable(f"aggregate argument {t} has no AGCA form here")
+
+
+def aggregate_values(core: AggregateCore, output: str, values: GMR) -> dict[tuple, object]:
+    """The aggregate ``output`` of each group, read off its value map's contents ``values``
+    (a GMR over the group variables and the value variable): MIN/MAX of the values present,
+    COUNT/SUM/AVG of the distinct ones; keyed by the group variables' values in key order."""
+    (_, function, distinct, x), = [b for b in core.by_value if b[0] == output]
+    group = [v for _, v in core.keys]
+    present: dict[tuple, list] = {}
+    for t, m in values.items():
+        if abs(m) > 1e-9:
+            d = dict(t)
+            present.setdefault(tuple(d[g] for g in group), []).append(d[x])
+    reduce = {"min": min, "max": max, "count": len, "sum": sum,
+              "avg": lambda vs: sum(vs) / len(vs)}[function]
+    return {g: reduce(vs) for g, vs in present.items()}
