@@ -352,3 +352,17 @@ def test_batch_triggers_keep_every_map_equal_to_its_definition(name, seed):
         db = Database(rels)
         for m in program.maps.values():
             assert maps[m.name] == evaluate(m.definition, db), m.name
+
+
+def test_a_static_relation_gets_no_trigger_and_no_maps_of_its_deltas():
+    full = compile_program(CHAIN)
+    program = compile_program(CHAIN, static={"R"})
+    assert {rel for rel, _ in program.triggers} == {"S", "T"}
+    assert len(program.maps) < len(full.maps)
+    rnd = random.Random(5)
+    rels = {r: _random_relation(rnd, COLUMNS[r], 5) for r in ("R", "S", "T")}
+    maps = initial_maps(program, Database(rels))
+    for r, row, sign in [("S", (1, 2), 1), ("T", (2, 0), 1), ("S", (0, 1), -1)]:
+        apply_update(program, maps, r, row, sign)
+        rels[r] = rels[r].plus(Relation(COLUMNS[r], {row: sign}))
+    assert maps["Q"] == evaluate(CHAIN, Database(rels))

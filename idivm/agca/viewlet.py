@@ -22,7 +22,7 @@ the other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -80,12 +80,14 @@ class Program:
         return "\n".join(lines)
 
 
-def compile_program(query: Term, name: str = "Q", *, batch: bool = False) -> Program:
+def compile_program(query: Term, name: str = "Q", *, batch: bool = False,
+                    static: Collection[str] = ()) -> Program:
     """The trigger program that maintains ``query`` as map ``name`` (see the module doc):
     single-tuple triggers (``(relation, ±1)``), or with ``batch`` one trigger per relation
     (``(relation, 0)``) whose statements read the update ``ΔR`` (a GMR of signed rows: the
-    batch delta of §3.4, its second-order terms ``ΔR * ΔR`` included).  Raises
-    :class:`AgcaError` for a query with input variables."""
+    batch delta of §3.4, its second-order terms ``ΔR * ΔR`` included).  Relations declared
+    ``static`` never change: they get no trigger, and no map is made for their deltas (§5.1).
+    Raises :class:`AgcaError` for a query with input variables."""
     if inputs(query):
         raise AgcaError(f"a maintained query has no input variables; {query} has {', '.join(sorted(inputs(query)))}")
     program = Program(name)
@@ -100,7 +102,7 @@ def compile_program(query: Term, name: str = "Q", *, batch: bool = False) -> Pro
         program.maps[map_name] = MapDef(map_name, keys, definition)
         form, here = canonical(definition)
         by_definition.setdefault(form, (map_name, here))
-        for rel in sorted(relations(definition)):
+        for rel in sorted(relations(definition) - frozenset(static)):
             n = _arity(definition, rel, arity)
             variables = tuple(f"{rel}#{i}" for i in range(1, n + 1))
             for sign in ((0,) if batch else (1, -1)):
