@@ -24,9 +24,8 @@ from collections.abc import Collection, Sequence
 from fractions import Fraction
 
 from idivm.agca.terms import (
-    ONE, ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
+    COMPARISONS, ONE, ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
 )
-from idivm.agca.gmr import _THETA
 
 
 def delta(q: Term, updated: Collection[str] | None = None) -> Term:
@@ -126,7 +125,7 @@ def _simplify(q: Term) -> Term:
         case Assign(var=x, term=t) if isinstance(t, Term):
             return Assign(x, _simplify(t))
         case Cmp(op=op, left=l, right=r) if not isinstance(l, Var) and not isinstance(r, Var):
-            return ONE if _THETA[op](l.value, r.value) else ZERO
+            return ONE if COMPARISONS[op](l.value, r.value) else ZERO
     return q
 
 

@@ -13,13 +13,12 @@ value from the context, where the paper's definition would give 0.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from idivm.agca.terms import (
-    Add, Assign, Cmp, Const, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
+    COMPARISONS, Add, Assign, Cmp, Const, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
 )
 
 #: a tuple: its (variable, value) pairs sorted by variable
@@ -102,10 +101,6 @@ class Database:
         return Database(rels, {}, self.maps)
 
 
-_THETA = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-          ">": operator.gt, ">=": operator.ge}
-
-
 def evaluate(q: Term, db: Database, context: Mapping[str, object] | None = None) -> GMR:
     """``⟦q⟧(db, context)``: the GMR ``q`` denotes over ``db`` where the variables of
     ``context`` are bound."""
@@ -144,7 +139,7 @@ def _eval(q: Term, db: Database, b: dict[str, object]) -> GMR:
                 raise AgcaError(f"variable {q.name} holds {v!r}, not a number: it cannot be a multiplicity")
             return GMR({EMPTY: v} if v != 0 else {})
         case Cmp(op=op, left=l, right=r):
-            return GMR({EMPTY: 1}) if _THETA[op](_value(l, b), _value(r, b)) else GMR()
+            return GMR({EMPTY: 1}) if COMPARISONS[op](_value(l, b), _value(r, b)) else GMR()
         case Assign(var=x, term=t):
             if isinstance(t, (Value, Var)):  # a value, or a variable's value of any type
                 v: object = _value(t, b)

@@ -17,12 +17,11 @@ whose multiplicity reaches 0 are dropped (multiplicities are doubles: below 1e-9
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from idivm.agca.gmr import GMR, AgcaError
-from idivm.agca.terms import Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs
+from idivm.agca.terms import COMPARISONS, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs
 from idivm.agca.viewlet import Program
 
 if TYPE_CHECKING:
@@ -30,9 +29,6 @@ if TYPE_CHECKING:
 
 #: the multiplicity column of a GMR DataFrame
 M = "__m"
-
-_THETA = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-          ">": operator.gt, ">=": operator.ge}
 
 
 def _col(name: str) -> "Column":
@@ -67,7 +63,7 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             _need(contexts, x)
             return contexts.withColumn(M, _col(M) * _col(x))
         case Cmp(op=op, left=left, right=right):
-            return contexts.filter(_THETA[op](_operand(left, contexts), _operand(right, contexts)))
+            return contexts.filter(COMPARISONS[op](_operand(left, contexts), _operand(right, contexts)))
         case Assign(var=x, term=t) if isinstance(t, (Var, Value)):
             value = _operand(t, contexts)
             return contexts.filter(_col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)

@@ -16,14 +16,17 @@ Terms print in the paper's notation (``Sum[A](R(A, B) * (B < z))``).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from fractions import Fraction
+from collections.abc import Iterator
 from typing import Union
 
 Number = Union[int, Fraction]
 
-#: the comparison operators θ of AGCA conditions
-COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+#: the comparison operators θ of AGCA conditions, and what each computes
+COMPARISONS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+               ">": operator.gt, ">=": operator.ge}
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,18 +196,23 @@ def _pattern(q: Term) -> tuple[frozenset[str], frozenset[str]]:
     raise TypeError(f"not an AGCA term: {q!r}")
 
 
+def atoms(q: Term) -> Iterator[Rel]:
+    """The relation atoms of ``q`` (delta atoms and those of nested aggregates included)."""
+    match q:
+        case Rel():
+            yield q
+        case Add(terms=ts) | Mul(terms=ts):
+            for t in ts:
+                yield from atoms(t)
+        case Sum(term=t):
+            yield from atoms(t)
+        case Assign(term=t) if isinstance(t, Term):
+            yield from atoms(t)
+
+
 def relations(q: Term) -> frozenset[str]:
     """The names of the relations ``q`` reads (delta atoms included)."""
-    match q:
-        case Rel(name=n):
-            return frozenset({n})
-        case Add(terms=ts) | Mul(terms=ts):
-            return frozenset().union(*(relations(t) for t in ts))
-        case Sum(term=t):
-            return relations(t)
-        case Assign(term=t) if isinstance(t, Term):
-            return relations(t)
-    return frozenset()
+    return frozenset(a.name for a in atoms(q))
 
 
 def degree(q: Term) -> int:

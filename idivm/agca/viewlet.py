@@ -29,7 +29,8 @@ from itertools import product
 from idivm.agca.delta import delta, delta_tuple, simplify
 from idivm.agca.gmr import GMR, AgcaError, Database, Relation, evaluate
 from idivm.agca.terms import (
-    ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs, outputs, relations, rename, canonical,
+    ZERO, Add, Assign, Cmp, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, canonical, inputs, outputs,
+    relations, rename,
 )
 
 
@@ -95,6 +96,7 @@ def compile_program(query: Term, name: str = "Q", *, batch: bool = False,
     by_definition: dict[Term, tuple[str, dict[str, str]]] = {}
     statements: dict[tuple[str, int], list[Statement]] = {}
     arity: dict[str, int] = {}
+    trigger_variables: dict[str, tuple[str, ...]] = {}
     pending = [(name, simplify(query))]
     while pending:
         map_name, definition = pending.pop(0)
@@ -104,34 +106,23 @@ def compile_program(query: Term, name: str = "Q", *, batch: bool = False,
         by_definition.setdefault(form, (map_name, here))
         for rel in sorted(relations(definition) - frozenset(static)):
             n = _arity(definition, rel, arity)
-            variables = tuple(f"{rel}#{i}" for i in range(1, n + 1))
+            variables = trigger_variables[rel] = () if batch else tuple(f"{rel}#{i}" for i in range(1, n + 1))
             for sign in ((0,) if batch else (1, -1)):
                 d = delta(definition, {rel}) if batch else \
                     delta_tuple(definition, rel, [Var(v) for v in variables], sign)
                 if d == ZERO:
                     continue
-                rhs = _decompose(d, keys, frozenset() if batch else frozenset(variables), program,
-                                 by_definition, pending)
+                rhs = _decompose(d, keys, frozenset(variables), program, by_definition, pending)
                 statements.setdefault((rel, sign), []).append(Statement(map_name, rhs))
     for (rel, sign), stmts in statements.items():
-        variables = () if batch else tuple(f"{rel}#{i}" for i in range(1, arity[rel] + 1))
-        program.triggers[(rel, sign)] = Trigger(rel, sign, variables, tuple(stmts))
+        program.triggers[(rel, sign)] = Trigger(rel, sign, trigger_variables[rel], tuple(stmts))
     return program
 
 
 def _arity(q: Term, rel: str, known: dict[str, int]) -> int:
-    def atoms(t: Term):
-        match t:
-            case Rel(name=n, variables=vs) if n == rel:
-                yield len(vs)
-            case Add(terms=ts) | Mul(terms=ts):
-                for x in ts:
-                    yield from atoms(x)
-            case Sum(term=x) | Assign(term=x) if isinstance(x, Term):
-                yield from atoms(x)
-    for n in atoms(q):
-        if known.setdefault(rel, n) != n:
-            raise AgcaError(f"relation {rel} is read with {known[rel]} and with {n} columns")
+    for a in atoms(q):
+        if a.name == rel and known.setdefault(rel, len(a.variables)) != len(a.variables):
+            raise AgcaError(f"relation {rel} is read with {known[rel]} and with {len(a.variables)} columns")
     return known[rel]
 
 
@@ -172,17 +163,13 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
         # the update's atoms (a batch's ΔR) are read first: their variables are bound
         updates = [f for f in factors if isinstance(f, Rel) and f.delta]
         given = trigger | frozenset(x for u in updates for x in u.variables)
-        bound, _ = _bound([f for f in factors if not isinstance(f, Rel)], given)
+        bound = _bound([f for f in factors if not isinstance(f, Rel)], given)[0]
         factors = _unify(factors, bound, set(keys if group is None else group))
         updates = [f for f in factors if isinstance(f, Rel) and f.delta]
-        atoms = [f for f in factors if isinstance(f, Rel) and not f.delta]
-        bound, binding = _bound([f for f in factors if not isinstance(f, Rel)], given)
-        rest = [f for f in factors if not isinstance(f, Rel) and not any(f is b for b in binding)]
-        rest = [f for f in rest if not (isinstance(f, Cmp) and f.op == "=" and any(
-            isinstance(b, Assign) and isinstance(b.term, Var) and {b.var, b.term.name} == _variables(f)
-            for b in binding))]
+        stored = [f for f in factors if isinstance(f, Rel) and not f.delta]
+        bound, binding, rest = _bound([f for f in factors if not isinstance(f, Rel)], given)
         needed = set(keys if group is None else group) | bound
-        components = _components(atoms, bound)
+        components = _components(stored, bound)
         local: list[list[Term]] = [[] for _ in components]
         kept: list[Term] = []
         for f in rest:  # a condition or factor over one component's free variables goes with it
@@ -214,11 +201,11 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
     return simplify(Add(tuple(out)))
 
 
-def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], list[Term]]:
+def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], list[Term], list[Term]]:
     """The variables bound by the trigger's values (its variables, those assigned them, and
-    those equal to them: unification, §6) and the factors that bind them, in an order where
-    each reads only variables bound before it; an equality ``x = y`` with one side bound
-    becomes the assignment of the other side."""
+    those equal to them: unification, §6), the factors that bind them, in an order where
+    each reads only variables bound before it, and the other factors; an equality ``x = y``
+    with one side bound becomes the assignment of the other side."""
     bound = set(trigger)
     order: list[Term] = []
     left = list(factors)
@@ -241,7 +228,7 @@ def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], 
                 order.append(binding)
                 left.remove(f)
                 changed = True
-    return bound, order
+    return bound, order, left
 
 
 def _unify(factors: list[Term], bound: set[str], outputs: set[str]) -> list[Term]:
@@ -264,18 +251,18 @@ def _unify(factors: list[Term], bound: set[str], outputs: set[str]) -> list[Term
             return factors
 
 
-def _atom_variables(atoms: Sequence[Term]) -> set[str]:
-    return {v for a in atoms for v in a.variables}  # type: ignore[attr-defined]
+def _atom_variables(rels: Sequence[Term]) -> set[str]:
+    return {v for a in rels for v in a.variables}  # type: ignore[attr-defined]
 
 
 def _variables(t: Term) -> set[str]:
     return set(inputs(t) | outputs(t))
 
 
-def _components(atoms: list[Rel], bound: set[str]) -> list[list[Rel]]:
+def _components(rels: list[Rel], bound: set[str]) -> list[list[Rel]]:
     """The atoms grouped by the variables they share that the trigger does not bind."""
     groups: list[list[Rel]] = []
-    for a in atoms:
+    for a in rels:
         free = set(a.variables) - bound
         joined = [g for g in groups if free & (_atom_variables(g) - bound)]
         merged = [a] + [x for g in joined for x in g]
@@ -300,8 +287,11 @@ def apply_update(program: Program, maps: dict[str, GMR], relation: str, values: 
         return
     if len(values) != len(trigger.variables):
         raise AgcaError(f"{relation} has {len(trigger.variables)} columns, the update {len(values)} values")
-    context = dict(zip(trigger.variables, values))
-    old = Database({}, maps=dict(maps))
+    _run(trigger, maps, Database({}, maps=dict(maps)), dict(zip(trigger.variables, values)))
+
+
+def _run(trigger: Trigger, maps: dict[str, GMR], old: Database, context: Mapping[str, object]) -> None:
+    """Every statement of ``trigger`` evaluated over ``old`` (the maps before it), then added."""
     increments = [(s.target, evaluate(s.rhs, old, context)) for s in trigger.statements]
     for target, inc in increments:
         maps[target] = maps[target] + GMR(inc)
@@ -319,7 +309,4 @@ def apply_batch(program: Program, maps: dict[str, GMR], updates: Mapping[str, Re
         trigger = program.triggers.get((rel, 0))
         if trigger is None or rel not in updates:
             continue
-        old = Database({}, {rel: updates[rel]}, maps=dict(maps))
-        increments = [(s.target, evaluate(s.rhs, old)) for s in trigger.statements]
-        for target, inc in increments:
-            maps[target] = maps[target] + GMR(inc)
+        _run(trigger, maps, Database({}, {rel: updates[rel]}, maps=dict(maps)), {})
