@@ -71,19 +71,27 @@ def test_a_merge_that_changes_nothing_still_commits_its_metadata(spark, tmp_path
     assert _names(spark, path) == {1: "a"}
 
 
-def test_driver_side_reads_and_rewrites_refuse_a_table_with_deletion_vectors(spark, tmp_path):
+def test_a_table_with_deletion_vectors_is_read_and_written_through_delta_spark_only(spark, tmp_path):
     path = tmp_path / "t"
     delta.write_spark(spark.createDataFrame([(1, "a"), (2, "b")], "id long, name string"), path, engine=DV,
                       deletion_vectors=True)
     _upsert_or_delete(spark, path, [(1, None, "delete")], None)
-    with pytest.raises(DataError, match="deletion vectors"):
-        delta.read_arrow(path)
     rows = pa.table({"id": pa.array([3], pa.int64()), "name": ["c"]})
     with pytest.raises(DataError, match="deletion vectors"):
         delta.rewrite_clustered(path, rows, rows.select(["id"]).slice(0, 0), ["id"], file_bytes=1024)
-    # whatever the engine asked for, a table with deletion vectors is read through delta-spark
+    # whatever the engine asked for, a table with deletion vectors is read through delta-spark:
+    # its Parquet files still hold the deleted row
     assert {r.id for r in delta.read_spark(spark, path).collect()} == {2}
     assert [b.to_pylist() for b in delta.scan_ordered(path, None, "id")] == [[{"id": 2, "name": "b"}]]
+    assert delta.read_arrow(path).to_pylist() == [{"id": 2, "name": "b"}]
+    assert delta.read_arrow(path, 0, columns=["name"]).column("name").to_pylist() in (["a", "b"], ["b", "a"])
+    # and Arrow data from the driver is written by delta-spark, the table keeping its features
+    version = delta.write_arrow(path, rows, commit_metadata={"idivm.x": "appended"})
+    assert version == delta.version(path) == 2 and delta.history(path, 1)[0]["idivm.x"] == "appended"
+    assert delta.needs_delta_spark(path)
+    assert sorted(delta.read_arrow(path).column("id").to_pylist()) == [2, 3]
+    delta.write_arrow(path, rows, mode="overwrite")
+    assert delta.read_arrow(path).to_pylist() == [{"id": 3, "name": "c"}] and delta.needs_delta_spark(path)
 
 
 def test_the_delta_spark_engine_without_deletion_vectors_writes_plain_tables(spark, tmp_path):

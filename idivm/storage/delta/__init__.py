@@ -53,9 +53,7 @@ from idivm.storage.delta.delta_rs import (
     active_files,
     create_table,
     merge_arrow,
-    read_arrow,
     read_changes,
-    write_arrow,
 )
 from idivm.storage.delta.delta_spark import USER_METADATA, merge_spark, spark_settings
 from idivm.storage.delta.merge import (
@@ -211,6 +209,32 @@ def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None
     if engine.spark or needs_delta_spark(path, dt):
         return delta_spark.read(spark, path, version, holding)
     return delta_rs.read_files(spark, dt, holding)
+
+
+def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[str] | None = None,
+               holding: tuple[str, Sequence[Any]] | None = None) -> pa.Table:
+    """The rows of a table version as a pyarrow Table (with the table's schema), read in the
+    driver by delta-rs, or by delta-spark in the active session for a table that needs it.
+    ``holding=(column, values)``: a superset of the rows with ``column`` among ``values``
+    (NULL included), as :func:`read_spark`'s.  For small tables."""
+    dt = open_table(path, version)
+    if needs_delta_spark(path, dt):
+        return delta_spark.read_arrow(dt, path, version, columns, holding)
+    return delta_rs.read_arrow(path, version, columns=columns, holding=holding)
+
+
+def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
+                mode: Literal["error", "append", "overwrite"] = "append",
+                commit_metadata: Mapping[str, Any] | None = None) -> int:
+    """Write Arrow data from the driver to a table (creating it with the change data feed on
+    if needed) in one commit; ``overwrite`` may also replace the schema.  An existing table
+    that needs delta-spark is written by delta-spark in the active session and keeps its
+    features; otherwise delta-rs writes.  Returns the new version."""
+    _check_mode(mode, ("error", "append", "overwrite"))
+    if mode != "error" and exists(path) and needs_delta_spark(path):
+        delta_spark.write_arrow(path, data, mode, commit_metadata=commit_metadata)
+        return version(path)
+    return delta_rs.write_arrow(path, data, mode=mode, commit_metadata=commit_metadata)
 
 
 def scan_ordered(path: PathLike, version: int | None, column: str,

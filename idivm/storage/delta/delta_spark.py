@@ -27,12 +27,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-def write(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
+def write(df: "DataFrame", target: Path, mode: Literal["error", "append", "overwrite"], *,
           commit_metadata: Mapping[str, Any] | None, create: bool, deletion_vectors: bool) -> None:
     """Write a Spark DataFrame to the table at ``target`` by the executors, in the DataFrame's
     partitions; a table it creates (``create``) gets the change data feed, and deletion
     vectors when ``deletion_vectors`` (see :func:`idivm.storage.delta.write_spark`)."""
-    writer = df.write.format("delta").mode("overwrite" if mode == "overwrite" else "errorifexists")
+    writer = df.write.format("delta").mode("errorifexists" if mode == "error" else mode)
     if commit_metadata:
         writer = writer.option("userMetadata", _user_metadata(commit_metadata))
     if mode == "overwrite":
@@ -153,18 +153,42 @@ def read(spark: "SparkSession", path: PathLike, version: int | None = None,
     return df
 
 
+def read_arrow(dt: "DeltaTable", path: PathLike, version: int | None = None,
+               columns: Sequence[str] | None = None,
+               holding: tuple[str, Sequence[Any]] | None = None, order: str | None = None) -> pa.Table:
+    """The rows of ``dt`` (the table at ``path``, at ``version``) read by delta-spark in the
+    active session into the driver, with the table's Arrow schema: ``columns`` only, with
+    ``holding`` the rows :func:`read` keeps, with ``order`` sorted by that column."""
+    from pyspark.sql import SparkSession, functions as F
+
+    df = read(SparkSession.active(), path, version, holding)
+    if order is not None:
+        df = df.orderBy(F.col(quoted(order)))
+    if columns is not None:
+        df = df.select(*[F.col(quoted(c)) for c in columns])
+    schema = schemas.as_arrow_schema(dt.schema().to_arrow())
+    target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    return schemas.conform(df.toArrow(), target)
+
+
+def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, mode: Literal["append", "overwrite"], *,
+                commit_metadata: Mapping[str, Any] | None) -> None:
+    """Append or overwrite the existing table at ``path`` with Arrow data from the driver,
+    written by delta-spark in the active session (the table keeps its features)."""
+    from pyspark.sql import SparkSession
+
+    table = data.read_all() if isinstance(data, pa.RecordBatchReader) else data
+    if mode == "append":
+        table = schemas.conform(table, schemas.as_arrow_schema(open_table(path).schema().to_arrow()))
+    df = SparkSession.active().createDataFrame(table, schemas.spark_schema(table.schema))
+    write(df, Path(path), mode, commit_metadata=commit_metadata, create=False, deletion_vectors=False)
+
+
 def scan_ordered(dt: "DeltaTable", path: PathLike, version: int | None, column: str,
                  columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of ``dt`` (the table at ``path``, at ``version``) read by delta-spark in the active
     session, in the order of ``column``."""
-    from pyspark.sql import SparkSession, functions as F
-
-    df = read(SparkSession.active(), path, version).orderBy(F.col(f"`{column}`"))
-    if columns is not None:
-        df = df.select(*[F.col(f"`{c}`") for c in columns])
-    schema = schemas.as_arrow_schema(dt.schema().to_arrow())
-    target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-    yield from schemas.conform(df.toArrow(), target).to_batches()
+    yield from read_arrow(dt, path, version, columns, order=column).to_batches()
 
 
 def row_count(path: PathLike, version: int | None = None) -> int:
