@@ -155,9 +155,10 @@ def ingest(ctx: click.Context, name: str, file: str, fmt: str) -> None:
 
 @cli.command()
 @click.argument("file", metavar="FILE")
-@click.option("--strategy", type=click.Choice(["id", "tuple", "recompute", "auto"]), default="auto",
+@click.option("--strategy", type=click.Choice(["id", "tuple", "recompute", "auto", "maps"]), default="auto",
               show_default=True, help="How maintain keeps the view fresh: ID-based i-diffs, tuple-based "
-              "t-diffs, recomputation, or auto (id unless the view has no rules or a run's change set is large).")
+              "t-diffs, recomputation, auto (id unless the view has no rules or a run's change set is large), "
+              "or maps (higher-order delta maps, for a view of one GROUP BY over joins of tables).")
 @click.pass_context
 def define(ctx: click.Context, file: str, strategy: str) -> None:
     """Plan and materialize the view defined in FILE (CREATE VIEW name AS ...)."""

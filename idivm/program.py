@@ -23,7 +23,7 @@ from typing import Any
 
 #: the version of the encoding and of the classes it names; a stored program of another
 #: version is compiled again from the view's text
-FORMAT = f"3/{importlib.import_module('idivm').__version__}"
+FORMAT = f"4/{importlib.import_module('idivm').__version__}"
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ class Program:
     script: Any = None  # DeltaScript | None
     note: str = ""
     indexes: Any = None  # IndexSelection | None: the global provenance indexes (§2.15.2)
+    maps: Any = None  # idivm.exec.maps.MapsPlan | None: the view's higher-order delta maps
 
 
 def to_json(program: Program) -> dict:

@@ -156,7 +156,7 @@ class ViewInfo:
 
 
 #: maintenance strategies ``define`` accepts (see :meth:`Warehouse.define`)
-STRATEGIES = ("id", "tuple", "recompute", "auto")
+STRATEGIES = ("id", "tuple", "recompute", "auto", "maps")
 
 
 class Warehouse:

@@ -62,6 +62,9 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
         case Var(name=x):
             _need(contexts, x)
             return contexts.withColumn(M, _col(M) * _col(x))
+        case Cmp(op="=" | "!=" as op, left=left, right=Value(value=None)):  # (un)defined: x = ⊥, x ≠ ⊥
+            value = _operand(left, contexts)
+            return contexts.filter(value.isNull() if op == "=" else value.isNotNull())
         case Cmp(op=op, left=left, right=right):
             return contexts.filter(COMPARISONS[op](_operand(left, contexts), _operand(right, contexts)))
         case Assign(var=x, term=t) if isinstance(t, (Var, Value)):

@@ -237,6 +237,8 @@ def degree(q: Term) -> int:
 def show(q: "Term | Value") -> str:
     """``q`` in the paper's notation."""
     match q:
+        case Value(value=None):
+            return "⊥"
         case Const(value=v) | Value(value=v) if not isinstance(v, str):
             return str(v)
         case Value(value=v):

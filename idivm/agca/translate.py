@@ -7,9 +7,12 @@ join and selection predicates (DBToaster §3.2: selection is a product with a co
 aggregate becomes a ``Sum`` over the group-by variables:
 
 * ``SUM(e)`` -> ``Sum[k⃗](input * e)``, ``e`` built from fields and numbers by + − * (which
-  AGCA has on multiplicities);
-* ``COUNT(*)`` -> ``Sum[k⃗](input)``; ``AVG(e)`` -> the pair of those (the division is done on
-  the maps' values);
+  AGCA has on multiplicities), and ``<name>$n`` ``Sum[k⃗](input * (x ≠ ⊥) * ...)``, how many
+  members have every field ``x`` of ``e`` defined: SQL's SUM ignores NULLs and is NULL where
+  the group has no value (a NULL ``x`` makes its member's product NULL, which Spark's sums
+  ignore; the reference interpreter is not given NULLs);
+* ``COUNT(*)`` -> ``Sum[k⃗](input)``; ``AVG(e)`` -> ``<name>$sum`` and ``<name>$count``, the
+  sum and the count of defined values (the division is done on the maps' values);
 * ``MIN(x)``, ``MAX(x)`` and the DISTINCT aggregates of a field ``x`` -> the per-group
   value-multiplicity map ``Sum[k⃗, x](input)`` (how many members have each value): the
   aggregate is read off the values whose multiplicity is not 0 (:func:`aggregate_values`),
@@ -36,6 +39,8 @@ from idivm.errors import IdivmError
 _COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 #: the name of the count every core gets
 COUNT = "__count"
+#: the value of a NULL field (``x ≠ ⊥``: the field is defined)
+NULL = Value(None)
 
 
 class Untranslatable(IdivmError):
@@ -76,9 +81,12 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
         if a.function == "count" and a.arg is not None:
             raise Untranslatable(f"{a}: only COUNT(*) (AGCA has no NULL)")
         if a.function in ("sum", "avg"):
-            terms[name if a.function == "sum" else f"{name}$sum"] = Sum(group, Mul((body, _value(a.arg))))
-        if a.function in ("count", "avg"):
-            terms[name if a.function == "count" else f"{name}$count"] = Sum(group, body)
+            value = _value(a.arg)
+            terms[name if a.function == "sum" else f"{name}$sum"] = Sum(group, Mul((body, value)))
+            defined = tuple(Cmp("!=", Var(x), NULL) for x in sorted(_fields(value)))
+            terms[f"{name}$n" if a.function == "sum" else f"{name}$count"] = Sum(group, Mul((body, *defined)))
+        if a.function == "count":
+            terms[name] = Sum(group, body)
         if a.function == "avg":
             averages.append(name)
     terms[COUNT] = Sum(group, body)
@@ -141,6 +149,16 @@ def _value(t: E.Term | None) -> Term:
         case E.Call(function="neg", args=(a,)):
             return Mul((Const(-1), _value(a)))
     raise Untranslatable(f"aggregate argument {t} has no AGCA form here")
+
+
+def _fields(t: Term) -> set[str]:
+    """The variables of an aggregate's argument term."""
+    match t:
+        case Var(name=x):
+            return {x}
+        case Add(terms=ts) | Mul(terms=ts):
+            return set().union(*(_fields(x) for x in ts))
+    return set()
 
 
 def aggregate_values(core: AggregateCore, output: str, values: GMR) -> dict[tuple, object]:

@@ -81,23 +81,27 @@ class Program:
         return "\n".join(lines)
 
 
-def compile_program(query: Term, name: str = "Q", *, batch: bool = False,
+def compile_program(query: Term | Mapping[str, Term], name: str = "Q", *, batch: bool = False,
                     static: Collection[str] = ()) -> Program:
     """The trigger program that maintains ``query`` as map ``name`` (see the module doc):
     single-tuple triggers (``(relation, ±1)``), or with ``batch`` one trigger per relation
     (``(relation, 0)``) whose statements read the update ``ΔR`` (a GMR of signed rows: the
     batch delta of §3.4, its second-order terms ``ΔR * ΔR`` included).  Relations declared
     ``static`` never change: they get no trigger, and no map is made for their deltas (§5.1).
+    ``query`` may also be several queries by map name (``name`` is then the program's name):
+    one program maintains them all, sharing the maps their deltas have in common.
     Raises :class:`AgcaError` for a query with input variables."""
-    if inputs(query):
-        raise AgcaError(f"a maintained query has no input variables; {query} has {', '.join(sorted(inputs(query)))}")
+    queries = dict(query) if isinstance(query, Mapping) else {name: query}
+    for q in queries.values():
+        if inputs(q):
+            raise AgcaError(f"a maintained query has no input variables; {q} has {', '.join(sorted(inputs(q)))}")
     program = Program(name)
     #: the canonical form of each map's definition -> (its name, its variables' canonical names)
     by_definition: dict[Term, tuple[str, dict[str, str]]] = {}
     statements: dict[tuple[str, int], list[Statement]] = {}
     arity: dict[str, int] = {}
     trigger_variables: dict[str, tuple[str, ...]] = {}
-    pending = [(name, simplify(query))]
+    pending = [(n, simplify(q)) for n, q in queries.items()]
     while pending:
         map_name, definition = pending.pop(0)
         keys = tuple(sorted(outputs(definition)))

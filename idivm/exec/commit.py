@@ -14,6 +14,7 @@ collected (:func:`merge_by_spark`).  Every name in a MERGE predicate or assignme
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,16 @@ if TYPE_CHECKING:
     from idivm.script import DeltaScript, Statement
 
 
-def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges", metadata, progress,
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a commit needs of the view it lands in, when no Δ-script names it (a run of its
+    maps): its name and its ID columns."""
+
+    view: str
+    id_columns: tuple[str, ...]
+
+
+def land(script: "DeltaScript | Target", path: Path, version: int, result: "ViewChanges", metadata, progress,
          stored_indexes: Sequence, layout: Layout | None, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
     """Collect a run's changes ``result`` (computed against version ``version`` of the table at
     ``path``) and commit them with delta-rs; then release what ``result`` holds in Spark.  The
@@ -86,7 +96,7 @@ def land(script: "DeltaScript", path: Path, version: int, result: "ViewChanges",
     return landed(metrics, stored_indexes, path, metadata, apply if rewrite is not None else None, engine)
 
 
-def merge_by_spark(script: "DeltaScript", path: Path, view: "DataFrame", result: "ViewChanges", metadata,
+def merge_by_spark(script: "DeltaScript | Target", path: Path, view: "DataFrame", result: "ViewChanges", metadata,
                    progress, stored_indexes: Sequence, engine: "delta.Engine" = delta.DELTA_RS) -> dict:
     """Land a run's changes ``result`` in the table at ``path`` (whose rows at the run's
     start are ``view``) with one delta-spark MERGE executed by Spark: the rows are not

@@ -92,7 +92,23 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
                                        strict=strict and strategy != "auto", caches=caches)
     selection = select_indexes(view.plan, prov, base_signatures(catalog, view)) \
         if script is not None and script.strategy == "id" else None
-    return Program(view.name, view.type, view.plan, prov, script, note, selection)
+    maps = plan_maps(catalog, prov, text, filename) if strategy == "maps" else None
+    return Program(view.name, view.type, view.plan, prov, script, note, selection, maps)
+
+
+def plan_maps(catalog: Catalog, prov, text: str, filename: str | None):
+    """The higher-order delta maps of the view (:func:`idivm.exec.maps.plan_maps`); a view
+    they cannot maintain is an error carrying the view text."""
+    from idivm.errors import UnsupportedError
+    from idivm.exec.maps import Untranslatable, plan_maps as plan
+
+    if prov.unknown is not None:
+        raise prov.unknown.with_source(text, filename)
+    columns = {t: [n for n, _ in ty.fields] for t, ty in catalog.base_tables().types.items()}
+    try:
+        return plan(prov.plan, columns)
+    except Untranslatable as e:
+        raise UnsupportedError(f"the maps strategy cannot maintain this view: {e}").with_source(text, filename)
 
 
 def plan_view(catalog: Catalog, text: str, filename: str | None):

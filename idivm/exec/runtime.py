@@ -172,11 +172,37 @@ class Runtime:
             if caches:
                 extra["caches"] = caches
                 metadata["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
+        if program.maps is not None:
+            # the maps (of the same snapshot), committed with the view
+            from idivm.exec import maps as mapping
+
+            read = self._reader(catalog, watermark)
+            mapping.check_types(program.maps, self.group_schema(program.maps, read))
+            written = {}
+            for name, mdf in mapping.initial_maps(self.spark, program.maps, read).items():
+                mrel = f"{rel}.maps/{name}"
+                mmeta = {**metadata, "idivm.operation": "define map", "idivm.map": name}
+                writes.append((mrel, _timed(catalog.root / rel, lambda p, d=mdf, m=mmeta: delta.write_spark(
+                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True))))
+                written[name] = mrel
+            extra["maps"] = written
+            metadata["idivm.maps"] = json.dumps({n: 0 for n in written}, sort_keys=True)
         ids = [c for c, _ in prov.view_ids]
         maintained_by = script.strategy if script is not None else None
         writes.insert(0, (rel, _timed(catalog.root / rel, lambda p: layouts.write_view(df, p, "error", metadata, ids,
                                                                               maintained_by, self.storage))))
         return writes, extra, metadata
+
+    def _reader(self, catalog: Catalog, versions: Mapping[str, int]) -> Callable[[str], "DataFrame"]:
+        """Base table name -> its rows at its version in ``versions``."""
+        return lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t],
+                                          engine=self.storage)
+
+    def group_schema(self, mp, read: Callable[[str], "DataFrame"]):
+        """The Spark schema of the rows of the γ the maps ``mp`` maintain (planned, not run)."""
+        from idivm.exec.compiler import TOP, PlanCompiler
+
+        return PlanCompiler(self.spark, read).compile(mp.group, TOP).schema
 
     def record_definition(self, catalog: Catalog, view_name: str) -> None:
         """Record the materialization of an ``auto`` view (computing and writing the view and its
@@ -233,6 +259,9 @@ class Runtime:
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
         note, script, planned, base_rows = "", None, None, None
+        if strategy == "maps":
+            with data_errors(view_name):
+                return self._maintain_maps(catalog, entry, program, tables, old, new, changes, metadata, progress)
         if strategy in ("id", "tuple", "auto"):
             script, note = program.script, program.note
             planned = script
@@ -287,6 +316,95 @@ class Runtime:
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
                    compacted=compacted, base_rows=base_rows)
+
+    def _maintain_maps(self, catalog: Catalog, entry: ViewEntry, program: "Program", tables: Mapping[str, Path],
+                       old: Mapping[str, int], new: Mapping[str, int], changes: Mapping, metadata: dict,
+                       progress) -> Run:
+        """A run of a view maintained by maps (:mod:`idivm.exec.maps`): the maps' increments
+        MERGEd into their tables, one commit each, then the view's changed groups in one
+        commit naming the map versions it reflects."""
+        from pyspark.sql import functions as F
+
+        from idivm.exec import maps as mapping
+        from idivm.exec.delta_script import ViewChanges
+        from idivm.storage.spark import IN_MEMORY_MAX_ROWS, Caches
+
+        mp, spark, name = program.maps, self.spark, entry.name
+        path = catalog.path_of(entry)
+        paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
+        missing = sorted(set(mp.program.maps) - set(paths))
+        if missing:
+            raise CatalogError(f"view {name} has no table for its maps {', '.join(missing)}; define it again")
+        reflected = commit_json(path, "idivm.maps") or {}
+        if any(delta.version(p) != reflected.get(m) for m, p in paths.items()):
+            # a run stopped between a map's commit and the view's: the maps are rebuilt at the
+            # view's watermark before the run goes on
+            if progress:
+                progress(f"{name}: the maps are ahead of the view; rebuilding them at {versions_text(old)}")
+            with meter.phase("write"):
+                rebuilt = mapping.initial_maps(spark, mp, self._reader(catalog, old))
+                for m, mdf in rebuilt.items():
+                    delta.write_spark(mdf, paths[m], mode="overwrite", engine=self.storage, deletion_vectors=True,
+                                      commit_metadata={**metadata, "idivm.operation": "rebuild map", "idivm.map": m,
+                                                       "idivm.watermark": json.dumps(dict(old), sort_keys=True)})
+            reflected = {m: delta.version(p) for m, p in paths.items()}
+        by_spark = self.storage.spark or delta.needs_delta_spark(path)
+        cached = Caches(IN_MEMORY_MAX_ROWS if by_spark else None)
+        try:
+            with meter.phase("changes"):
+                columns = dict(mp.columns)
+                updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in changes if t in columns}
+            stored = {m: delta.read_spark(spark, p, reflected[m], engine=self.storage) for m, p in paths.items()}
+            with meter.phase("evaluate"):
+                incs = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
+                incs = {m: cached.computed(df)[1] for m, df in incs.items()}
+                keys = mapping.changed_groups(mp, incs)
+                keys = cached.computed(keys)[1] if keys is not None else None
+            versions, written = dict(reflected), 0
+            with meter.phase("write"):
+                for m, inc in sorted(incs.items()):
+                    mmeta = {**metadata, "idivm.operation": "maintain map", "idivm.map": m}
+                    merged = self._merge(paths[m], inc, *mapping.merge_clauses(mp.program.maps[m].keys), mmeta)
+                    versions[m] = merged["version"]
+                    written += int(merged.get("num_output_rows") or 0)
+            metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
+            ids = [c for c, _ in program.prov.view_ids]
+            view = delta.read_spark(spark, path, engine=self.storage)
+            if keys is None:
+                upserts, deleted = view.where(F.lit(False)), view.select(*ids).where(F.lit(False))
+            else:
+                schema = self.group_schema(mp, self._reader(catalog, new))
+
+                def rows(at: Mapping[str, int]) -> "DataFrame":
+                    from idivm.exec.compiler import PlanCompiler
+
+                    maps = {m: delta.read_spark(spark, paths[m], at[m], engine=self.storage) for m in paths}
+                    compiler = PlanCompiler(spark, self._reader(catalog, new))
+                    compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
+                    return compiler.evaluate(program.prov.plan)
+
+                upserts = rows(versions).select(*view.columns)
+                deleted = rows(reflected).select(*ids)
+            target = commit.Target(name, tuple(ids))
+            changes_ = ViewChanges(upserts, deleted, cached)
+            with meter.phase("write"):
+                if by_spark:
+                    stats = commit.merge_by_spark(target, path, view, changes_, metadata, progress, (), self.storage)
+                else:
+                    stats = commit.land(target, path, delta.version(path), changes_, metadata, progress, (), None,
+                                        self.storage)
+        finally:
+            cached.release()
+        return Run("maps", sum(c.num_rows for c in changes.values()), stats["version"], dict(old), dict(new),
+                   inserted=stats["inserted"], updated=stats["updated"],
+                   deleted=stats["deleted"], rows_written=stats["rows_written"] + written)
+
+    def _merge(self, path: Path, source: "DataFrame", predicate: str, clauses: list, metadata: dict) -> dict:
+        """MERGE ``source`` into the table at ``path`` in one commit: by Spark on a delta-spark
+        engine (or a table that needs it), else collected (run-sized) and merged by delta-rs."""
+        if self.storage.spark or delta.needs_delta_spark(path):
+            return delta.merge_spark(path, source, predicate, clauses, commit_metadata=metadata)
+        return delta.merge_arrow(path, to_arrow(source), predicate, clauses, commit_metadata=metadata)
 
     def compact(self, view_name: str, path: Path, layout: layouts.Layout | None, caches: Sequence[Path],
                 stored: Sequence, progress) -> tuple["Compaction", ...]:

@@ -1,0 +1,298 @@
+"""Aggregate views maintained by higher-order delta maps (the ``maps`` strategy): DBToaster's
+viewlet transform (§4–§6 of ``004``) run inside idivm, on Spark, with the maps stored as Delta
+tables beside the view.
+
+**Which views.**  A view whose plan has one γ (:class:`~idivm.algebra.operators.GroupBy`) over
+selections and inner joins of base tables (its *aggregate core*, translated into AGCA by
+:func:`idivm.agca.translate.translate_group_by`), and above it only operators that read no
+table (projections, HAVING's selection, the return).  Its IDs are the group keys.
+
+**Define** (:func:`plan_maps`, :func:`initial_maps`).  The core's terms (one per aggregate,
+plus the group count) are compiled into one batch trigger program
+(:func:`idivm.agca.viewlet.compile_program`): the term maps ``V_<term>``, keyed by the group
+variables, and the higher-order maps ``M<n>`` their deltas read.  Every map is evaluated over
+the base tables at the view's watermark and written as a Delta table (its key variables and
+the multiplicity :data:`~idivm.agca.spark.M`; entries of multiplicity 0 are not stored).
+
+**Maintain** (:func:`increments`, :func:`group_rows`).  The change data feed of each base table
+since the watermark is a GMR of signed rows (insert and post-image +1, delete and pre-image
+−1).  The relations' batch triggers run one relation after the other, each reading the maps
+as the earlier ones left them; a map's increments are summed per key and MERGEd into its
+table (an entry reaching 0 is deleted).  The view's changed groups are the keys the term maps'
+increments name: their rows are read off the maps before and after (a group exists while its
+count is not 0), the operators above γ are evaluated over both by the plan compiler (γ bound to
+those rows), and the view gets the new rows and loses the old ones that are not new, by ID,
+in one commit whose metadata names the map versions it reflects (``idivm.maps``).  A run that
+crashed between a map's commit and the view's leaves maps ahead of the view; the next run
+finds their versions differ from those the view names and rebuilds every map at the view's
+watermark first.
+
+Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`Untranslatable`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from idivm.agca import viewlet
+from idivm.agca.spark import M, compile_term, unit
+from idivm.agca.translate import COUNT, AggregateCore, Untranslatable, translate_group_by
+from idivm.algebra import expressions as E
+from idivm.algebra import operators as O
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: below this magnitude a multiplicity is 0 (sums of doubles)
+ZERO = 1e-9
+#: the prefix of the name of a term's map (the others are ``M<n>``)
+TERM_PREFIX = "V_"
+
+
+@dataclass(frozen=True, slots=True)
+class MapsPlan:
+    """How the maps maintain a view: its γ (as it stands in the view's plan, where the plan
+    compiler binds the group rows), the AGCA form of γ, the trigger program of its terms, and
+    the columns each base table's relation atoms read, in order."""
+
+    group: O.GroupBy
+    core: AggregateCore
+    program: viewlet.Program
+    columns: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def term_map(self, term: str) -> str:
+        return TERM_PREFIX + term
+
+    @property
+    def group_variables(self) -> list[str]:
+        return list(dict.fromkeys(v for _, v in self.core.keys))
+
+
+def plan_maps(plan: O.Operator, columns: Mapping[str, Sequence[str]]) -> MapsPlan:
+    """The maps of the view of ``plan`` (its plan with provenance); ``columns``: each base
+    table's columns in order.  Raises :class:`Untranslatable` naming what the maps cannot
+    maintain."""
+    groups = [op for op in O.walk(plan, into_nested=False) if isinstance(op, O.GroupBy)]
+    nested = [op for op in O.walk(plan) if isinstance(op, O.GroupBy)]
+    if len(groups) != 1 or len(nested) != 1:
+        raise Untranslatable("the maps maintain a view with exactly one GROUP BY (and no nested query)")
+    group = groups[0]
+    inside = {id(op) for op in O.walk(group)}
+    above = [op for op in O.walk(plan) if id(op) not in inside and isinstance(op, O.ScanCollection)]
+    if above:
+        raise Untranslatable("the maps maintain a view that reads no table outside its GROUP BY")
+    core = translate_group_by(group, columns)
+    queries = {TERM_PREFIX + name: term for name, term in core.terms.items()}
+    program = viewlet.compile_program(queries, "view", batch=True)
+    read = {a.name for m in program.maps.values() for a in _relations(m.definition)}
+    return MapsPlan(group, core, program, tuple((t, tuple(columns[t])) for t in sorted(read)))
+
+
+def _relations(term):
+    from idivm.agca.terms import atoms
+
+    return atoms(term)
+
+
+def check_types(mp: MapsPlan, group_schema) -> None:
+    """Refuse SUM and AVG of DECIMAL values (``group_schema``: the Spark schema of γ's rows):
+    multiplicities are doubles, which would round them."""
+    from pyspark.sql import types as ST
+
+    for name, a in mp.group.aggregates:
+        if a.function in ("sum", "avg") and not a.distinct and isinstance(group_schema[name].dataType, ST.DecimalType):
+            raise Untranslatable(f"{a.function.upper()} of DECIMAL values ({name}): the maps hold doubles; "
+                                 "use the id or recompute strategy")
+
+
+# --- evaluation ------------------------------------------------------------------------------------
+
+def _col(name: str) -> "Column":
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def relation(df: "DataFrame", columns: Sequence[str], sign: "Column | float" = 1.0) -> "DataFrame":
+    """A base table's rows (or changes) as the GMR its relation atoms read: its ``columns``
+    in order and the multiplicity ``sign``."""
+    from pyspark.sql import functions as F
+
+    m = sign if not isinstance(sign, float) else F.lit(sign)
+    return df.select(*[_col(c) for c in columns], m.cast("double").alias(M))
+
+
+def initial_maps(spark: "SparkSession", mp: MapsPlan, read_table: Callable[[str], "DataFrame"]
+                 ) -> dict[str, "DataFrame"]:
+    """Every map of ``mp`` evaluated over the base tables ``read_table(name)`` gives, without
+    its entries of multiplicity 0."""
+    relations = {t: relation(read_table(t), cols) for t, cols in mp.columns}
+    return {name: _nonzero(compile_term(m.definition, unit(spark), relations, {}), m.keys)
+            for name, m in mp.program.maps.items()}
+
+
+def _nonzero(df: "DataFrame", keys: Sequence[str]) -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    return df.select(*[_col(k) for k in keys], _col(M)).where(F.abs(_col(M)) > ZERO)
+
+
+def changes_relation(spark: "SparkSession", changes: "pa.Table", columns: Sequence[str]) -> "DataFrame":
+    """A table's change data feed as a GMR of signed rows: inserts and post-images +1, deletes
+    and pre-images −1."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = changes.column("_change_type")
+    minus = pc.is_in(kind, value_set=pa.array(["delete", "update_preimage"]))
+    signs = pc.if_else(minus, -1.0, 1.0)
+    table = changes.select(list(columns)).append_column(M, signs)
+    return spark.createDataFrame(table)
+
+
+def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFrame"],
+               updates: Mapping[str, "DataFrame"], keep: Callable[["DataFrame"], "DataFrame"]
+               ) -> dict[str, "DataFrame"]:
+    """The increments of the maps (name -> keys and :data:`M`, summed per key, none 0) for the
+    base tables' ``updates`` (GMRs of signed rows): each relation's batch trigger in turn
+    (by name), reading ``maps`` as the earlier relations' increments left them.
+    ``keep(df)``: computes a relation's increments once (they are run-sized) for what reads
+    them next."""
+    from pyspark.sql import functions as F
+
+    program = mp.program
+    current = dict(maps)
+    done: dict[str, list[DataFrame]] = {}
+    for rel in sorted(updates):
+        trigger = program.triggers.get((rel, 0))
+        if trigger is None:
+            continue
+        here: dict[str, list[DataFrame]] = {}
+        for s in trigger.statements:
+            keys = program.maps[s.target].keys
+            inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, current)
+            here.setdefault(s.target, []).append(inc.select(*[_col(k) for k in keys], _col(M)))
+        for target, parts in here.items():
+            keys = program.maps[target].keys
+            inc = keep(_summed(parts, keys))
+            done.setdefault(target, []).append(inc)
+            current[target] = _summed([current[target], inc], keys)
+    return {t: _summed(parts, program.maps[t].keys) for t, parts in done.items()}
+
+
+def _summed(parts: Sequence["DataFrame"], keys: Sequence[str]) -> "DataFrame":
+    """The union of GMRs, multiplicities summed per key (a NULL product counts 0), none 0."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    union = reduce(lambda a, b: a.unionByName(b), parts)
+    total = union.groupBy(*[_col(k) for k in keys]).agg(F.sum(F.coalesce(_col(M), F.lit(0.0))).alias(M)) \
+        if keys else union.agg(F.sum(F.coalesce(_col(M), F.lit(0.0))).alias(M))
+    return total.where(F.abs(_col(M)) > ZERO)
+
+
+def changed_groups(mp: MapsPlan, incs: Mapping[str, "DataFrame"]) -> "DataFrame | None":
+    """The group variables' values the term maps' increments name (None: no group changed)."""
+    group = mp.group_variables
+    parts = [incs[mp.term_map(t)].select(*[_col(g) for g in group])
+             for t in mp.core.terms if mp.term_map(t) in incs]
+    if not parts:
+        return None
+    from functools import reduce
+
+    return reduce(lambda a, b: a.unionByName(b), parts).distinct()
+
+
+def group_rows(mp: MapsPlan, maps: Mapping[str, "DataFrame"], keys: "DataFrame", schema) -> "DataFrame":
+    """The rows of γ for the groups ``keys`` (values of the group variables) read off the term
+    maps ``maps`` (name -> keys and :data:`M`): the groups whose count is not 0, with every
+    aggregate, in the types of γ's ``schema`` (a Spark StructType).  SUM and AVG are NULL where
+    no member has a value; MIN, MAX and the DISTINCT aggregates are computed from the values
+    their value map holds.  Group values are matched NULL-safely."""
+    from pyspark.sql import functions as F
+
+    group = mp.group_variables
+    g = [f"__g{j}" for j in range(len(group))]
+    wanted = keys.select(*[_col(v).alias(n) for v, n in zip(group, g)])
+
+    def restricted(name: str, *extra: str) -> "DataFrame":
+        """Map ``name``'s entries of the wanted groups: group columns ``__g<j>``, ``extra``, M."""
+        table = maps[mp.term_map(name)].select(*[_col(v).alias(n) for v, n in zip(group, g)],
+                                               *[_col(x) for x in extra], _col(M))
+        return _matched(table, wanted, g, "left_semi")
+
+    rows = restricted(COUNT).where(F.abs(_col(M)) > ZERO).select(*g)
+    columns: dict[str, Column] = {}
+    for i, (name, a) in enumerate(mp.group.aggregates):
+        alias = f"__a{i}"
+        by_value = [b for b in mp.core.by_value if b[0] == name]
+        if by_value:
+            (_, function, distinct, x), = by_value
+            present = restricted(f"{name}$values", x).where(F.abs(_col(M)) > ZERO)
+            value = _col(x)
+            aggregate = {"min": F.min(value), "max": F.max(value), "count": F.count_distinct(value),
+                         "sum": F.sum_distinct(value), "avg": F.sum_distinct(value) / F.count_distinct(value)}[function]
+            part = present.groupBy(*[_col(n) for n in g]).agg(aggregate.alias(alias))
+            rows = _matched(rows, part, g, "left")
+            columns[name] = _col(alias)
+        elif a.function == "count":
+            rows = _matched(rows, restricted(name).withColumnRenamed(M, alias), g, "left")
+            columns[name] = F.coalesce(_col(alias), F.lit(0.0))
+        else:
+            total, n = (name, f"{name}$n") if a.function == "sum" else (f"{name}$sum", f"{name}$count")
+            rows = _matched(rows, restricted(total).withColumnRenamed(M, alias), g, "left")
+            rows = _matched(rows, restricted(n).withColumnRenamed(M, f"{alias}n"), g, "left")
+            s, c = F.coalesce(_col(alias), F.lit(0.0)), F.coalesce(_col(f"{alias}n"), F.lit(0.0))
+            columns[name] = F.when(c > ZERO, s if a.function == "sum" else s / c)
+    columns.update({k: _col(g[group.index(v)]) for k, v in mp.core.keys})
+    missing = [f.name for f in schema.fields if f.name not in columns]
+    if missing:
+        raise Untranslatable(f"the rows of the GROUP BY have columns the maps do not give: {', '.join(missing)}")
+    return rows.select(*[(F.round(columns[f.name]) if _integral(f.dataType) else columns[f.name])
+                         .cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def _matched(left: "DataFrame", right: "DataFrame", on: Sequence[str], how: str) -> "DataFrame":
+    """``left`` joined with ``right`` on the columns ``on`` both have, NULL equal to NULL;
+    the result has ``left``'s columns once and ``right``'s others."""
+    renamed = right.select(*[_col(c).alias(f"{c}_r") if c in on else _col(c) for c in right.columns])
+    condition = None
+    for c in on:
+        same = left[f"`{c}`"].eqNullSafe(renamed[f"`{c}_r`"])
+        condition = same if condition is None else condition & same
+    joined = left.join(renamed, condition, how) if condition is not None else left.crossJoin(renamed)
+    return joined.drop(*[f"{c}_r" for c in on]) if how != "left_semi" else joined
+
+
+def _integral(t) -> bool:
+    from pyspark.sql import types as ST
+
+    return isinstance(t, (ST.ByteType, ST.ShortType, ST.IntegerType, ST.LongType))
+
+
+def merge_clauses(keys: Sequence[str]) -> tuple[str, list]:
+    """(predicate, clauses) of the MERGE of a map's increments (``s``) into its table (``t``):
+    entries matched by every key (NULL equal to NULL) add up, those reaching 0 are deleted,
+    new ones inserted."""
+    from idivm.storage import delta
+
+    q = delta.quoted
+    same = " AND ".join(f"({q(k, 't')} IS NOT DISTINCT FROM {q(k, 's')})" for k in keys) or "TRUE"
+    total = f"({q(M, 't')} + {q(M, 's')})"
+    assign = {q(c): q(c, "s") for c in (*keys, M)}
+    return same, [delta.MatchedDelete(f"abs{total} <= {ZERO}"),
+                  delta.MatchedUpdate({q(M): total}),
+                  delta.NotMatchedInsert(assign)]
+
+
+def versions_json(versions: Mapping[str, int]) -> str:
+    return json.dumps(dict(versions), sort_keys=True)
+
+
+__all__ = ["MapsPlan", "Untranslatable", "changed_groups", "changes_relation", "check_types", "group_rows",
+           "increments", "initial_maps", "merge_clauses", "plan_maps", "relation"]
