@@ -1054,6 +1054,40 @@ def test_views_stored_by_delta_spark_match_recomputation_and_duckdb(make_warehou
         assert delta.needs_delta_spark(corpus.wh.view_info(view.name).path) == (storage == "delta-spark-dv")
 
 
+#: the aggregate views of the corpus the maps strategy maintains (one GROUP BY over inner joins of
+#: tables): SUM, COUNT(*), COUNT of a column, AVG, MIN and MAX of numbers and of strings, HAVING,
+#: a self-join with a condition
+MAPS_VIEWS = ("phone_cost", "shared_part_counts", "category_price_stats", "expensive_devices", "shared_parts")
+
+
+def _by_maps() -> list[Maintained]:
+    maintained = [Maintained(v, "maps") for v in RELATIONAL if v.name in MAPS_VIEWS]
+    assert sorted(m.view.name for m in maintained) == sorted(MAPS_VIEWS)
+    return maintained
+
+
+def test_views_maintained_by_maps_match_recomputation_and_duckdb(make_warehouse, tmp_path):
+    """Higher-order delta maps (:mod:`idivm.exec.maps`): every kind of change in the first batch,
+    a random one in the second."""
+    corpus = build(make_warehouse, SMALL, _by_maps(), [])
+    dev, _ = generators(corpus.oracle, SMALL.seed)
+    run_batches(corpus, (dev.batch() if i == 0 else dev.random_batch(0.0) for i in range(SMALL.batches)),
+                tmp_path, "maps: ")
+    assert not corpus.define_errors
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("storage", [None, "delta-spark-dv"])
+def test_views_maintained_by_maps_match_over_random_sequences(make_warehouse, tmp_path, storage):
+    scenario = Scenario(
+        devices.DevicesSpec(devices=30, parts=40, fanout=3, selectivity=0.4, seed=13),
+        yelp.YelpSpec(businesses=5, seed=13), seed=13, batches=5)
+    corpus = build(make_warehouse, scenario, _by_maps(), [], storage=storage)
+    dev, _ = generators(corpus.oracle, scenario.seed)
+    run_batches(corpus, (dev.random_batch() for _ in range(scenario.batches)), tmp_path, f"maps {storage}: ")
+    assert not corpus.define_errors
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("storage", ["delta-spark", "delta-spark-dv"])
 def test_the_corpus_stored_by_delta_spark_matches_over_random_sequences(make_warehouse, tmp_path, storage):

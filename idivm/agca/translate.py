@@ -11,7 +11,8 @@ aggregate becomes a ``Sum`` over the group-by variables:
   members have every field ``x`` of ``e`` defined: SQL's SUM ignores NULLs and is NULL where
   the group has no value (a NULL ``x`` makes its member's product NULL, which Spark's sums
   ignore; the reference interpreter is not given NULLs);
-* ``COUNT(*)`` -> ``Sum[k⃗](input)``; ``AVG(e)`` -> ``<name>$sum`` and ``<name>$count``, the
+* ``COUNT(*)`` -> ``Sum[k⃗](input)``, ``COUNT(e)`` the same with ``x ≠ ⊥`` for every field
+  ``x`` of ``e``; ``AVG(e)`` -> ``<name>$sum`` and ``<name>$count``, the
   sum and the count of defined values (the division is done on the maps' values);
 * ``MIN(x)``, ``MAX(x)`` and the DISTINCT aggregates of a field ``x`` -> the per-group
   value-multiplicity map ``Sum[k⃗, x](input)`` (how many members have each value): the
@@ -19,7 +20,7 @@ aggregate becomes a ``Sum`` over the group-by variables:
   so a deletion of the extreme value finds the next one without reading the input;
 * and every core gets ``COUNT(*)`` as well: a group exists while its count is not 0.
 
-What has no such form (outer joins, nested plans, COUNT(e) of a nullable ``e``, an extremum or
+What has no such form (outer joins, nested plans, an extremum or
 DISTINCT aggregate of an expression, functions other than arithmetic) raises
 :class:`Untranslatable` naming it.
 """
@@ -78,15 +79,14 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
             terms[f"{name}$values"] = Sum(tuple(dict.fromkeys((*group, x))), body)
             by_value.append((name, a.function, a.distinct, x))
             continue
-        if a.function == "count" and a.arg is not None:
-            raise Untranslatable(f"{a}: only COUNT(*) (AGCA has no NULL)")
         if a.function in ("sum", "avg"):
             value = _value(a.arg)
             terms[name if a.function == "sum" else f"{name}$sum"] = Sum(group, Mul((body, value)))
             defined = tuple(Cmp("!=", Var(x), NULL) for x in sorted(_fields(value)))
             terms[f"{name}$n" if a.function == "sum" else f"{name}$count"] = Sum(group, Mul((body, *defined)))
-        if a.function == "count":
-            terms[name] = Sum(group, body)
+        if a.function == "count":  # COUNT(*), or COUNT(e): the members with every field of e defined
+            defined = () if a.arg is None else tuple(Cmp("!=", Var(x), NULL) for x in sorted(_fields(_value(a.arg))))
+            terms[name] = Sum(group, Mul((body, *defined)) if defined else body)
         if a.function == "avg":
             averages.append(name)
     terms[COUNT] = Sum(group, body)

@@ -154,34 +154,78 @@ def changes_relation(spark: "SparkSession", changes: "pa.Table", columns: Sequen
     return spark.createDataFrame(table)
 
 
-def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFrame"],
-               updates: Mapping[str, "DataFrame"], keep: Callable[["DataFrame"], "DataFrame"]
-               ) -> dict[str, "DataFrame"]:
-    """The increments of the maps (name -> keys and :data:`M`, summed per key, none 0) for the
-    base tables' ``updates`` (GMRs of signed rows): each relation's batch trigger in turn
-    (by name), reading ``maps`` as the earlier relations' increments left them.
-    ``keep(df)``: computes a relation's increments once (they are run-sized) for what reads
-    them next."""
-    from pyspark.sql import functions as F
+#: the column naming the map of an increment in :func:`increments`' result
+MAP = "__map"
 
+
+def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFrame"],
+               updates: Mapping[str, "DataFrame"], keep: Callable[["DataFrame"], "DataFrame"]) -> "DataFrame | None":
+    """The increments of the maps for the base tables' ``updates`` (GMRs of signed rows), as
+    one DataFrame: the map's name (:data:`MAP`), every key variable of any map (those not the
+    map's own are NULL) and :data:`M`, summed per map and key, none 0; None when no relation
+    with a trigger changed.  Each relation's batch trigger runs in turn (by name), reading
+    ``maps`` as the earlier relations' increments left them; ``keep(df)`` computes one
+    relation's increments once (they are run-sized) when a later relation reads them.  One
+    DataFrame, so that the increments of every map are computed together."""
     program = mp.program
     current = dict(maps)
-    done: dict[str, list[DataFrame]] = {}
-    for rel in sorted(updates):
-        trigger = program.triggers.get((rel, 0))
-        if trigger is None:
-            continue
-        here: dict[str, list[DataFrame]] = {}
-        for s in trigger.statements:
-            keys = program.maps[s.target].keys
+    done: list[DataFrame] = []
+    order = [rel for rel in sorted(updates) if (rel, 0) in program.triggers]
+    for i, rel in enumerate(order):
+        parts = []
+        for s in program.triggers[(rel, 0)].statements:
             inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, current)
-            here.setdefault(s.target, []).append(inc.select(*[_col(k) for k in keys], _col(M)))
-        for target, parts in here.items():
-            keys = program.maps[target].keys
-            inc = keep(_summed(parts, keys))
-            done.setdefault(target, []).append(inc)
-            current[target] = _summed([current[target], inc], keys)
-    return {t: _summed(parts, program.maps[t].keys) for t, parts in done.items()}
+            parts.append(_tagged(inc, s.target, program.maps[s.target].keys))
+        here = _packed(parts)
+        # the maps the later relations' statements read see these increments
+        read_later = {r.name for later in order[i + 1:] for s in program.triggers[(later, 0)].statements
+                      for r in _map_refs(s.rhs)}
+        if read_later:
+            here = keep(here)
+            for target in read_later:
+                keys = program.maps[target].keys
+                current[target] = _summed([current[target], unpacked(here, target, keys)], keys)
+        done.append(here)
+    return _packed(done) if done else None
+
+
+def _tagged(df: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    return df.select(F.lit(name).alias(MAP), *[_col(k) for k in keys], _col(M))
+
+
+def _packed(parts: Sequence["DataFrame"]) -> "DataFrame":
+    """Tagged increments of several maps in one DataFrame, summed per map and key, none 0."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    keys = [c for c in union.columns if c != M]
+    total = union.groupBy(*[_col(k) for k in keys]).agg(F.sum(F.coalesce(_col(M), F.lit(0.0))).alias(M))
+    return total.where(F.abs(_col(M)) > ZERO)
+
+
+def unpacked(packed: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
+    """The increments of map ``name`` (with ``keys``) in :func:`increments`' result."""
+    from pyspark.sql import functions as F
+
+    return packed.where(F.col(MAP) == name).select(*[_col(k) for k in keys], _col(M))
+
+
+def _map_refs(term) -> list:
+    """The map references of a statement's right side (nested aggregates included)."""
+    from idivm.agca.terms import Add, Assign, MapRef, Mul, Sum
+
+    match term:
+        case MapRef():
+            return [term]
+        case Add(terms=ts) | Mul(terms=ts):
+            return [r for t in ts for r in _map_refs(t)]
+        case Sum(term=t) | Assign(term=t):
+            return _map_refs(t)
+    return []
 
 
 def _summed(parts: Sequence["DataFrame"], keys: Sequence[str]) -> "DataFrame":
@@ -196,16 +240,24 @@ def _summed(parts: Sequence["DataFrame"], keys: Sequence[str]) -> "DataFrame":
     return total.where(F.abs(_col(M)) > ZERO)
 
 
-def changed_groups(mp: MapsPlan, incs: Mapping[str, "DataFrame"]) -> "DataFrame | None":
-    """The group variables' values the term maps' increments name (None: no group changed)."""
-    group = mp.group_variables
-    parts = [incs[mp.term_map(t)].select(*[_col(g) for g in group])
-             for t in mp.core.terms if mp.term_map(t) in incs]
-    if not parts:
-        return None
-    from functools import reduce
+def changed_groups(mp: MapsPlan, packed: "DataFrame") -> "DataFrame":
+    """The group variables' values the term maps' increments in ``packed`` (:func:`increments`)
+    name."""
+    from pyspark.sql import functions as F
 
-    return reduce(lambda a, b: a.unionByName(b), parts).distinct()
+    terms = [mp.term_map(t) for t in mp.core.terms]
+    return packed.where(F.col(MAP).isin(terms)).select(*[_col(g) for g in mp.group_variables]).distinct()
+
+
+def changed_groups_of(mp: MapsPlan, packed: "pa.Table") -> "pa.Table":
+    """:func:`changed_groups` of increments collected into the driver."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from idivm.storage.delta import distinct_rows
+
+    terms = pa.array([mp.term_map(t) for t in mp.core.terms])
+    return distinct_rows(packed.filter(pc.is_in(packed.column(MAP), value_set=terms)).select(mp.group_variables))
 
 
 def group_rows(mp: MapsPlan, maps: Mapping[str, "DataFrame"], keys: "DataFrame", schema) -> "DataFrame":

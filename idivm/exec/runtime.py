@@ -356,17 +356,26 @@ class Runtime:
                 updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in changes if t in columns}
             stored = {m: delta.read_spark(spark, p, reflected[m], engine=self.storage) for m, p in paths.items()}
             with meter.phase("evaluate"):
-                incs = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
-                incs = {m: cached.computed(df)[1] for m, df in incs.items()}
-                keys = mapping.changed_groups(mp, incs)
-                keys = cached.computed(keys)[1] if keys is not None else None
+                packed = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
+                rows, packed = cached.computed(packed) if packed is not None else (None, None)
             versions, written = dict(reflected), 0
             with meter.phase("write"):
-                for m, inc in sorted(incs.items()):
+                changed = sorted(mp.program.maps) if rows is None else \
+                    sorted(set(rows.column(mapping.MAP).to_pylist()))
+                for m in changed if packed is not None else ():
+                    keys_m = mp.program.maps[m].keys
+                    inc = mapping.unpacked(packed, m, keys_m)
                     mmeta = {**metadata, "idivm.operation": "maintain map", "idivm.map": m}
-                    merged = self._merge(paths[m], inc, *mapping.merge_clauses(mp.program.maps[m].keys), mmeta)
+                    merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
                     versions[m] = merged["version"]
                     written += int(merged.get("num_output_rows") or 0)
+            keys = None
+            if packed is not None and (rows is None or any(m.startswith(mapping.TERM_PREFIX) for m in changed)):
+                with meter.phase("evaluate"):
+                    keys = mapping.changed_groups(mp, packed)
+                    # the driver holds the increments: the groups are found there, without a job
+                    keys = cached.computed(keys)[1] if rows is None else \
+                        spark.createDataFrame(mapping.changed_groups_of(mp, rows), keys.schema)
             metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
             ids = [c for c, _ in program.prov.view_ids]
             view = delta.read_spark(spark, path, engine=self.storage)
@@ -375,7 +384,7 @@ class Runtime:
             else:
                 schema = self.group_schema(mp, self._reader(catalog, new))
 
-                def rows(at: Mapping[str, int]) -> "DataFrame":
+                def view_rows(at: Mapping[str, int]) -> "DataFrame":
                     from idivm.exec.compiler import PlanCompiler
 
                     maps = {m: delta.read_spark(spark, paths[m], at[m], engine=self.storage) for m in paths}
@@ -383,8 +392,8 @@ class Runtime:
                     compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
                     return compiler.evaluate(program.prov.plan)
 
-                upserts = rows(versions).select(*view.columns)
-                deleted = rows(reflected).select(*ids)
+                upserts = view_rows(versions).select(*view.columns)
+                deleted = view_rows(reflected).select(*ids)
             target = commit.Target(name, tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"):
