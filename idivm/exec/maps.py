@@ -173,16 +173,17 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
     order = [rel for rel in sorted(updates) if (rel, 0) in program.triggers]
     for i, rel in enumerate(order):
         parts = []
-        for s in program.triggers[(rel, 0)].statements:
+        statements = program.triggers[(rel, 0)].statements
+        for s in statements:
             inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, current)
             parts.append(_tagged(inc, s.target, program.maps[s.target].keys))
         here = _packed(parts)
         # the maps the later relations' statements read see these increments
         read_later = {r.name for later in order[i + 1:] for s in program.triggers[(later, 0)].statements
-                      for r in _map_refs(s.rhs)}
+                      for r in _map_refs(s.rhs)} & {s.target for s in statements}
         if read_later:
             here = keep(here)
-            for target in read_later:
+            for target in sorted(read_later):
                 keys = program.maps[target].keys
                 current[target] = _summed([current[target], unpacked(here, target, keys)], keys)
         done.append(here)
