@@ -33,7 +33,7 @@ Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`U
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -171,11 +171,12 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
     current = dict(maps)
     done: list[DataFrame] = []
     order = [rel for rel in sorted(updates) if (rel, 0) in program.triggers]
+    top = unit(spark)
     for i, rel in enumerate(order):
         parts = []
         statements = program.triggers[(rel, 0)].statements
         for s in statements:
-            inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, current)
+            inc = compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, current)
             parts.append(_tagged(inc, s.target, program.maps[s.target].keys))
         here = _packed(parts)
         # the maps the later relations' statements read see these increments
@@ -188,6 +189,12 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
                 current[target] = _summed([current[target], unpacked(here, target, keys)], keys)
         done.append(here)
     return _packed(done) if done else None
+
+
+def maps_read(mp: MapsPlan, relations: Iterable[str]) -> set[str]:
+    """The maps the batch triggers of ``relations`` read."""
+    triggers = [mp.program.triggers[(r, 0)] for r in relations if (r, 0) in mp.program.triggers]
+    return {ref.name for t in triggers for s in t.statements for ref in _map_refs(s.rhs)}
 
 
 def _tagged(df: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":

@@ -354,7 +354,8 @@ class Runtime:
             with meter.phase("changes"):
                 columns = dict(mp.columns)
                 updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in changes if t in columns}
-            stored = {m: delta.read_spark(spark, p, reflected[m], engine=self.storage) for m, p in paths.items()}
+            stored = {m: delta.read_spark(spark, paths[m], reflected[m], engine=self.storage)
+                      for m in sorted(mapping.maps_read(mp, updates))}
             with meter.phase("evaluate"):
                 packed = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
                 rows, packed = cached.computed(packed) if packed is not None else (None, None)
@@ -387,7 +388,8 @@ class Runtime:
                 def view_rows(at: Mapping[str, int]) -> "DataFrame":
                     from idivm.exec.compiler import PlanCompiler
 
-                    maps = {m: delta.read_spark(spark, paths[m], at[m], engine=self.storage) for m in paths}
+                    maps = {m: delta.read_spark(spark, paths[m], at[m], engine=self.storage)
+                            for m in paths if m.startswith(mapping.TERM_PREFIX)}
                     compiler = PlanCompiler(spark, self._reader(catalog, new))
                     compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
                     return compiler.evaluate(program.prov.plan)
