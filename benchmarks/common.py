@@ -40,7 +40,7 @@ from idivm.storage import delta  # noqa: E402
 #: measured strategies: the define-time strategies, and ``id_noindex``: a view defined with ``id``
 #: maintained with ``use_indexes=False`` (nested elements found by scanning the view, §2.15);
 #: ``auto`` is ``id`` unless the view or a run's change set calls for recomputation
-STRATEGIES = ("id", "id_noindex", "tuple", "recompute", "auto")
+STRATEGIES = ("id", "id_noindex", "tuple", "recompute", "auto", "maps")
 #: the strategy each measured one is defined with
 DEFINED_AS = {"id_noindex": "id"}
 

@@ -3,7 +3,8 @@
 Sections: the view's type and IDs; the plan annotated with the IDs of every
 operator (thesis Fig. 2.5a, Table 2.1 / 2.6); the base-table i-diff signatures
 (§2.5, §2.14.1); the global provenance indexes selected for the view's i-diffs
-(§2.15.2) with the upper bound of §2.15.4; the Δ-script.  Each section is
+(§2.15.2) with the upper bound of §2.15.4; the Δ-script; the trigger program of the
+higher-order delta maps, or why the view has none.  Each section is
 printed from the immutable values the pipeline stages produce; nothing is
 computed here.
 """
@@ -36,6 +37,9 @@ class Explanation:
     index_notes: Mapping[GlobalProvenanceIndex, str] = field(default_factory=dict)
     #: for a defined view: its strategy, and for ``auto`` what its recorded runs estimate
     strategy: str = ""
+    #: the maps strategy's trigger program (:mod:`idivm.exec.maps`), or why it has none
+    maps: str = ""
+    no_maps: str = ""
 
     def to_text(self) -> str:
         unknown = self.provenance.unknown
@@ -55,6 +59,9 @@ class Explanation:
             "",
             *(["global provenance indexes (§2.15.2):", self._indexes(), ""] if self.indexes is not None else []),
             script,
+            "",
+            *(["higher-order delta maps (strategy maps; DBToaster §4-§6):", self.maps] if self.maps else
+              [f"no higher-order delta maps: {self.no_maps}"]),
         ])
 
     def _indexes(self) -> str:
@@ -87,6 +94,7 @@ class Explanation:
                             "notes": [self.index_notes.get(i, "") for i in self.indexes.indexes]}}
                if self.indexes is not None else {}),
             "delta_script": self.script.to_json() if self.script is not None else {"none": self.no_script},
+            "maps": self.maps.splitlines() if self.maps else {"none": self.no_maps},
         }
 
     def render(self, format: str = "text") -> str:

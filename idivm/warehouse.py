@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from idivm import types as T
 from idivm.catalog import Catalog, TableEntry, ViewEntry
-from idivm.errors import CatalogError, DataError
+from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
 from idivm.exec.runtime import Run, Runtime, versions_text, view_watermark
 from idivm.ingest.load import (
@@ -463,7 +463,13 @@ class Warehouse:
                 from idivm.exec import history
 
                 strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path))) + ")"
-        return Explanation(view, prov, signatures, script, note, indexes, notes, strategy).render(format)
+        maps, no_maps = "", ""
+        try:
+            maps = str(programs.plan_maps(catalog, prov, text, filename).program)
+        except IdivmError as e:
+            no_maps = e.message
+        return Explanation(view, prov, signatures, script, note, indexes, notes, strategy, maps,
+                           no_maps).render(format)
 
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
         path = catalog.path_of(entry)

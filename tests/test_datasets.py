@@ -221,10 +221,11 @@ def test_yelp_sample_has_edge_cases():
 
 def test_views_shipped():
     assert datasets.view_names() == [
-        "devices_cost", "devices_v", "sf_reviews", "sf_reviews_flat", "sf_reviews_grouped",
+        "devices_cost", "devices_price_range", "devices_v", "sf_reviews", "sf_reviews_flat", "sf_reviews_grouped",
     ]
     names = {
-        "devices_v": "phone_parts", "devices_cost": "phone_cost", "sf_reviews": "sf_reviews",
+        "devices_v": "phone_parts", "devices_cost": "phone_cost", "devices_price_range": "phone_price_range",
+        "sf_reviews": "sf_reviews",
         "sf_reviews_grouped": "sf_reviews_grouped", "sf_reviews_flat": "sf_reviews_flat",
     }
     for file, view in names.items():
@@ -251,6 +252,8 @@ def test_devices_views_on_sample_with_duckdb():
     costs = dict(query("devices_cost"))
     assert set(costs) == {1, 2, 4, 8}
     assert costs[1] == pytest.approx(48.02 + 9.69 + 65.92)
+    ranges = {did: rest for did, *rest in query("devices_price_range")}
+    assert ranges[1] == [9.69, 65.92, 3]  # device 1's parts cost 48.02, 9.69 and 65.92
 
 
 # ----------------------------------------------------------------------------- writing

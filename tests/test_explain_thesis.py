@@ -22,6 +22,7 @@ GOLDENS = Path(__file__).parent / "goldens" / "explain_thesis"
 VIEWS = {
     "devices_v": "devices",
     "devices_cost": "devices",
+    "devices_price_range": "devices",
     "sf_reviews": "yelp",
     "sf_reviews_flat": "yelp",
     "sf_reviews_grouped": "yelp",

@@ -79,12 +79,12 @@ def plan_maps(plan: O.Operator, columns: Mapping[str, Sequence[str]]) -> MapsPla
     groups = [op for op in O.walk(plan, into_nested=False) if isinstance(op, O.GroupBy)]
     nested = [op for op in O.walk(plan) if isinstance(op, O.GroupBy)]
     if len(groups) != 1 or len(nested) != 1:
-        raise Untranslatable("the maps maintain a view with exactly one GROUP BY (and no nested query)")
+        raise Untranslatable("it needs exactly one GROUP BY, and no nested query")
     group = groups[0]
     inside = {id(op) for op in O.walk(group)}
     above = [op for op in O.walk(plan) if id(op) not in inside and isinstance(op, O.ScanCollection)]
     if above:
-        raise Untranslatable("the maps maintain a view that reads no table outside its GROUP BY")
+        raise Untranslatable("it reads a table outside its GROUP BY")
     core = translate_group_by(group, columns)
     queries = {TERM_PREFIX + name: term for name, term in core.terms.items()}
     program = viewlet.compile_program(queries, "view", batch=True)
