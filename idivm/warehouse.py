@@ -120,14 +120,17 @@ class Verification:
     extra: int
     missing_examples: tuple
     extra_examples: tuple
-    #: the same comparison for each intermediate cache of the view
+    #: the same comparison for each intermediate cache and each map of the view
     caches: tuple["Verification", ...] = ()
+    #: what was compared: ``view``, ``cache`` or ``map`` (with its definition)
+    kind: str = "view"
 
     @property
     def ok(self) -> bool:
         return self.missing == 0 and self.extra == 0 and all(c.ok for c in self.caches)
 
-    def summary(self, what: str = "view") -> str:
+    def summary(self, what: str | None = None) -> str:
+        what = what or self.kind
         at = versions_text(self.watermark)
         if self.missing == 0 and self.extra == 0:
             lines = [f"{what} {self.name} matches its recomputation at {at}: {self.rows} rows"]
@@ -136,7 +139,7 @@ class Verification:
                      f"{self.missing} row(s) missing, {self.extra} unexpected"]
         lines += [f"  missing:    {json.dumps(r, default=str, ensure_ascii=False)}" for r in self.missing_examples]
         lines += [f"  unexpected: {json.dumps(r, default=str, ensure_ascii=False)}" for r in self.extra_examples]
-        lines += [c.summary("cache") for c in self.caches]
+        lines += [c.summary() for c in self.caches]
         return "\n".join(lines)
 
 
@@ -393,20 +396,34 @@ class Warehouse:
         if entry.extra.get("caches"):
             for cache in program.script.caches if program.script is not None else ():
                 cpath = catalog.root / entry.extra["caches"][cache.name]
-                caches.append(self._compare(cache.name, cache.plan, cpath, view_watermark(cpath), limit))
-        own = self._compare(name, prov.plan, catalog.path_of(entry), watermark, limit)
+                at = view_watermark(cpath)
+                caches.append(self._compare(cache.name, self._runtime.evaluate_at(catalog, cache.plan, at), cpath, None,
+                                            at, limit, "cache"))
+        if program.maps is not None:
+            # each map as its definition gives it at the view's watermark, at the version the view reflects
+            from idivm.exec.maps import initial_maps
+            from idivm.exec.runtime import commit_json
+
+            reflected = commit_json(catalog.path_of(entry), "idivm.maps") or {}
+            expected = initial_maps(self.spark, program.maps, self._runtime.reader(catalog, watermark))
+            for m, rel in sorted(entry.extra.get("maps", {}).items()):
+                caches.append(self._compare(f"{name}.{m}", expected[m], catalog.root / rel, reflected.get(m),
+                                            watermark, limit, "map"))
+        own = self._compare(name, self._runtime.evaluate_at(catalog, prov.plan, watermark), catalog.path_of(entry),
+                            None, watermark, limit)
         return replace(own, caches=tuple(caches))
 
-    def _compare(self, name: str, plan, path: Path, watermark: Mapping[str, int], limit: int) -> "Verification":
-        """The stored table at ``path`` compared with ``plan`` recomputed at ``watermark``."""
+    def _compare(self, name: str, expected: "DataFrame", path: Path, version: int | None,
+                 watermark: Mapping[str, int], limit: int, kind: str = "view") -> "Verification":
+        """The stored table at ``path`` (at ``version``; default the latest) compared with
+        ``expected``, recomputed at ``watermark``."""
         from idivm.exec.materialize import compare_frames, data_errors
 
-        expected = self._runtime.evaluate_at(self.catalog, plan, watermark)
-        stored = delta.read_spark(self.spark, path, engine=self.storage)
+        stored = delta.read_spark(self.spark, path, version, engine=self.storage)
         with data_errors(name):
             diff = compare_frames(stored, expected, limit)
         return Verification(name, dict(watermark), diff.rows, diff.missing, diff.extra,
-                            diff.missing_examples, diff.extra_examples)
+                            diff.missing_examples, diff.extra_examples, kind=kind)
 
     def views(self) -> list["ViewInfo"]:
         """All views, sorted by name."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 
 from idivm.datasets import sample_path
@@ -44,7 +45,8 @@ def _rows(wh) -> dict[int, tuple]:
 def _maintained(wh) -> None:
     (result,) = wh.maintain("stats")
     assert result.strategy == "maps" and result.version is not None
-    assert wh.verify("stats").ok
+    verification = wh.verify("stats")  # the view, and every map against its definition
+    assert verification.ok and len(verification.caches) == len(wh.catalog.view("stats").extra["maps"]) > 3
 
 
 def test_a_maps_view_follows_changes_of_every_table(wh, tmp_path):
@@ -71,6 +73,25 @@ def test_a_maps_view_follows_changes_of_every_table(wh, tmp_path):
     _ingest(wh, tmp_path, "devices_parts", {"__delete": {"did": 8, "pid": 10}})
     _maintained(wh)
     assert set(_rows(wh)) == {1, 3, 4}
+
+
+def test_verify_finds_a_map_that_differs_from_its_definition(wh):
+    """A map corrupted behind idivm's back, in a version the view's last commit names."""
+    from idivm.storage import delta
+
+    path = wh.catalog.root / wh.catalog.view("stats").extra["maps"]["V___count"]
+    rows = delta.read_arrow(path).to_pylist()
+    rows[0]["__m"] += 1
+    delta.write_arrow(path, pa.Table.from_pylist(rows, schema=delta.schema(path)), mode="overwrite")
+    assert wh.verify("stats").ok  # the view names the map's version before
+    view_path = wh.catalog.path_of(wh.catalog.view("stats"))
+    metadata = {k: v for k, v in delta.history(view_path, 1)[0].items() if k.startswith("idivm.")}
+    metadata["idivm.maps"] = json.dumps({**json.loads(metadata["idivm.maps"]), "V___count": delta.version(path)})
+    delta.write_arrow(view_path, delta.read_arrow(view_path), mode="overwrite", commit_metadata=metadata)
+    verification = wh.verify("stats")
+    assert not verification.ok and (verification.missing, verification.extra) == (0, 0)
+    assert "map stats.V___count differs from its recomputation at devices@0, devices_parts@0, parts@0: " \
+           "1 row(s) missing, 1 unexpected" in verification.summary()
 
 
 def test_maps_ahead_of_the_view_after_a_crash_are_rebuilt_before_the_run(wh, tmp_path, monkeypatch):

@@ -176,7 +176,7 @@ class Runtime:
             # the maps (of the same snapshot), committed with the view
             from idivm.exec import maps as mapping
 
-            read = self._reader(catalog, watermark)
+            read = self.reader(catalog, watermark)
             mapping.check_types(program.maps, self.group_schema(program.maps, read))
             written = {}
             for name, mdf in mapping.initial_maps(self.spark, program.maps, read).items():
@@ -193,7 +193,7 @@ class Runtime:
                                                                               maintained_by, self.storage))))
         return writes, extra, metadata
 
-    def _reader(self, catalog: Catalog, versions: Mapping[str, int]) -> Callable[[str], "DataFrame"]:
+    def reader(self, catalog: Catalog, versions: Mapping[str, int]) -> Callable[[str], "DataFrame"]:
         """Base table name -> its rows at its version in ``versions``."""
         return lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t],
                                           engine=self.storage)
@@ -342,7 +342,7 @@ class Runtime:
             if progress:
                 progress(f"{name}: the maps are ahead of the view; rebuilding them at {versions_text(old)}")
             with meter.phase("write"):
-                rebuilt = mapping.initial_maps(spark, mp, self._reader(catalog, old))
+                rebuilt = mapping.initial_maps(spark, mp, self.reader(catalog, old))
                 for m, mdf in rebuilt.items():
                     delta.write_spark(mdf, paths[m], mode="overwrite", engine=self.storage, deletion_vectors=True,
                                       commit_metadata={**metadata, "idivm.operation": "rebuild map", "idivm.map": m,
@@ -383,14 +383,14 @@ class Runtime:
             if keys is None:
                 upserts, deleted = view.where(F.lit(False)), view.select(*ids).where(F.lit(False))
             else:
-                schema = self.group_schema(mp, self._reader(catalog, new))
+                schema = self.group_schema(mp, self.reader(catalog, new))
 
                 def view_rows(at: Mapping[str, int]) -> "DataFrame":
                     from idivm.exec.compiler import PlanCompiler
 
                     maps = {m: delta.read_spark(spark, paths[m], at[m], engine=self.storage)
                             for m in paths if m.startswith(mapping.TERM_PREFIX)}
-                    compiler = PlanCompiler(spark, self._reader(catalog, new))
+                    compiler = PlanCompiler(spark, self.reader(catalog, new))
                     compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
                     return compiler.evaluate(program.prov.plan)
 
