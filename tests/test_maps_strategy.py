@@ -75,7 +75,7 @@ def test_a_maps_view_follows_changes_of_every_table(wh, tmp_path):
     assert set(_rows(wh)) == {1, 3, 4}
 
 
-def test_verify_finds_a_map_that_differs_from_its_definition(wh):
+def test_verify_finds_a_map_that_differs_from_its_definition_and_a_checked_run_repairs_it(wh, tmp_path):
     """A map corrupted behind idivm's back, in a version the view's last commit names."""
     from idivm.storage import delta
 
@@ -92,6 +92,12 @@ def test_verify_finds_a_map_that_differs_from_its_definition(wh):
     assert not verification.ok and (verification.missing, verification.extra) == (0, 0)
     assert "map stats.V___count differs from its recomputation at devices@0, devices_parts@0, parts@0: " \
            "1 row(s) missing, 1 unexpected" in verification.summary()
+    # a checked run finds it and repairs the maps with the view
+    _ingest(wh, tmp_path, "parts", {"pid": 7, "price": 10.0})
+    (result,) = wh.maintain("stats", verify_every=1)
+    assert result.diverged and result.repaired_version is not None
+    assert wh.verify("stats").ok
+    assert _rows(wh)[1] == pytest.approx((48.02 + 10.0 + 65.92, 3, 3, (48.02 + 10.0 + 65.92) / 3, 10.0, 65.92))
 
 
 def test_maps_ahead_of_the_view_after_a_crash_are_rebuilt_before_the_run(wh, tmp_path, monkeypatch):

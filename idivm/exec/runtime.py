@@ -342,12 +342,7 @@ class Runtime:
             if progress:
                 progress(f"{name}: the maps are ahead of the view; rebuilding them at {versions_text(old)}")
             with meter.phase("write"):
-                rebuilt = mapping.initial_maps(spark, mp, self.reader(catalog, old))
-                for m, mdf in rebuilt.items():
-                    delta.write_spark(mdf, paths[m], mode="overwrite", engine=self.storage, deletion_vectors=True,
-                                      commit_metadata={**metadata, "idivm.operation": "rebuild map", "idivm.map": m,
-                                                       "idivm.watermark": json.dumps(dict(old), sort_keys=True)})
-            reflected = {m: delta.version(p) for m, p in paths.items()}
+                reflected = self.rebuild_maps(catalog, entry, program, old, metadata)
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
         cached = Caches(IN_MEMORY_MAX_ROWS if by_spark else None)
         try:
@@ -409,6 +404,19 @@ class Runtime:
         return Run("maps", sum(c.num_rows for c in changes.values()), stats["version"], dict(old), dict(new),
                    inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=stats["rows_written"] + written)
+
+    def rebuild_maps(self, catalog: Catalog, entry: ViewEntry, program: "Program", at: Mapping[str, int],
+                     metadata: Mapping[str, str]) -> dict[str, int]:
+        """Overwrite every map of a maps view with its definition evaluated at base-table
+        versions ``at``, one commit each; the maps' new versions."""
+        from idivm.exec import maps as mapping
+
+        paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
+        for m, mdf in mapping.initial_maps(self.spark, program.maps, self.reader(catalog, at)).items():
+            delta.write_spark(mdf, paths[m], mode="overwrite", engine=self.storage, deletion_vectors=True,
+                              commit_metadata={**metadata, "idivm.operation": "rebuild map", "idivm.map": m,
+                                               "idivm.watermark": json.dumps(dict(at), sort_keys=True)})
+        return {m: delta.version(p) for m, p in paths.items()}
 
     def _merge(self, path: Path, source: "DataFrame", predicate: str, clauses: list, metadata: dict) -> dict:
         """MERGE ``source`` into the table at ``path`` in one commit: by Spark on a delta-spark
@@ -481,6 +489,9 @@ class Runtime:
         planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
         metadata = {"idivm.operation": "repair", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
+        if program.maps is not None:  # the maps may be what differed: rebuilt too
+            metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, entry, program, watermark, metadata),
+                                                sort_keys=True)
         version, _, _ = self.recompute(catalog, view_name, prov, planned, watermark, metadata,
                                        cache_paths(catalog, entry))
         return version
