@@ -3,8 +3,8 @@
 Sections: the view's type and IDs; the plan annotated with the IDs of every
 operator (thesis Fig. 2.5a, Table 2.1 / 2.6); the base-table i-diff signatures
 (§2.5, §2.14.1); the global provenance indexes selected for the view's i-diffs
-(§2.15.2) with the upper bound of §2.15.4; the Δ-script; the trigger program of the
-higher-order delta maps, or why the view has none.  Each section is
+(§2.15.2) with the upper bound of §2.15.4; the Δ-script; for an aggregate view, the trigger
+program of its higher-order delta maps, or why it has none.  Each section is
 printed from the immutable values the pipeline stages produce; nothing is
 computed here.
 """
@@ -59,9 +59,8 @@ class Explanation:
             "",
             *(["global provenance indexes (§2.15.2):", self._indexes(), ""] if self.indexes is not None else []),
             script,
-            "",
-            *(["higher-order delta maps (strategy maps; DBToaster §4-§6):", self.maps] if self.maps else
-              [f"no higher-order delta maps: {self.no_maps}"]),
+            *(["", "higher-order delta maps (strategy maps; DBToaster §4-§6):", self.maps] if self.maps else
+              ["", f"no higher-order delta maps: {self.no_maps}"] if self.no_maps else []),
         ])
 
     def _indexes(self) -> str:
@@ -94,7 +93,8 @@ class Explanation:
                             "notes": [self.index_notes.get(i, "") for i in self.indexes.indexes]}}
                if self.indexes is not None else {}),
             "delta_script": self.script.to_json() if self.script is not None else {"none": self.no_script},
-            "maps": self.maps.splitlines() if self.maps else {"none": self.no_maps},
+            **({"maps": self.maps.splitlines() if self.maps else {"none": self.no_maps}}
+               if self.maps or self.no_maps else {}),
         }
 
     def render(self, format: str = "text") -> str:

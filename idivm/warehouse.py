@@ -481,10 +481,13 @@ class Warehouse:
 
                 strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path))) + ")"
         maps, no_maps = "", ""
-        try:
-            maps = str(programs.plan_maps(catalog, prov, text, filename).program)
-        except IdivmError as e:
-            no_maps = e.message
+        from idivm.algebra import operators as O
+
+        if any(isinstance(op, O.GroupBy) for op in O.walk(view.plan)):  # an aggregate view: maps, or why not
+            try:
+                maps = str(programs.plan_maps(catalog, prov, text, filename).program)
+            except IdivmError as e:
+                no_maps = e.message
         return Explanation(view, prov, signatures, script, note, indexes, notes, strategy, maps,
                            no_maps).render(format)
 
