@@ -12,7 +12,7 @@ input variables and joined back (0 where it has no tuple).
 
 :func:`apply_batch` runs a program's batch triggers like :func:`idivm.agca.viewlet.apply_batch`,
 with the maps held as DataFrames: each statement's increments are summed per key, and entries
-whose multiplicity reaches 0 are dropped (multiplicities are doubles: below 1e-9 is 0).
+whose multiplicity reaches 0 are dropped (multiplicities are doubles: below :data:`EPSILON` is 0).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from idivm.agca.gmr import GMR, AgcaError
-from idivm.agca.terms import COMPARISONS, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs
+from idivm.agca.terms import COMPARISONS, EPSILON, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs
 from idivm.agca.viewlet import Program
 
 if TYPE_CHECKING:
@@ -31,10 +31,26 @@ if TYPE_CHECKING:
 M = "__m"
 
 
-def _col(name: str) -> "Column":
+def col(name: str) -> "Column":
+    """The column of a variable (any name: backquoted)."""
     from pyspark.sql import functions as F
 
-    return F.col(f"`{name}`")
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def summed(parts: Sequence["DataFrame"], keys: Sequence[str] | None = None) -> "DataFrame":
+    """The union of GMR DataFrames (by column name; a column one lacks is NULL there), the
+    multiplicities summed per ``keys`` (default: every other column; a NULL product counts 0),
+    the entries that reach 0 dropped."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+    keys = [c for c in union.columns if c != M] if keys is None else list(keys)
+    total = union.groupBy(*[col(k) for k in keys]).agg(F.sum(col(M)).alias(M)) if keys else \
+        union.agg(F.sum(col(M)).alias(M))
+    return total.where(F.abs(col(M)) > EPSILON)
 
 
 def _variables(df: "DataFrame") -> list[str]:
@@ -58,10 +74,10 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
 
     match q:
         case Const(value=c):
-            return contexts.withColumn(M, _col(M) * F.lit(c))
+            return contexts.withColumn(M, col(M) * F.lit(c))
         case Var(name=x):
             _need(contexts, x)
-            return contexts.withColumn(M, _col(M) * _col(x))
+            return contexts.withColumn(M, col(M) * col(x))
         case Cmp(op="=" | "!=" as op, left=left, right=Value(value=None)):  # (un)defined: x = ⊥, x ≠ ⊥
             value = _operand(left, contexts)
             return contexts.filter(value.isNull() if op == "=" else value.isNotNull())
@@ -69,7 +85,7 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             return contexts.filter(COMPARISONS[op](_operand(left, contexts), _operand(right, contexts)))
         case Assign(var=x, term=t) if isinstance(t, (Var, Value)):
             value = _operand(t, contexts)
-            return contexts.filter(_col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)
+            return contexts.filter(col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)
         case Assign(var=x, term=t):
             return _nested(x, t, contexts, relations, maps)
         case Rel(name=name, variables=vs, delta=delta):
@@ -82,7 +98,7 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
                 raise AgcaError(f"no map {name}")
             stored = maps[name]
             here = dict(renames)
-            named = stored.select(*[_col(c).alias(here.get(c, c)) for c in _variables(stored)], _col(M))
+            named = stored.select(*[col(c).alias(here.get(c, c)) for c in _variables(stored)], col(M))
             return _join(contexts, named)
         case Add(terms=ts):
             parts = [compile_term(t, contexts, relations, maps) for t in ts]
@@ -100,7 +116,7 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             missing = [x for x in keep if x not in out.columns]
             if missing:
                 raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
-            return out.groupBy(*[_col(x) for x in keep]).agg(F.sum(_col(M)).alias(M))
+            return out.groupBy(*[col(x) for x in keep]).agg(F.sum(col(M)).alias(M))
     raise AgcaError(f"not an AGCA term: {q!r}")
 
 
@@ -114,7 +130,7 @@ def _operand(o: "Var | Value | Const", df: "DataFrame") -> "Column":
 
     if isinstance(o, Var):
         _need(df, o.name)
-        return _col(o.name)
+        return col(o.name)
     return F.lit(o.value)
 
 
@@ -128,10 +144,10 @@ def _atom(rows: "DataFrame", variables: Sequence[str]) -> "DataFrame":
     first: dict[str, str] = {}
     for c, x in zip(columns, variables):
         if x in first:
-            out = out.filter(_col(first[x]) == _col(c))
+            out = out.filter(col(first[x]) == col(c))
         else:
             first[x] = c
-    return out.select(*[_col(c).alias(x) for x, c in first.items()], _col(M))
+    return out.select(*[col(c).alias(x) for x, c in first.items()], col(M))
 
 
 def _join(contexts: "DataFrame", gmr: "DataFrame") -> "DataFrame":
@@ -140,7 +156,7 @@ def _join(contexts: "DataFrame", gmr: "DataFrame") -> "DataFrame":
     shared = [x for x in _variables(gmr) if x in contexts.columns]
     right = gmr.withColumnRenamed(M, "__m2")
     joined = contexts.join(right, shared, "inner") if shared else contexts.crossJoin(right)
-    return joined.withColumn(M, _col(M) * _col("__m2")).drop("__m2")
+    return joined.withColumn(M, col(M) * col("__m2")).drop("__m2")
 
 
 def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps) -> "DataFrame":
@@ -150,16 +166,16 @@ def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps) -> "DataFra
     params = sorted(inputs(q))
     for p in params:
         _need(contexts, p)
-    envs = contexts.select(*[_col(p) for p in params]).distinct().withColumn(M, F.lit(1.0))
+    envs = contexts.select(*[col(p) for p in params]).distinct().withColumn(M, F.lit(1.0))
     value = compile_term(q, envs, relations, maps)
     extra = [c for c in _variables(value) if c not in params]
     if extra:
         raise AgcaError(f"the right side of {x} := … groups by {', '.join(extra)}: it must be a single value")
-    value = value.groupBy(*[_col(p) for p in params]).agg(F.sum(_col(M)).alias("__v"))
+    value = value.groupBy(*[col(p) for p in params]).agg(F.sum(col(M)).alias("__v"))
     joined = contexts.join(value, params, "left") if params else contexts.crossJoin(value)
-    joined = joined.withColumn("__v", F.coalesce(_col("__v"), F.lit(0.0)))
+    joined = joined.withColumn("__v", F.coalesce(col("__v"), F.lit(0.0)))
     if x in contexts.columns:
-        return joined.filter(_col(x) == _col("__v")).drop("__v")
+        return joined.filter(col(x) == col("__v")).drop("__v")
     return joined.withColumnRenamed("__v", x)
 
 
@@ -170,8 +186,6 @@ def apply_batch(spark: "SparkSession", program: Program, maps: dict[str, "DataFr
     the other (default: by name), each reading the maps the earlier ones left; entries that
     reach multiplicity 0 are dropped.  The maps are replaced by new DataFrames, computed
     (``localCheckpoint``)."""
-    from pyspark.sql import functions as F
-
     for rel in (order if order is not None else sorted(updates)):
         trigger = program.triggers.get((rel, 0))
         if trigger is None or rel not in updates:
@@ -180,12 +194,10 @@ def apply_batch(spark: "SparkSession", program: Program, maps: dict[str, "DataFr
         for s in trigger.statements:
             keys = list(program.maps[s.target].keys)
             inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, maps)
-            increments.append((s.target, keys, inc.select(*[_col(k) for k in keys], _col(M))))
+            increments.append((s.target, keys, inc.select(*[col(k) for k in keys], col(M))))
         for target, keys, inc in increments:
-            merged = maps[target].select(*[_col(k) for k in keys], _col(M)).unionByName(inc)
-            total = merged.groupBy(*[_col(k) for k in keys]).agg(F.sum(_col(M)).alias(M))
             # computed now, without its lineage: the next batch's plans start from it
-            maps[target] = total.filter(F.abs(_col(M)) > 1e-9).localCheckpoint()
+            maps[target] = summed([maps[target].select(*[col(k) for k in keys], col(M)), inc], keys).localCheckpoint()
 
 
 def to_gmr(df: "DataFrame") -> GMR:
@@ -205,4 +217,4 @@ def from_gmr(spark: "SparkSession", gmr: GMR, variables: Sequence[str]) -> "Data
     rows = [{**dict(t), M: float(m)} for t, m in gmr.items()]
     if not rows:
         return spark.createDataFrame([], f"{', '.join(f'`{v}` bigint' for v in variables)}{', ' if variables else ''}{M} double")
-    return spark.createDataFrame(pa.Table.from_pylist(rows)).select(*[_col(v) for v in variables], _col(M))
+    return spark.createDataFrame(pa.Table.from_pylist(rows)).select(*[col(v) for v in variables], col(M))

@@ -24,6 +24,9 @@ from typing import Union
 
 Number = Union[int, Fraction]
 
+#: below this magnitude a multiplicity held as a double is 0
+EPSILON = 1e-9
+
 #: the comparison operators θ of AGCA conditions, and what each computes
 COMPARISONS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
                ">": operator.gt, ">=": operator.ge}
@@ -196,18 +199,27 @@ def _pattern(q: Term) -> tuple[frozenset[str], frozenset[str]]:
     raise TypeError(f"not an AGCA term: {q!r}")
 
 
-def atoms(q: Term) -> Iterator[Rel]:
-    """The relation atoms of ``q`` (delta atoms and those of nested aggregates included)."""
+def subterms(q: Term) -> Iterator[Term]:
+    """``q`` and every term inside it (nested aggregates included)."""
+    yield q
     match q:
-        case Rel():
-            yield q
         case Add(terms=ts) | Mul(terms=ts):
             for t in ts:
-                yield from atoms(t)
+                yield from subterms(t)
         case Sum(term=t):
-            yield from atoms(t)
+            yield from subterms(t)
         case Assign(term=t) if isinstance(t, Term):
-            yield from atoms(t)
+            yield from subterms(t)
+
+
+def atoms(q: Term) -> Iterator[Rel]:
+    """The relation atoms of ``q`` (delta atoms and those of nested aggregates included)."""
+    return (t for t in subterms(q) if isinstance(t, Rel))
+
+
+def map_refs(q: Term) -> Iterator[MapRef]:
+    """The map references of ``q`` (those of nested aggregates included)."""
+    return (t for t in subterms(q) if isinstance(t, MapRef))
 
 
 def relations(q: Term) -> frozenset[str]:

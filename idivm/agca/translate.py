@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from idivm.agca.gmr import GMR
-from idivm.agca.terms import ONE, Add, Cmp, Const, Mul, Rel, Sum, Term, Value, Var
+from idivm.agca.terms import EPSILON, ONE, Add, Cmp, Const, Mul, Rel, Sum, Term, Value, Var, inputs
 from idivm.algebra import expressions as E
 from idivm.algebra import operators as O
 from idivm.errors import IdivmError
@@ -82,11 +82,9 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
         if a.function in ("sum", "avg"):
             value = _value(a.arg)
             terms[name if a.function == "sum" else f"{name}$sum"] = Sum(group, Mul((body, value)))
-            defined = tuple(Cmp("!=", Var(x), NULL) for x in sorted(_fields(value)))
-            terms[f"{name}$n" if a.function == "sum" else f"{name}$count"] = Sum(group, Mul((body, *defined)))
+            terms[f"{name}$n" if a.function == "sum" else f"{name}$count"] = Sum(group, Mul((body, *_defined(value))))
         if a.function == "count":  # COUNT(*), or COUNT(e): the members with every field of e defined
-            defined = () if a.arg is None else tuple(Cmp("!=", Var(x), NULL) for x in sorted(_fields(_value(a.arg))))
-            terms[name] = Sum(group, Mul((body, *defined)) if defined else body)
+            terms[name] = Sum(group, body if a.arg is None else Mul((body, *_defined(_value(a.arg)))))
         if a.function == "avg":
             averages.append(name)
     terms[COUNT] = Sum(group, body)
@@ -151,14 +149,9 @@ def _value(t: E.Term | None) -> Term:
     raise Untranslatable(f"aggregate argument {t} has no AGCA form here")
 
 
-def _fields(t: Term) -> set[str]:
-    """The variables of an aggregate's argument term."""
-    match t:
-        case Var(name=x):
-            return {x}
-        case Add(terms=ts) | Mul(terms=ts):
-            return set().union(*(_fields(x) for x in ts))
-    return set()
+def _defined(value: Term) -> tuple[Cmp, ...]:
+    """``x ≠ ⊥`` for every field ``x`` of an aggregate's argument ``value``."""
+    return tuple(Cmp("!=", Var(x), NULL) for x in sorted(inputs(value)))
 
 
 def aggregate_values(core: AggregateCore, output: str, values: GMR) -> dict[tuple, object]:
@@ -169,7 +162,7 @@ def aggregate_values(core: AggregateCore, output: str, values: GMR) -> dict[tupl
     group = [v for _, v in core.keys]
     present: dict[tuple, list] = {}
     for t, m in values.items():
-        if abs(m) > 1e-9:
+        if abs(m) > EPSILON:
             d = dict(t)
             present.setdefault(tuple(d[g] for g in group), []).append(d[x])
     reduce = {"min": min, "max": max, "count": len, "sum": sum,

@@ -32,23 +32,20 @@ Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`U
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from idivm.agca import viewlet
-from idivm.agca.spark import M, compile_term, unit
+from idivm.agca.spark import M, col as _col, compile_term, summed, unit
+from idivm.agca.terms import EPSILON as ZERO, atoms, map_refs
 from idivm.agca.translate import COUNT, AggregateCore, Untranslatable, translate_group_by
-from idivm.algebra import expressions as E
 from idivm.algebra import operators as O
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
-#: below this magnitude a multiplicity is 0 (sums of doubles)
-ZERO = 1e-9
 #: the prefix of the name of a term's map (the others are ``M<n>``)
 TERM_PREFIX = "V_"
 
@@ -88,14 +85,8 @@ def plan_maps(plan: O.Operator, columns: Mapping[str, Sequence[str]]) -> MapsPla
     core = translate_group_by(group, columns)
     queries = {TERM_PREFIX + name: term for name, term in core.terms.items()}
     program = viewlet.compile_program(queries, "view", batch=True)
-    read = {a.name for m in program.maps.values() for a in _relations(m.definition)}
+    read = {a.name for m in program.maps.values() for a in atoms(m.definition)}
     return MapsPlan(group, core, program, tuple((t, tuple(columns[t])) for t in sorted(read)))
-
-
-def _relations(term):
-    from idivm.agca.terms import atoms
-
-    return atoms(term)
 
 
 def check_types(mp: MapsPlan, group_schema) -> None:
@@ -111,19 +102,12 @@ def check_types(mp: MapsPlan, group_schema) -> None:
 
 # --- evaluation ------------------------------------------------------------------------------------
 
-def _col(name: str) -> "Column":
+def relation(df: "DataFrame", columns: Sequence[str]) -> "DataFrame":
+    """A base table's rows as the GMR its relation atoms read: its ``columns`` in order, each
+    row once."""
     from pyspark.sql import functions as F
 
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
-def relation(df: "DataFrame", columns: Sequence[str], sign: "Column | float" = 1.0) -> "DataFrame":
-    """A base table's rows (or changes) as the GMR its relation atoms read: its ``columns``
-    in order and the multiplicity ``sign``."""
-    from pyspark.sql import functions as F
-
-    m = sign if not isinstance(sign, float) else F.lit(sign)
-    return df.select(*[_col(c) for c in columns], m.cast("double").alias(M))
+    return df.select(*[_col(c) for c in columns], F.lit(1.0).alias(M))
 
 
 def initial_maps(spark: "SparkSession", mp: MapsPlan, read_table: Callable[[str], "DataFrame"]
@@ -178,23 +162,22 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
         for s in statements:
             inc = compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, current)
             parts.append(_tagged(inc, s.target, program.maps[s.target].keys))
-        here = _packed(parts)
+        here = summed(parts)
         # the maps the later relations' statements read see these increments
-        read_later = {r.name for later in order[i + 1:] for s in program.triggers[(later, 0)].statements
-                      for r in _map_refs(s.rhs)} & {s.target for s in statements}
+        read_later = maps_read(mp, order[i + 1:]) & {s.target for s in statements}
         if read_later:
             here = keep(here)
             for target in sorted(read_later):
                 keys = program.maps[target].keys
-                current[target] = _summed([current[target], unpacked(here, target, keys)], keys)
+                current[target] = summed([current[target], unpacked(here, target, keys)], keys)
         done.append(here)
-    return _packed(done) if done else None
+    return summed(done) if done else None
 
 
 def maps_read(mp: MapsPlan, relations: Iterable[str]) -> set[str]:
     """The maps the batch triggers of ``relations`` read."""
     triggers = [mp.program.triggers[(r, 0)] for r in relations if (r, 0) in mp.program.triggers]
-    return {ref.name for t in triggers for s in t.statements for ref in _map_refs(s.rhs)}
+    return {ref.name for t in triggers for s in t.statements for ref in map_refs(s.rhs)}
 
 
 def _tagged(df: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
@@ -203,49 +186,11 @@ def _tagged(df: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
     return df.select(F.lit(name).alias(MAP), *[_col(k) for k in keys], _col(M))
 
 
-def _packed(parts: Sequence["DataFrame"]) -> "DataFrame":
-    """Tagged increments of several maps in one DataFrame, summed per map and key, none 0."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
-    keys = [c for c in union.columns if c != M]
-    total = union.groupBy(*[_col(k) for k in keys]).agg(F.sum(F.coalesce(_col(M), F.lit(0.0))).alias(M))
-    return total.where(F.abs(_col(M)) > ZERO)
-
-
 def unpacked(packed: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
     """The increments of map ``name`` (with ``keys``) in :func:`increments`' result."""
     from pyspark.sql import functions as F
 
     return packed.where(F.col(MAP) == name).select(*[_col(k) for k in keys], _col(M))
-
-
-def _map_refs(term) -> list:
-    """The map references of a statement's right side (nested aggregates included)."""
-    from idivm.agca.terms import Add, Assign, MapRef, Mul, Sum
-
-    match term:
-        case MapRef():
-            return [term]
-        case Add(terms=ts) | Mul(terms=ts):
-            return [r for t in ts for r in _map_refs(t)]
-        case Sum(term=t) | Assign(term=t):
-            return _map_refs(t)
-    return []
-
-
-def _summed(parts: Sequence["DataFrame"], keys: Sequence[str]) -> "DataFrame":
-    """The union of GMRs, multiplicities summed per key (a NULL product counts 0), none 0."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    union = reduce(lambda a, b: a.unionByName(b), parts)
-    total = union.groupBy(*[_col(k) for k in keys]).agg(F.sum(F.coalesce(_col(M), F.lit(0.0))).alias(M)) \
-        if keys else union.agg(F.sum(F.coalesce(_col(M), F.lit(0.0))).alias(M))
-    return total.where(F.abs(_col(M)) > ZERO)
 
 
 def changed_groups(mp: MapsPlan, packed: "DataFrame") -> "DataFrame":
@@ -348,10 +293,6 @@ def merge_clauses(keys: Sequence[str]) -> tuple[str, list]:
     return same, [delta.MatchedDelete(f"abs{total} <= {ZERO}"),
                   delta.MatchedUpdate({q(M): total}),
                   delta.NotMatchedInsert(assign)]
-
-
-def versions_json(versions: Mapping[str, int]) -> str:
-    return json.dumps(dict(versions), sort_keys=True)
 
 
 __all__ = ["MapsPlan", "Untranslatable", "changed_groups", "changes_relation", "check_types", "group_rows",

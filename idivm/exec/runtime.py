@@ -349,8 +349,15 @@ class Runtime:
             with meter.phase("changes"):
                 columns = dict(mp.columns)
                 updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in changes if t in columns}
-            stored = {m: delta.read_spark(spark, paths[m], reflected[m], engine=self.storage)
-                      for m in sorted(mapping.maps_read(mp, updates))}
+            read: dict[tuple[str, int], DataFrame] = {}
+
+            def read_map(m: str, version: int) -> "DataFrame":
+                """Map ``m`` at ``version``, read once a run."""
+                if (m, version) not in read:
+                    read[(m, version)] = delta.read_spark(spark, paths[m], version, engine=self.storage)
+                return read[(m, version)]
+
+            stored = {m: read_map(m, reflected[m]) for m in sorted(mapping.maps_read(mp, updates))}
             with meter.phase("evaluate"):
                 packed = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
                 rows, packed = cached.computed(packed) if packed is not None else (None, None)
@@ -368,10 +375,13 @@ class Runtime:
             keys = None
             if packed is not None and (rows is None or any(m.startswith(mapping.TERM_PREFIX) for m in changed)):
                 with meter.phase("evaluate"):
-                    keys = mapping.changed_groups(mp, packed)
-                    # the driver holds the increments: the groups are found there, without a job
-                    keys = cached.computed(keys)[1] if rows is None else \
-                        spark.createDataFrame(mapping.changed_groups_of(mp, rows), keys.schema)
+                    if rows is None:
+                        keys = cached.computed(mapping.changed_groups(mp, packed))[1]
+                    else:  # the driver holds the increments: the groups are found there, without a job
+                        from pyspark.sql import types as ST
+
+                        schema = ST.StructType([packed.schema[g] for g in mp.group_variables])
+                        keys = spark.createDataFrame(mapping.changed_groups_of(mp, rows), schema)
             metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
             ids = [c for c, _ in program.prov.view_ids]
             view = delta.read_spark(spark, path, engine=self.storage)
@@ -383,8 +393,7 @@ class Runtime:
                 def view_rows(at: Mapping[str, int]) -> "DataFrame":
                     from idivm.exec.compiler import PlanCompiler
 
-                    maps = {m: delta.read_spark(spark, paths[m], at[m], engine=self.storage)
-                            for m in paths if m.startswith(mapping.TERM_PREFIX)}
+                    maps = {m: read_map(m, at[m]) for m in paths if m.startswith(mapping.TERM_PREFIX)}
                     compiler = PlanCompiler(spark, self.reader(catalog, new))
                     compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
                     return compiler.evaluate(program.prov.plan)
