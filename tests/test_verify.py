@@ -132,3 +132,29 @@ def test_maintain_verify_every_reports_and_repairs_a_drifted_view(make_warehouse
     [result] = wh.maintain("c", verify_every=1)
     assert result.strategy == "id" and result.verification.ok and not result.diverged
     assert sorted((r["did"], r["n"]) for r in wh.rows("c")) == [(1, 2), (2, 2)]
+
+
+def test_doubles_on_either_side_of_a_rounding_boundary_compare_equal_and_real_differences_do_not(spark):
+    """Sums maintained incrementally and recomputed differ in the last bits; rounded to 12 digits,
+    887060207.9734991 and 887060207.9735026 (a TPC-H Q1 sum, maintained and recomputed) fall on
+    either side of ...207.9735.  They are one value; a difference in the 10th digit, a different
+    key or a row too many are not."""
+    from idivm.exec.materialize import compare_frames
+
+    schema = "k string, total double, parts array<struct<p:int,w:double>>, n int"
+    near = [("a", 887060207.9734991, [(1, 0.04979458730039505)], 1), ("b", 1.0, [], 2)]
+    recomputed = [("a", 887060207.9735026, [(1, 0.049794587300394905)], 1), ("b", 1.0, [], 2)]
+    same = compare_frames(spark.createDataFrame(near, schema), spark.createDataFrame(recomputed, schema))
+    assert (same.rows, same.missing, same.extra) == (2, 0, 0)
+
+    off = [("a", 887060207.9834991, [(1, 0.04979458730039505)], 1), ("b", 1.0, [], 2)]  # 10th digit
+    diff = compare_frames(spark.createDataFrame(off, schema), spark.createDataFrame(recomputed, schema))
+    assert (diff.missing, diff.extra) == (1, 1)
+    assert diff.missing_examples[0]["total"] == 887060207.974 and diff.extra_examples[0]["total"] == 887060207.983
+
+    other_key = [("c", 887060207.9734991, [(1, 0.04979458730039505)], 1), ("b", 1.0, [], 2)]
+    diff = compare_frames(spark.createDataFrame(other_key, schema), spark.createDataFrame(recomputed, schema))
+    assert (diff.missing, diff.extra) == (1, 1)
+    diff = compare_frames(spark.createDataFrame(near + [("b", 1.0, [], 2)], schema),
+                          spark.createDataFrame(recomputed, schema))
+    assert (diff.rows, diff.missing, diff.extra) == (3, 0, 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -99,12 +100,18 @@ def tables_read(plan: Operator) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+#: significant digits doubles are compared to (sums maintained incrementally and sums
+#: recomputed round differently in the last bits)
+DIGITS = 12
+#: rows on each side of a comparison that may be paired up in the driver after the exact match
+PAIRED_MAX = 10_000
+
+
 def canonical(c: Column, dtype: ST.DataType) -> Column:
     """A value with every bag (array) sorted, recursively, so that equal bags compare equal;
-    floating-point numbers to 12 significant digits (sums maintained incrementally and sums
-    recomputed round differently in the last bits)."""
+    floating-point numbers rounded to :data:`DIGITS` significant digits."""
     if isinstance(dtype, (ST.DoubleType, ST.FloatType)):
-        return F.when(c.isNotNull(), F.format_string("%.11e", c).cast(ST.DoubleType()))
+        return F.when(c.isNotNull(), F.format_string(f"%.{DIGITS - 1}e", c).cast(ST.DoubleType()))
     if isinstance(dtype, ST.StructType):
         return F.struct(*[canonical(c.getField(f.name), f.dataType).alias(f.name) for f in dtype.fields])
     if isinstance(dtype, ST.ArrayType):
@@ -124,7 +131,11 @@ class FrameDiff:
 
 
 def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> FrameDiff:
-    """Compare two DataFrames with the same columns as bags of rows (nested bags unordered)."""
+    """Compare two DataFrames with the same columns as bags of rows (nested bags unordered),
+    doubles to :data:`DIGITS` significant digits.  Rounding alone would tell apart two sums a
+    few units in the 16th digit apart that fall on either side of a rounding boundary; so the
+    rows left over on each side (when at most :data:`PAIRED_MAX`) are paired in the driver,
+    a pair being equal but for doubles that round to neighbouring values (:func:`_near`)."""
     columns = [f.name for f in expected.schema.fields]
     missing_cols = set(columns) ^ {f.name for f in actual.schema.fields}
     if missing_cols:
@@ -137,11 +148,67 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
     held = Caches()
     a, e = held.add(canon(actual)), held.add(canon(expected))  # each side is computed once
     try:
-        missing = e.exceptAll(a)
-        extra = a.exceptAll(e)
+        missing = held.add(e.exceptAll(a))
+        extra = held.add(a.exceptAll(e))
         n_missing, n_extra = missing.count(), extra.count()
+        if n_missing and n_extra and max(n_missing, n_extra) <= PAIRED_MAX:
+            left, right = _unpaired([_plain(r) for r in missing.collect()], [_plain(r) for r in extra.collect()])
+            return FrameDiff(a.count(), len(left), len(right), tuple(to_python(r) for r in left[:limit]),
+                             tuple(to_python(r) for r in right[:limit]))
         return FrameDiff(a.count(), n_missing, n_extra,
                          tuple(collect_rows(missing, limit)) if n_missing else (),
                          tuple(collect_rows(extra, limit)) if n_extra else ())
     finally:
         held.release()
+
+
+def _unpaired(missing: list, extra: list) -> tuple[list, list]:
+    """The rows of ``missing`` and ``extra`` left when each row of one is paired with a row of the
+    other that is :func:`_near` it."""
+    buckets: dict[str, list] = {}
+    for row in extra:
+        buckets.setdefault(_shape(row), []).append(row)
+    left = []
+    for row in missing:
+        bucket = buckets.get(_shape(row), [])
+        match = next((i for i, other in enumerate(bucket) if _near(row, other)), None)
+        if match is None:
+            left.append(row)
+        else:
+            bucket.pop(match)
+    return left, [r for bucket in buckets.values() for r in bucket]
+
+
+def _plain(value: Any) -> Any:
+    """A collected Spark value as dicts and lists, its scalars as they are (decimals stay exact)."""
+    if hasattr(value, "asDict"):
+        return {k: _plain(v) for k, v in value.asDict(recursive=False).items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _shape(value: Any) -> str:
+    """``value`` with its doubles blanked: rows that may be near each other have the same shape."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_shape(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_shape(v) for v in value) + "]"
+    return "~" if isinstance(value, float) else repr(value)
+
+
+def _near(a: Any, b: Any) -> bool:
+    """Equal, but for doubles (rounded to :data:`DIGITS` digits) that are at most one unit of
+    their last digit apart: the originals differ by less than two such units."""
+    if isinstance(a, float) and isinstance(b, float):
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return a == b or (math.isnan(a) and math.isnan(b))
+        unit = 10.0 ** (math.floor(math.log10(max(abs(a), abs(b)))) - (DIGITS - 1)) if a or b else 0.0
+        return abs(a - b) <= 1.5 * unit
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_near(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_near(x, y) for x, y in zip(a, b))
+    return a == b
