@@ -33,7 +33,9 @@ def parse_axis(text: str) -> tuple[str, tuple | None]:
         raise argparse.ArgumentTypeError(f"axis {name}: no values after '='")
     if name in ("s",) and not all(0 <= v <= 1 for v in parsed):
         raise argparse.ArgumentTypeError("axis s: values between 0 and 1")
-    if name not in ("s", "j") and min(parsed) < 1:
+    if name == "sf" and min(parsed) <= 0:
+        raise argparse.ArgumentTypeError("axis sf: values > 0")
+    if name not in ("s", "j", "sf") and min(parsed) < 1:
         raise argparse.ArgumentTypeError(f"axis {name}: values >= 1")
     if name == "j" and min(parsed) < 0:
         raise argparse.ArgumentTypeError("axis j: values >= 0")
@@ -49,23 +51,26 @@ def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
                             description="For every point of the chosen axes, on the same data and batches: "
                                         "maintain each view with every strategy and recompute it in DuckDB; "
                                         "check both results agree; report medians.")
-    p.add_argument("--workload", choices=("devices", "yelp", "all"), default="all",
+    p.add_argument("--workload", choices=("devices", "yelp", "tpch", "all"), default="all",
                    help="which workload (default all)")
     p.add_argument("--grid", choices=("quick", "full"), default="quick",
                    help="axis values and default point (default quick; full: the thesis' Fig. 2.11 ranges, "
                         "much longer)")
     p.add_argument("--scale", type=float, default=1.0,
-                   help="factor on the grid's data sizes (devices_parts rows, businesses; default 1)")
+                   help="factor on the grid's data sizes (devices_parts rows, businesses, TPC-H scale factor; "
+                        "default 1)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per point after one warm-up run (default 3)")
     p.add_argument("--axis", action="append", type=parse_axis, default=[], metavar="NAME[=V,...]",
                    help="run only this axis (repeatable), with these values instead of the grid's; devices: "
-                        "d, j, s, f, size; yelp: batch, businesses")
+                        "d, j, s, f, size; yelp: batch, businesses; tpch: orders, sf")
     p.add_argument("--strategies", type=lambda s: parse_list(s, STRATEGIES, "strategy"), default=None,
                    help="comma-separated, of " + ", ".join(STRATEGIES) + " (default: devices "
-                        + ",".join(suite.DEVICES.strategies) + "; yelp " + ",".join(suite.YELP.strategies) + ")")
+                        + ",".join(suite.DEVICES.strategies) + "; yelp " + ",".join(suite.YELP.strategies)
+                        + "; tpch " + ",".join(suite.TPCH.strategies) + ")")
     p.add_argument("--views", type=lambda s: tuple(v for v in s.split(",") if v), default=None,
                    help="comma-separated, the views to maintain (default: every view of the workload; devices: "
-                        + ",".join(suite.DEVICES.views) + "; yelp: " + ",".join(suite.YELP.views) + ")")
+                        + ",".join(suite.DEVICES.views) + "; yelp: " + ",".join(suite.YELP.views)
+                        + "; tpch: " + ",".join(suite.TPCH.views) + ")")
     p.add_argument("--threads", type=int, default=duck.DEFAULT_THREADS,
                    help=f"threads of the DuckDB connection (default {duck.DEFAULT_THREADS})")
     p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")
@@ -77,7 +82,7 @@ def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.scale <= 0 or args.threads < 1:
         parser.error("--runs and --threads must be >= 1 and --scale > 0")
-    workloads = ("devices", "yelp") if args.workload == "all" else (args.workload,)
+    workloads = tuple(suite.WORKLOADS) if args.workload == "all" else (args.workload,)
     axes = dict(args.axis)
     known = {v for w in workloads for v in suite.WORKLOADS[w].views}
     if args.views is not None and (not args.views or not set(args.views) <= known):

@@ -11,7 +11,9 @@ axes; each axis varies one parameter from the default point:
   share of phones, ``f`` parts per device and ``size`` the ``devices_parts`` rows at the
   default fanout (devices = parts = size / default f; the ``f`` axis keeps that number of
   devices, so its ``devices_parts`` grows with f, as in Fig. 2.11);
-* Yelp-like (thesis §2.9): ``batch`` changes per batch and ``businesses``.
+* Yelp-like (thesis §2.9): ``batch`` changes per batch and ``businesses``;
+* TPC-H (``tpch.py``): ``orders`` refreshed per batch (RF1 inserts and RF2 deletes that many
+  orders with their lines) and ``sf`` the scale factor.
 
 Points that share their data (all parameters but the batch size) run in one group: the data
 is generated (``OUT/work/<group>/data``, kept for later invocations), loaded into a fresh
@@ -44,6 +46,7 @@ from typing import Any
 import devices as devices_bench
 import duck
 import report
+import tpch as tpch_bench
 import yelp as yelp_bench
 from common import (  # puts this checkout first on sys.path: import it before idivm
     BenchmarkError,
@@ -53,7 +56,9 @@ from common import (  # puts this checkout first on sys.path: import it before i
     fresh_warehouse,
     load_tables,
     maintain_round,
+    define_view,
     progress,
+    renamed,
     start_spark,
     summary_row,
     verify_all,
@@ -128,7 +133,26 @@ YELP = Workload(
                  yelp_axes(batch=(10, 100, 1000, 10000), businesses=(12_000, 120_000, 1_200_000))),
     })
 
-WORKLOADS = {w.name: w for w in (DEVICES, YELP)}
+
+
+def tpch_axes(orders: tuple[int, ...], sf: tuple[float, ...]) -> tuple[Axis, ...]:
+    return (Axis("orders", "orders inserted and deleted per batch (RF1 + RF2)", orders, log_x=True),
+            Axis("sf", "TPC-H scale factor", sf, log_x=True, scaled=True))
+
+
+TPCH = Workload(
+    name="tpch", title="TPC-H views under the refresh functions",
+    views=tpch_bench.VIEWS,
+    strategies=("id", "tuple", "recompute", "auto", "maps"),
+    batch="orders",
+    grids={
+        "quick": ({"orders": 100, "sf": 0.1},
+                  tpch_axes(orders=(10, 100, 1000), sf=(0.01, 0.1, 1.0))),
+        "full": ({"orders": 100, "sf": 1.0},
+                 tpch_axes(orders=(10, 100, 1000, 10000), sf=(0.1, 1.0, 10.0))),
+    })
+
+WORKLOADS = {w.name: w for w in (DEVICES, YELP, TPCH)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +181,11 @@ def workload(name: str, config: SuiteConfig) -> Workload:
 # --- the grid --------------------------------------------------------------------------------------
 
 def scaled(value: Any, axis: Axis, scale: float) -> Any:
-    return max(1, round(value * scale)) if axis.scaled else value
+    """A data size of the grid times ``scale``: whole sizes stay whole (at least 1), a scale
+    factor (a float) is multiplied."""
+    if not axis.scaled:
+        return value
+    return value * scale if isinstance(value, float) else max(1, round(value * scale))
 
 
 def plan(workload: Workload, config: SuiteConfig) -> tuple[dict[str, Any], list[Axis]]:
@@ -437,7 +465,61 @@ def yelp_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
     finish_group(group, state, out)
 
 
-GROUP_RUNNERS = {"devices": devices_group, "yelp": yelp_group}
+def tpch_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping[str, Any], config: SuiteConfig,
+               strategies: tuple[str, ...], state: State) -> None:
+    """One TPC-H scale factor: its refresh sizes in ascending order, from one refresh stream."""
+    sf = data["sf"]
+    out = config.out / "work" / f"tpch-sf{sf:g}"
+    out.mkdir(parents=True, exist_ok=True)
+    data_dir, pool = tpch_bench.generate_data(sf, out, config.seed)
+    wh = fresh_warehouse(out, config.storage)
+    tables = load_tables(wh, data_dir, tpch_bench.KEYS)
+    start_spark(wh)
+    w = workload("tpch", config)
+    defined, unsupported = {}, {}
+    for view in w.views:
+        for strategy in strategies:
+            name = f"{view}_{strategy}"
+            try:
+                defined[name] = define_view(wh, name, renamed(tpch_bench.view_text(view), view, name, view),
+                                            view, strategy)
+            except BenchmarkError as e:
+                unsupported[name] = {"view": view, "strategy": strategy, "error": str(e)}
+                progress(f"define: {name}: unsupported: {e}")
+    twin = duck.DuckRecompute(config.threads)
+    loaded = twin.load(data_dir, tpch_bench.KEYS)
+    progress(f"duckdb: loaded {', '.join(tpch_bench.KEYS)} in {sum(loaded.values()):.1f} s")
+    sql = {v: duck.relational_sql(tpch_bench.view_text(v)) for v in w.views}
+    checksums = {}
+    for v in w.views:
+        twin.recompute(duck_table(v), sql[v])
+        checksums[v] = duck.column_checksum(twin.columns(duck_table(v)))
+    state.groups.append({"workload": "tpch", "data": dict(data), "spec": {"sf": sf, "seed": config.seed},
+                         "tables": tables, "defined": defined, "duckdb_load_s": loaded, "duckdb_sql": sql,
+                         "ingests": []})
+    group = Group(w, dict(data), strategies, wh, twin, sql, checksums, set(defined), unsupported=unsupported)
+    stream = tpch_bench.Refresh(data_dir, pool, config.seed)
+    schemas = tpch_bench.schemas(data_dir)
+
+    def ingest(n: int) -> dict[str, Any]:
+        batch = stream.next_batch(n)
+        record = tpch_bench.ingest(wh, batch, out / "changes")
+        record["duckdb_keys"] = {t: twin.apply_events(t, tpch_bench.KEYS[t], schemas[t], events)
+                                 for t, events in batch.events.items()}
+        record["summary"] = (f"refresh {batch.number}: {n} orders in, {n} out "
+                             f"({batch.changes} events) in {record['seconds']:.1f} s")
+        return record
+
+    try:
+        for n in batches:
+            run_point(group, n, config.runs, ingest, state)
+    except BaseException:
+        finish_group(group, state, out, verify=False)
+        raise
+    finish_group(group, state, out)
+
+
+GROUP_RUNNERS = {"devices": devices_group, "yelp": yelp_group, "tpch": tpch_group}
 
 
 # --- driver ----------------------------------------------------------------------------------------
