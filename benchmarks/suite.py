@@ -13,7 +13,9 @@ axes; each axis varies one parameter from the default point:
   devices, so its ``devices_parts`` grows with f, as in Fig. 2.11);
 * Yelp-like (thesis §2.9): ``batch`` changes per batch and ``businesses``;
 * TPC-H (``tpch.py``): ``orders`` refreshed per batch (RF1 inserts and RF2 deletes that many
-  orders with their lines) and ``sf`` the scale factor.
+  orders with their lines) and ``sf`` the scale factor;
+* social media after BSMA (``bsma.py``, thesis §2.8.1): ``updates`` of users' tweetsnum and
+  favornum per batch and ``users``.
 
 Points that share their data (all parameters but the batch size) run in one group: the data
 is generated (``OUT/work/<group>/data``, kept for later invocations), loaded into a fresh
@@ -43,8 +45,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import bsma as bsma_bench
 import devices as devices_bench
 import duck
+import pyarrow.parquet as pq
 import report
 import tpch as tpch_bench
 import yelp as yelp_bench
@@ -152,7 +156,26 @@ TPCH = Workload(
                  tpch_axes(orders=(10, 100, 1000, 10000), sf=(0.1, 1.0, 10.0))),
     })
 
-WORKLOADS = {w.name: w for w in (DEVICES, YELP, TPCH)}
+
+
+def bsma_axes(batch: tuple[int, ...], users: tuple[int, ...]) -> tuple[Axis, ...]:
+    return (Axis("updates", "users updated per batch (tweetsnum, favornum)", batch, log_x=True),
+            Axis("users", "users", users, log_x=True, scaled=True))
+
+
+BSMA = Workload(
+    name="bsma", title="social-media views after BSMA (thesis §2.8.1, Fig. 2.9)",
+    views=bsma_bench.VIEWS,
+    strategies=("id", "tuple", "recompute", "auto"),
+    batch="updates",
+    grids={
+        "quick": ({"updates": 100, "users": 30_000},
+                  bsma_axes(batch=(10, 100, 1000), users=(10_000, 30_000, 100_000))),
+        "full": ({"updates": 100, "users": 300_000},
+                 bsma_axes(batch=(10, 100, 1000, 10000), users=(100_000, 300_000, 1_000_000))),
+    })
+
+WORKLOADS = {w.name: w for w in (DEVICES, YELP, TPCH, BSMA)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,49 +488,44 @@ def yelp_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
     finish_group(group, state, out)
 
 
-def tpch_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping[str, Any], config: SuiteConfig,
-               strategies: tuple[str, ...], state: State) -> None:
-    """One TPC-H scale factor: its refresh sizes in ascending order, from one refresh stream."""
-    sf = data["sf"]
-    out = config.out / "work" / f"tpch-sf{sf:g}"
-    out.mkdir(parents=True, exist_ok=True)
-    data_dir, pool = tpch_bench.generate_data(sf, out, config.seed)
+def stream_group(w: Workload, data: Mapping[str, Any], batches: Sequence[int], config: SuiteConfig,
+                 strategies: tuple[str, ...], state: State, out: Path, data_dir: Path, bench: Any, stream: Any,
+                 spec: Mapping[str, Any]) -> None:
+    """One data point of a workload whose batches are Debezium events drawn from a stream
+    (``stream.next_batch(n)``; TPC-H, BSMA): its batch sizes in ascending order.  ``bench`` is the
+    workload's module: its ``KEYS``, ``view_text`` and ``ingest``."""
     wh = fresh_warehouse(out, config.storage)
-    tables = load_tables(wh, data_dir, tpch_bench.KEYS)
+    tables = load_tables(wh, data_dir, bench.KEYS)
     start_spark(wh)
-    w = workload("tpch", config)
     defined, unsupported = {}, {}
     for view in w.views:
         for strategy in strategies:
             name = f"{view}_{strategy}"
             try:
-                defined[name] = define_view(wh, name, renamed(tpch_bench.view_text(view), view, name, view),
-                                            view, strategy)
+                defined[name] = define_view(wh, name, renamed(bench.view_text(view), view, name, view), view, strategy)
             except BenchmarkError as e:
                 unsupported[name] = {"view": view, "strategy": strategy, "error": str(e)}
                 progress(f"define: {name}: unsupported: {e}")
     twin = duck.DuckRecompute(config.threads)
-    loaded = twin.load(data_dir, tpch_bench.KEYS)
-    progress(f"duckdb: loaded {', '.join(tpch_bench.KEYS)} in {sum(loaded.values()):.1f} s")
-    sql = {v: duck.relational_sql(tpch_bench.view_text(v)) for v in w.views}
+    loaded = twin.load(data_dir, bench.KEYS)
+    progress(f"duckdb: loaded {', '.join(bench.KEYS)} in {sum(loaded.values()):.1f} s")
+    sql = {v: duck.relational_sql(bench.view_text(v)) for v in w.views}
     checksums = {}
     for v in w.views:
         twin.recompute(duck_table(v), sql[v])
         checksums[v] = duck.column_checksum(twin.columns(duck_table(v)))
-    state.groups.append({"workload": "tpch", "data": dict(data), "spec": {"sf": sf, "seed": config.seed},
-                         "tables": tables, "defined": defined, "duckdb_load_s": loaded, "duckdb_sql": sql,
-                         "ingests": []})
+    state.groups.append({"workload": w.name, "data": dict(data), "spec": dict(spec), "tables": tables,
+                         "defined": defined, "duckdb_load_s": loaded, "duckdb_sql": sql, "ingests": []})
     group = Group(w, dict(data), strategies, wh, twin, sql, checksums, set(defined), unsupported=unsupported)
-    stream = tpch_bench.Refresh(data_dir, pool, config.seed)
-    schemas = tpch_bench.schemas(data_dir)
+    schemas = {t: pq.read_schema(data_dir / f"{t}.parquet") for t in bench.KEYS}
 
     def ingest(n: int) -> dict[str, Any]:
         batch = stream.next_batch(n)
-        record = tpch_bench.ingest(wh, batch, out / "changes")
-        record["duckdb_keys"] = {t: twin.apply_events(t, tpch_bench.KEYS[t], schemas[t], events)
+        record = bench.ingest(wh, batch, out / "changes")
+        record["duckdb_keys"] = {t: twin.apply_events(t, bench.KEYS[t], schemas[t], events)
                                  for t, events in batch.events.items()}
-        record["summary"] = (f"refresh {batch.number}: {n} orders in, {n} out "
-                             f"({batch.changes} events) in {record['seconds']:.1f} s")
+        events = ", ".join(f"{t} {len(e)}" for t, e in batch.events.items())
+        record["summary"] = f"batch {batch.number} ({events} events) in {record['seconds']:.1f} s"
         return record
 
     try:
@@ -519,7 +537,27 @@ def tpch_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
     finish_group(group, state, out)
 
 
-GROUP_RUNNERS = {"devices": devices_group, "yelp": yelp_group, "tpch": tpch_group}
+def tpch_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping[str, Any], config: SuiteConfig,
+               strategies: tuple[str, ...], state: State) -> None:
+    """One TPC-H scale factor, from one refresh stream."""
+    out = config.out / "work" / f"tpch-sf{data['sf']:g}"
+    out.mkdir(parents=True, exist_ok=True)
+    data_dir, pool = tpch_bench.generate_data(data["sf"], out, config.seed)
+    stream_group(workload("tpch", config), data, batches, config, strategies, state, out, data_dir, tpch_bench,
+                 tpch_bench.Refresh(data_dir, pool, config.seed), {"sf": data["sf"], "seed": config.seed})
+
+
+def bsma_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping[str, Any], config: SuiteConfig,
+               strategies: tuple[str, ...], state: State) -> None:
+    """One BSMA-like database, from one stream of user updates."""
+    out = config.out / "work" / f"bsma-u{data['users']}"
+    out.mkdir(parents=True, exist_ok=True)
+    data_dir = bsma_bench.generate_data(data["users"], out, config.seed)
+    stream_group(workload("bsma", config), data, batches, config, strategies, state, out, data_dir, bsma_bench,
+                 bsma_bench.Updates(data_dir, config.seed), {"users": data["users"], "seed": config.seed})
+
+
+GROUP_RUNNERS = {"devices": devices_group, "yelp": yelp_group, "tpch": tpch_group, "bsma": bsma_group}
 
 
 # --- driver ----------------------------------------------------------------------------------------

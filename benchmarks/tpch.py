@@ -27,7 +27,6 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,7 +201,3 @@ def ingest(wh: Any, batch: Batch, directory: Path) -> dict[str, Any]:
                                    "deleted": done.deleted, "version": done.version}
     record["seconds"] = time.perf_counter() - started
     return record
-
-
-def schemas(data: Path) -> Mapping[str, pa.Schema]:
-    return {t: pq.read_schema(data / f"{t}.parquet") for t in CHANGED}

@@ -10,6 +10,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
+import bsma  # noqa: E402
 import devices as devices_bench  # noqa: E402
 import duck  # noqa: E402
 import report  # noqa: E402
@@ -210,7 +211,7 @@ def test_tpch_refresh_stream_replayed_in_duckdb_keeps_whole_orders(tpch_data, tm
     stream = tpch.Refresh(data, pool, seed=5)
     all_lines = pq.read_table(data / "lineitem.parquet").num_rows + pq.read_table(pool / "lineitem.parquet").num_rows
     inserted, deleted = set(), set()
-    schemas = tpch.schemas(data)
+    schemas = {t: pq.read_schema(data / f"{t}.parquet") for t in tpch.CHANGED}
     for n in (1, 20, 20):
         batch = stream.next_batch(n)
         ops = {(e["op"], (e["after"] or e["before"])["o_orderkey"]) for e in batch.events["orders"]}
@@ -239,5 +240,42 @@ def test_tpch_views_run_in_duckdb(tpch_data):
     twin.load(data, tpch.KEYS)
     for view in tpch.VIEWS:
         twin.recompute(f"duckdb_{view}", duck.relational_sql(tpch.view_text(view)))
+        (rows,) = twin.con.execute(f"SELECT count(*) FROM duckdb_{view}").fetchone()
+        assert rows > 0, view
+
+
+# ----------------------------------------------------------------------------- BSMA
+
+
+def test_bsma_tables_have_their_keys_and_proportions():
+    tables = bsma.tables(500, seed=4)
+    for name, key in bsma.KEYS.items():
+        rows = list(zip(*(tables[name].column(c).to_pylist() for c in key)))
+        assert len(set(rows)) == len(rows), name
+    friends = list(zip(tables["friendlist"].column("uid").to_pylist(), tables["friendlist"].column("friendid").to_pylist()))
+    assert len(friends) == 500 * bsma.FRIENDS and all(a != b and 1 <= b <= 500 for a, b in friends)
+    assert tables["microblog"].num_rows == 500 * bsma.TWEETS
+    retweets = set(tables["retweets"].column("mid").to_pylist())
+    assert len(retweets) == 500 * bsma.TWEETS // 10 * 2 and not retweets & set(tables["retweets"].column("origmid").to_pylist())
+    assert bsma.tables(500, seed=4)["mentions"].equals(tables["mentions"])  # a pure function of (users, seed)
+
+
+def test_bsma_updates_replayed_in_duckdb_and_the_views_run(tmp_path):
+    import pyarrow.parquet as pq
+
+    data = bsma.generate_data(300, tmp_path, seed=1)
+    twin = duck.DuckRecompute(threads=1)
+    twin.load(data, bsma.KEYS)
+    stream = bsma.Updates(data, seed=2)
+    schema = pq.read_schema(data / "users.parquet")
+    for n in (1, 50, 50):
+        batch = stream.next_batch(n)
+        assert len({e["after"]["uid"] for e in batch.events["users"]}) == n
+        assert all(e["after"][c] != e["before"][c] for e in batch.events["users"] for c in ("tweetsnum", "favornum"))
+        twin.apply_events("users", ("uid",), schema, batch.events["users"])
+    got = twin.con.execute("SELECT uid, name, city, tweetsnum, favornum FROM users ORDER BY uid").fetchall()
+    assert [dict(zip(("uid", "name", "city", "tweetsnum", "favornum"), r)) for r in got] == stream.users
+    for view in bsma.VIEWS:
+        twin.recompute(f"duckdb_{view}", duck.relational_sql(bsma.view_text(view)))
         (rows,) = twin.con.execute(f"SELECT count(*) FROM duckdb_{view}").fetchone()
         assert rows > 0, view
