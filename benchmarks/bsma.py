@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import BenchmarkError, progress
+from common import BenchmarkError, EventBatch, progress
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 VIEWS = ("bsma_q7", "bsma_q10", "bsma_q11", "bsma_q15", "bsma_q18", "bsma_s1", "bsma_s2", "bsma_s3")
@@ -130,16 +128,6 @@ def generate_data(users: int, out: Path, seed: int = 0) -> Path:
 
 # --- changes ---------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Batch:
-    number: int
-    events: dict[str, list[dict[str, Any]]]
-
-    @property
-    def changes(self) -> int:
-        return sum(len(e) for e in self.events.values())
-
-
 class Updates:
     """The stream of user updates: ``next_batch(n)`` gives n distinct users new ``tweetsnum``
     and ``favornum`` (each grown by 1..50: counters of a social network) and returns their
@@ -150,7 +138,7 @@ class Updates:
         self.rng = np.random.default_rng(seed + 1)
         self.number = 0
 
-    def next_batch(self, n: int) -> Batch:
+    def next_batch(self, n: int) -> EventBatch:
         if n > len(self.users):
             raise BenchmarkError(f"a batch of {n} user updates needs that many users ({len(self.users):,})")
         events = []
@@ -162,19 +150,4 @@ class Updates:
             self.users[i] = after
             events.append({"op": "u", "before": before, "after": after})
         self.number += 1
-        return Batch(self.number, {"users": events})
-
-
-def ingest(wh: Any, batch: Batch, directory: Path) -> dict[str, Any]:
-    """Write ``batch`` to ``directory/batch-NNNN/users.jsonl`` and ingest it: what was ingested."""
-    started = time.perf_counter()
-    out = directory / f"batch-{batch.number:04d}"
-    out.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"batch": batch.number, "changes": batch.changes, "tables": {}}
-    for table, events in batch.events.items():
-        path = out / f"{table}.jsonl"
-        path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-        done = wh.ingest(table, path, format="debezium")
-        record["tables"][table] = {"events": len(events), "updated": done.updated, "version": done.version}
-    record["seconds"] = time.perf_counter() - started
-    return record
+        return EventBatch(self.number, {"users": events})

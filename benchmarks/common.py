@@ -138,6 +138,48 @@ def generate_dataset(dataset: str, options: Sequence[str], spec: Mapping[str, An
     return data
 
 
+@dataclass(frozen=True, slots=True)
+class EventBatch:
+    """A batch of a change stream: its number (from 1) and each table's Debezium events, in order
+    (``{"op", "before", "after"}``, rows as dicts; dates as ``datetime.date``)."""
+
+    number: int
+    events: dict[str, list[dict[str, Any]]]
+
+    @property
+    def changes(self) -> int:
+        return sum(len(e) for e in self.events.values())
+
+
+def _json_value(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def write_events(batch: EventBatch, directory: Path) -> dict[str, Path]:
+    """``directory/batch-NNNN/<table>.jsonl`` per table of ``batch`` (dates as ISO strings)."""
+    out = directory / f"batch-{batch.number:04d}"
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for table, events in batch.events.items():
+        path = paths[table] = out / f"{table}.jsonl"
+        path.write_text("".join(json.dumps(e, default=_json_value) + "\n" for e in events), encoding="utf-8")
+    return paths
+
+
+def ingest_events(wh: Warehouse, batch: EventBatch, directory: Path) -> dict[str, Any]:
+    """Write ``batch`` (:func:`write_events`) and ingest it table by table: what was ingested."""
+    started = time.perf_counter()
+    record: dict[str, Any] = {"batch": batch.number, "changes": batch.changes, "tables": {}}
+    for table, path in write_events(batch, directory).items():
+        done = wh.ingest(table, path, format="debezium")
+        record["tables"][table] = {"events": len(batch.events[table]), "inserted": done.inserted,
+                                   "updated": done.updated, "deleted": done.deleted, "version": done.version}
+    record["seconds"] = time.perf_counter() - started
+    return record
+
+
 def fresh_warehouse(out: Path, storage: str | None = None) -> Warehouse:
     """An empty warehouse at ``out/warehouse`` whose tables the ``storage`` engine writes (None:
     the running idivm's default), replacing the one a previous invocation left."""

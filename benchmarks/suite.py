@@ -58,6 +58,7 @@ from common import (  # puts this checkout first on sys.path: import it before i
     as_json,
     environment,
     fresh_warehouse,
+    ingest_events,
     load_tables,
     maintain_round,
     define_view,
@@ -120,9 +121,14 @@ DEVICES = Workload(
 YELP_VIEWS = ("sf_reviews", "sf_reviews_grouped")
 
 
-def yelp_axes(batch: tuple[int, ...], businesses: tuple[int, ...]) -> tuple[Axis, ...]:
-    return (Axis("batch", "changes per batch", batch, log_x=True),
-            Axis("businesses", "businesses", businesses, log_x=True, scaled=True))
+def batch_and_size(batch: str, batch_label: str, size: str, size_label: str,
+                   quick: tuple[Any, tuple, Any, tuple], full: tuple[Any, tuple, Any, tuple]
+                   ) -> dict[str, tuple[dict[str, Any], tuple[Axis, ...]]]:
+    """The grids of a workload with two axes, a batch size and a data size: each grid as
+    (default batch, batch values, default size, size values)."""
+    return {grid: ({batch: b, size: z}, (Axis(batch, batch_label, bs, log_x=True),
+                                         Axis(size, size_label, zs, log_x=True, scaled=True)))
+            for grid, (b, bs, z, zs) in (("quick", quick), ("full", full))}
 
 
 YELP = Workload(
@@ -130,50 +136,27 @@ YELP = Workload(
     views=YELP_VIEWS,
     strategies=("id", "id_noindex", "tuple", "recompute", "auto"),
     batch="batch",
-    grids={
-        "quick": ({"batch": 100, "businesses": 12_000},
-                  yelp_axes(batch=(10, 100, 1000), businesses=(3_000, 12_000, 48_000))),
-        "full": ({"batch": 100, "businesses": 120_000},
-                 yelp_axes(batch=(10, 100, 1000, 10000), businesses=(12_000, 120_000, 1_200_000))),
-    })
-
-
-
-def tpch_axes(orders: tuple[int, ...], sf: tuple[float, ...]) -> tuple[Axis, ...]:
-    return (Axis("orders", "orders inserted and deleted per batch (RF1 + RF2)", orders, log_x=True),
-            Axis("sf", "TPC-H scale factor", sf, log_x=True, scaled=True))
-
+    grids=batch_and_size("batch", "changes per batch", "businesses", "businesses",
+                         quick=(100, (10, 100, 1000), 12_000, (3_000, 12_000, 48_000)),
+                         full=(100, (10, 100, 1000, 10000), 120_000, (12_000, 120_000, 1_200_000))))
 
 TPCH = Workload(
     name="tpch", title="TPC-H views under the refresh functions",
     views=tpch_bench.VIEWS,
     strategies=("id", "tuple", "recompute", "auto", "maps"),
     batch="orders",
-    grids={
-        "quick": ({"orders": 100, "sf": 0.1},
-                  tpch_axes(orders=(10, 100, 1000), sf=(0.01, 0.1, 1.0))),
-        "full": ({"orders": 100, "sf": 1.0},
-                 tpch_axes(orders=(10, 100, 1000, 10000), sf=(0.1, 1.0, 10.0))),
-    })
-
-
-
-def bsma_axes(batch: tuple[int, ...], users: tuple[int, ...]) -> tuple[Axis, ...]:
-    return (Axis("updates", "users updated per batch (tweetsnum, favornum)", batch, log_x=True),
-            Axis("users", "users", users, log_x=True, scaled=True))
-
+    grids=batch_and_size("orders", "orders inserted and deleted per batch (RF1 + RF2)", "sf", "TPC-H scale factor",
+                         quick=(100, (10, 100, 1000), 0.1, (0.01, 0.1, 1.0)),
+                         full=(100, (10, 100, 1000, 10000), 1.0, (0.1, 1.0, 10.0))))
 
 BSMA = Workload(
     name="bsma", title="social-media views after BSMA (thesis §2.8.1, Fig. 2.9)",
     views=bsma_bench.VIEWS,
     strategies=("id", "tuple", "recompute", "auto"),
     batch="updates",
-    grids={
-        "quick": ({"updates": 100, "users": 30_000},
-                  bsma_axes(batch=(10, 100, 1000), users=(10_000, 30_000, 100_000))),
-        "full": ({"updates": 100, "users": 300_000},
-                 bsma_axes(batch=(10, 100, 1000, 10000), users=(100_000, 300_000, 1_000_000))),
-    })
+    grids=batch_and_size("updates", "users updated per batch (tweetsnum, favornum)", "users", "users",
+                         quick=(100, (10, 100, 1000), 30_000, (10_000, 30_000, 100_000)),
+                         full=(100, (10, 100, 1000, 10000), 300_000, (100_000, 300_000, 1_000_000))))
 
 WORKLOADS = {w.name: w for w in (DEVICES, YELP, TPCH, BSMA)}
 
@@ -492,8 +475,8 @@ def stream_group(w: Workload, data: Mapping[str, Any], batches: Sequence[int], c
                  strategies: tuple[str, ...], state: State, out: Path, data_dir: Path, bench: Any, stream: Any,
                  spec: Mapping[str, Any]) -> None:
     """One data point of a workload whose batches are Debezium events drawn from a stream
-    (``stream.next_batch(n)``; TPC-H, BSMA): its batch sizes in ascending order.  ``bench`` is the
-    workload's module: its ``KEYS``, ``view_text`` and ``ingest``."""
+    (``stream.next_batch(n)``, a ``common.EventBatch``; TPC-H, BSMA): its batch sizes in
+    ascending order.  ``bench`` is the workload's module: its ``KEYS`` and ``view_text``."""
     wh = fresh_warehouse(out, config.storage)
     tables = load_tables(wh, data_dir, bench.KEYS)
     start_spark(wh)
@@ -521,7 +504,7 @@ def stream_group(w: Workload, data: Mapping[str, Any], batches: Sequence[int], c
 
     def ingest(n: int) -> dict[str, Any]:
         batch = stream.next_batch(n)
-        record = bench.ingest(wh, batch, out / "changes")
+        record = ingest_events(wh, batch, out / "changes")
         record["duckdb_keys"] = {t: twin.apply_events(t, bench.KEYS[t], schemas[t], events)
                                  for t, events in batch.events.items()}
         events = ", ".join(f"{t} {len(e)}" for t, e in batch.events.items())

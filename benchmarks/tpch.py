@@ -11,7 +11,7 @@ Changes: a batch of size n is TPC-H's refresh pair, as Debezium events: RF1 inse
 of the pool with their lines, RF2 deletes n present orders with their lines (which go back to
 the pool, so that the stream does not run dry).  Orders are drawn by a seeded generator; the
 events of a table are written to ``OUT/changes/batch-NNNN/<table>.jsonl`` and ingested with
-``format="debezium"``; DuckDB applies the same events (``duck.DuckRecompute.apply_events``).
+``format="debezium"`` (``common.ingest_events``); DuckDB applies the same events (``duck.DuckRecompute.apply_events``).
 
 Views (their texts are SQL once their string literals are quoted as SQL's, which is how
 DuckDB gets them): ``tpch_q1`` (Q1, one table, 4 groups, every aggregate but MIN/MAX),
@@ -22,12 +22,10 @@ select-project-join, no aggregate).
 
 from __future__ import annotations
 
-import datetime
 import json
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from common import BenchmarkError, progress
+from common import BenchmarkError, EventBatch, progress
 
 VIEWS_DIR = Path(__file__).resolve().parent / "views"
 VIEWS = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_urgent")
@@ -123,18 +121,6 @@ def generate_data(sf: float, out: Path, seed: int = 0) -> tuple[Path, Path]:
 
 # --- changes ---------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """One refresh pair: its number (from 1) and each changed table's Debezium events, in order."""
-
-    number: int
-    events: dict[str, list[dict[str, Any]]]
-
-    @property
-    def changes(self) -> int:
-        return sum(len(e) for e in self.events.values())
-
-
 class Refresh:
     """The refresh stream over one database: every order and line there is (loaded and held
     out), and which orders are present.  ``next_batch(n)`` draws RF1 (n orders of the pool
@@ -150,7 +136,7 @@ class Refresh:
         self.rng = np.random.default_rng(seed + 1)
         self.number = 0
 
-    def next_batch(self, n: int) -> Batch:
+    def next_batch(self, n: int) -> EventBatch:
         present, pooled = np.flatnonzero(self.present), np.flatnonzero(~self.present)
         if n > len(pooled) or n > len(present):
             raise BenchmarkError(f"a refresh of {n} orders needs that many present and held-out orders "
@@ -169,35 +155,4 @@ class Refresh:
                 side = "before" if op == "d" else "after"
                 events.setdefault(table, []).extend(
                     {"op": op, "before": None, "after": None, side: row} for row in changed.to_pylist())
-        return Batch(self.number, events)
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def write_batch(batch: Batch, directory: Path) -> dict[str, Path]:
-    """``directory/batch-NNNN/<table>.jsonl`` per changed table."""
-    out = directory / f"batch-{batch.number:04d}"
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for table, events in batch.events.items():
-        path = paths[table] = out / f"{table}.jsonl"
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            for event in events:
-                f.write(json.dumps(event, default=_json) + "\n")
-    return paths
-
-
-def ingest(wh: Any, batch: Batch, directory: Path) -> dict[str, Any]:
-    """Write ``batch`` and ingest it table by table (lines first): what was ingested."""
-    started = time.perf_counter()
-    record: dict[str, Any] = {"batch": batch.number, "changes": batch.changes, "tables": {}}
-    for table, path in write_batch(batch, directory).items():
-        done = wh.ingest(table, path, format="debezium")
-        record["tables"][table] = {"events": len(batch.events[table]), "inserted": done.inserted,
-                                   "deleted": done.deleted, "version": done.version}
-    record["seconds"] = time.perf_counter() - started
-    return record
+        return EventBatch(self.number, events)

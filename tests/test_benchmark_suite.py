@@ -11,6 +11,7 @@ if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
 import bsma  # noqa: E402
+import common  # noqa: E402
 import devices as devices_bench  # noqa: E402
 import duck  # noqa: E402
 import report  # noqa: E402
@@ -220,7 +221,7 @@ def test_tpch_refresh_stream_replayed_in_duckdb_keeps_whole_orders(tpch_data, tm
         deleted |= {k for op, k in ops if op == "d"}
         for table, events in batch.events.items():
             twin.apply_events(table, tpch.KEYS[table], schemas[table], events)
-        paths = tpch.write_batch(batch, tmp_path)
+        paths = common.write_events(batch, tmp_path)
         first = json.loads(paths["orders"].read_text().splitlines()[0])
         row = first["after"] or first["before"]
         assert first["op"] in ("c", "d") and isinstance(row["o_orderdate"], str) and len(row["o_orderdate"]) == 10
