@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import common
 from common import BenchmarkError, EventBatch, progress
 
-VIEWS_DIR = Path(__file__).resolve().parent / "views"
 VIEWS = ("bsma_q7", "bsma_q10", "bsma_q11", "bsma_q15", "bsma_q18", "bsma_s1", "bsma_s2", "bsma_s3")
 
 KEYS: dict[str, tuple[str, ...]] = {
@@ -53,10 +53,7 @@ DAYS = 365
 
 
 def view_text(view: str) -> str:
-    path = VIEWS_DIR / f"{view}.sqlpp"
-    if not path.is_file():
-        raise BenchmarkError(f"no BSMA view {view!r}; known: {', '.join(VIEWS)}")
-    return path.read_text(encoding="utf-8")
+    return common.view_text(view, VIEWS, "BSMA")
 
 
 # --- data ------------------------------------------------------------------------------------------

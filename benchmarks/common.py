@@ -180,6 +180,17 @@ def ingest_events(wh: Warehouse, batch: EventBatch, directory: Path) -> dict[str
     return record
 
 
+#: the view texts of the TPC-H and BSMA workloads
+VIEWS_DIR = Path(__file__).resolve().parent / "views"
+
+
+def view_text(view: str, known: Sequence[str], workload: str) -> str:
+    """The text of ``benchmarks/views/<view>.sqlpp``, one of ``known``."""
+    if view not in known:
+        raise BenchmarkError(f"no {workload} view {view!r}; known: {', '.join(known)}")
+    return (VIEWS_DIR / f"{view}.sqlpp").read_text(encoding="utf-8")
+
+
 def fresh_warehouse(out: Path, storage: str | None = None) -> Warehouse:
     """An empty warehouse at ``out/warehouse`` whose tables the ``storage`` engine writes (None:
     the running idivm's default), replacing the one a previous invocation left."""

@@ -451,15 +451,24 @@ def yelp_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
                          "defined": views.defined, "duckdb_load_s": loaded, "duckdb_sql": sql, "ingests": []})
     group = Group(workload("yelp", config), dict(data), strategies, wh, twin, sql, dict(duck.YELP_CHECKSUMS), set(views.defined),
                   unsupported=views.unsupported, failed=views.failed)
-    schemas = {t: arrow_schema(yelp.SCHEMAS[t]) for t in yelp.KEYS}
+    run_batches(group, batches, config, state, out, stream.next_batch, yelp_bench.ingest_drawn, yelp.KEYS,
+                {t: arrow_schema(yelp.SCHEMAS[t]) for t in yelp.KEYS})
+
+
+def run_batches(group: Group, batches: Sequence[int], config: SuiteConfig, state: State, out: Path,
+                draw: Callable[[int], Any], ingest_batch: Callable[[Any, Any, Path], dict[str, Any]],
+                keys: Mapping[str, Sequence[str]], schemas: Mapping[str, Any]) -> None:
+    """The points of ``group``, batch size by batch size: each batch drawn (``draw(n)``, with the
+    ``number`` and each table's Debezium ``events``), ingested into idivm (``ingest_batch``) and
+    replayed in DuckDB; then the group's verification."""
 
     def ingest(n: int) -> dict[str, Any]:
-        batch = stream.next_batch(n)
-        record = yelp_bench.ingest_drawn(wh, batch, out / "changes")
-        record["duckdb_keys"] = {t: twin.apply_events(t, yelp.KEYS[t], schemas[t], events)
+        batch = draw(n)
+        record = ingest_batch(group.wh, batch, out / "changes")
+        record["duckdb_keys"] = {t: group.twin.apply_events(t, keys[t], schemas[t], events)
                                  for t, events in batch.events.items()}
-        events = ", ".join(f"{t} {r['events']}" for t, r in record["tables"].items())
-        record["summary"] = f"batch {record['batch']} ({events} events) in {record['seconds']:.1f} s"
+        events = ", ".join(f"{t} {len(e)}" for t, e in batch.events.items())
+        record["summary"] = f"batch {batch.number} ({events} events) in {record['seconds']:.1f} s"
         return record
 
     try:
@@ -500,24 +509,8 @@ def stream_group(w: Workload, data: Mapping[str, Any], batches: Sequence[int], c
     state.groups.append({"workload": w.name, "data": dict(data), "spec": dict(spec), "tables": tables,
                          "defined": defined, "duckdb_load_s": loaded, "duckdb_sql": sql, "ingests": []})
     group = Group(w, dict(data), strategies, wh, twin, sql, checksums, set(defined), unsupported=unsupported)
-    schemas = {t: pq.read_schema(data_dir / f"{t}.parquet") for t in bench.KEYS}
-
-    def ingest(n: int) -> dict[str, Any]:
-        batch = stream.next_batch(n)
-        record = ingest_events(wh, batch, out / "changes")
-        record["duckdb_keys"] = {t: twin.apply_events(t, bench.KEYS[t], schemas[t], events)
-                                 for t, events in batch.events.items()}
-        events = ", ".join(f"{t} {len(e)}" for t, e in batch.events.items())
-        record["summary"] = f"batch {batch.number} ({events} events) in {record['seconds']:.1f} s"
-        return record
-
-    try:
-        for n in batches:
-            run_point(group, n, config.runs, ingest, state)
-    except BaseException:
-        finish_group(group, state, out, verify=False)
-        raise
-    finish_group(group, state, out)
+    run_batches(group, batches, config, state, out, stream.next_batch, ingest_events, bench.KEYS,
+                {t: pq.read_schema(data_dir / f"{t}.parquet") for t in bench.KEYS})
 
 
 def tpch_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping[str, Any], config: SuiteConfig,

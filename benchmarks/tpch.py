@@ -33,9 +33,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import common
 from common import BenchmarkError, EventBatch, progress
 
-VIEWS_DIR = Path(__file__).resolve().parent / "views"
 VIEWS = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_urgent")
 
 #: the tables the views read, with their keys
@@ -53,10 +53,7 @@ POOL_SHARE = 0.1
 
 
 def view_text(view: str) -> str:
-    path = VIEWS_DIR / f"{view}.sqlpp"
-    if not path.is_file():
-        raise BenchmarkError(f"no TPC-H view {view!r}; known: {', '.join(VIEWS)}")
-    return path.read_text(encoding="utf-8")
+    return common.view_text(view, VIEWS, "TPC-H")
 
 
 # --- data ------------------------------------------------------------------------------------------
