@@ -1,7 +1,7 @@
 """One benchmark suite: every maintenance strategy and a DuckDB recomputation, on the same data
 and the same batches, over grids of workload parameters (``python -m benchmarks run``).
 
-Input: the workloads (devices, Yelp-like), a grid (``quick`` or ``full``), a scale factor for
+Input: the workloads (devices, Yelp-like, TPC-H, BSMA), a grid (``quick`` or ``full``), a scale factor for
 its data sizes, the timed runs per point and the axes to run.  A grid has a default point and
 axes; each axis varies one parameter from the default point:
 
