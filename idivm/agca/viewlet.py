@@ -138,6 +138,16 @@ def _monomials(t: Term) -> list[tuple[tuple[str, ...] | None, list[Term]]]:
             return [m for x in ts for m in _monomials(x)]
         case Sum(group=g, term=body):
             return [(g, f) for f in _expand(body)]
+        case Mul(terms=ts):
+            # c * Sum_g(q) = Sum_g(c * q) when c reads only g (simplify folds Sum_g(q) + Sum_g(q)
+            # into 2 * Sum_g(q))
+            sums = [x for x in ts if isinstance(x, Sum) and relations(x)]
+            rest = [x for x in ts if not (isinstance(x, Sum) and relations(x))]
+            if len(sums) == 1 and all(_variables(x) <= set(sums[0].group) for x in rest):
+                inner = sums[0].term
+                for x in rest:
+                    inner = x * inner
+                return _monomials(Sum(sums[0].group, inner))
     return [(None, f) for f in _expand(t)]
 
 
