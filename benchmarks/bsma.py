@@ -24,7 +24,6 @@ column of a select-project-join view (``bsma_q15``) or inside the aggregate (``b
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -108,17 +107,14 @@ def generate_data(users: int, out: Path, seed: int = 0) -> Path:
     """The tables as ``OUT/data/<table>.parquet``; reused when a previous invocation left the same
     users and seed."""
     data = out / "data"
-    stamp = data / "spec.json"
     wanted = {"users": users, "seed": seed, "friends": FRIENDS, "tweets": TWEETS}
-    if stamp.is_file() and json.loads(stamp.read_text()) == wanted:
-        progress(f"data: reusing {data} (BSMA {wanted})")
+    if common.reusable(data, wanted, KEYS, "BSMA"):
         return data
     started = time.perf_counter()
     data.mkdir(parents=True, exist_ok=True)
-    stamp.unlink(missing_ok=True)
     for name, table in tables(users, seed).items():
         pq.write_table(table, data / f"{name}.parquet")
-    stamp.write_text(json.dumps(wanted, sort_keys=True) + "\n")
+    common.stamp(data, wanted)
     progress(f"data: BSMA {users:,} users in {time.perf_counter() - started:.1f} s")
     return data
 

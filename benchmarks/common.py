@@ -120,22 +120,35 @@ def generate_dataset(dataset: str, options: Sequence[str], spec: Mapping[str, An
     """The tables of a dataset as Parquet files in ``data``, written by ``python -m idivm.datasets
     <dataset> <options> --out data --format parquet`` unless a previous invocation left the same
     ``spec`` (a dict, stamped into ``data/spec.json``) there."""
-    stamp = data / "spec.json"
     wanted = dict(spec)
-    if stamp.is_file() and json.loads(stamp.read_text()) == wanted and all(
-            (data / f"{t}.parquet").is_file() for t in tables):
-        progress(f"data: reusing {data} ({dataset} {wanted})")
+    if reusable(data, wanted, tables, dataset):
         return data
-    stamp.unlink(missing_ok=True)
     command = [sys.executable, "-m", "idivm.datasets", dataset, *options, "--out", str(data),
                "--format", "parquet"]
     progress("data: " + " ".join(command[1:]))
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     subprocess.run(command, check=True, env=env, stdout=sys.stderr)  # its report is progress
-    stamp.write_text(json.dumps(wanted, sort_keys=True) + "\n")
+    stamp(data, wanted)
     progress(f"data: written in {time.perf_counter() - started:.1f} s")
     return data
+
+
+def reusable(data: Path, wanted: Mapping[str, Any], tables: Iterable[str], dataset: str) -> bool:
+    """Whether ``data`` holds the tables a previous invocation generated for the same knobs
+    (``data/spec.json``); if not, its stamp is removed before the data is written again."""
+    path = data / "spec.json"
+    if path.is_file() and json.loads(path.read_text()) == dict(wanted) and all(
+            (data / f"{t}.parquet").is_file() for t in tables):
+        progress(f"data: reusing {data} ({dataset} {dict(wanted)})")
+        return True
+    path.unlink(missing_ok=True)
+    return False
+
+
+def stamp(data: Path, wanted: Mapping[str, Any]) -> None:
+    """Record the knobs of the data just written (see :func:`reusable`)."""
+    (data / "spec.json").write_text(json.dumps(dict(wanted), sort_keys=True) + "\n")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ select-project-join, no aggregate).
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
@@ -78,10 +77,8 @@ def generate_data(sf: float, out: Path, seed: int = 0) -> tuple[Path, Path]:
     ``OUT/pool/{orders,lineitem}.parquet`` (held out for the inserts); reused when a previous
     invocation left the same scale factor and seed."""
     data, pool = out / "data", out / "pool"
-    stamp = data / "spec.json"
     wanted = {"sf": sf, "seed": seed, "pool_share": POOL_SHARE}
-    if stamp.is_file() and json.loads(stamp.read_text()) == wanted:
-        progress(f"data: reusing {data} (TPC-H {wanted})")
+    if common.reusable(data, wanted, KEYS, "TPC-H") and common.reusable(pool, wanted, CHANGED, "TPC-H pool"):
         return data, pool
     tpchgen = shutil.which("tpchgen-cli")
     if tpchgen is None:
@@ -110,7 +107,8 @@ def generate_data(sf: float, out: Path, seed: int = 0) -> tuple[Path, Path]:
         if table not in CHANGED:
             pq.write_table(plain(pq.read_table(raw / f"{table}.parquet")), data / f"{table}.parquet")
     shutil.rmtree(raw, ignore_errors=True)
-    stamp.write_text(json.dumps(wanted, sort_keys=True) + "\n")
+    common.stamp(data, wanted)
+    common.stamp(pool, wanted)
     progress(f"data: TPC-H sf {sf:g}: {orders.num_rows:,} orders ({int(held.sum()):,} held out), "
              f"{lines.num_rows:,} lines, in {time.perf_counter() - started:.1f} s")
     return data, pool

@@ -69,14 +69,17 @@ def user_visible(df: DataFrame) -> DataFrame:
                        for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX)])
 
 
-def to_python(value: Any) -> Any:
-    """Spark Row values -> plain Python (dicts, lists, numbers, strings, None)."""
+def to_python(value: Any, scalars: bool = True) -> Any:
+    """Spark Row values -> plain Python (dicts, lists, numbers, strings, None); with ``scalars``
+    false, decimals and dates stay as they are (exact)."""
     if hasattr(value, "asDict"):
-        return {k: to_python(v) for k, v in value.asDict(recursive=False).items()}
+        return {k: to_python(v, scalars) for k, v in value.asDict(recursive=False).items()}
     if isinstance(value, dict):
-        return {k: to_python(v) for k, v in value.items()}
+        return {k: to_python(v, scalars) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_python(v) for v in value]
+        return [to_python(v, scalars) for v in value]
+    if not scalars:
+        return value
     if isinstance(value, decimal.Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, (datetime.date, datetime.datetime)):
@@ -152,7 +155,8 @@ def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> Fr
         extra = held.add(a.exceptAll(e))
         n_missing, n_extra = missing.count(), extra.count()
         if n_missing and n_extra and max(n_missing, n_extra) <= PAIRED_MAX:
-            left, right = _unpaired([_plain(r) for r in missing.collect()], [_plain(r) for r in extra.collect()])
+            left, right = _unpaired([to_python(r, False) for r in missing.collect()],
+                                   [to_python(r, False) for r in extra.collect()])
             return FrameDiff(a.count(), len(left), len(right), tuple(to_python(r) for r in left[:limit]),
                              tuple(to_python(r) for r in right[:limit]))
         return FrameDiff(a.count(), n_missing, n_extra,
@@ -177,17 +181,6 @@ def _unpaired(missing: list, extra: list) -> tuple[list, list]:
         else:
             bucket.pop(match)
     return left, [r for bucket in buckets.values() for r in bucket]
-
-
-def _plain(value: Any) -> Any:
-    """A collected Spark value as dicts and lists, its scalars as they are (decimals stay exact)."""
-    if hasattr(value, "asDict"):
-        return {k: _plain(v) for k, v in value.asDict(recursive=False).items()}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _shape(value: Any) -> str:
