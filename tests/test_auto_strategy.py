@@ -106,3 +106,25 @@ def test_an_auto_view_records_its_runs_and_recomputes_when_the_records_say_it_is
     assert wh.verify("phone_cost").ok
     explained = wh.explain("phone_cost")
     assert "strategy: auto (auto: 4 id runs and 2 recomputations recorded" in explained
+
+
+def test_lagging_caches_add_their_catch_up_to_id_until_the_recomputations_have_cost_more():
+    # id: 0.1 + 0.01 a change row; recompute: 1.0 s
+    runs = [Record("recompute", 1.0, 0, 1000), Record("id", 0.2, 10, 1000), Record("id", 0.4, 30, 1000)]
+    big = Record("recompute", 1.0, 200, 1000, lagged=True)
+    assert history.lagging([*runs, big]) == [big] and history.lagging(runs) == []
+    # 10 rows: 0.2 s by id, plus 2.1 s to catch up over 200 rows: recompute
+    strategy, why = history.choose([*runs, big], 10, 1000, 500)
+    assert strategy == "recompute" and "plus 2.10 s to catch the caches up over 200 change rows" in why
+    # each small batch recomputed costs 0.8 s more than id would have, and adds 0.1 s to the
+    # catch-up: after two, 1.6 s lost against 2.3 s; after four, 3.2 s against 2.5 s
+    small = Record("recompute", 1.0, 10, 1000, lagged=True)
+    assert history.choose([*runs, big, small, small], 10, 1000, 500)[0] == "recompute"
+    strategy, why = history.choose([*runs, big, *[small] * 4], 10, 1000, 500)
+    assert strategy == "id" and "the 5 recomputations since cost 3.20 s more than id" in why
+    # a batch that favours recompute by itself stays recomputed, whatever was lost
+    assert history.choose([*runs, big, *[small] * 10], 200, 1000, 500)[0] == "recompute"
+    # a small lag is caught up at once when id with it is still cheaper
+    assert history.choose([*runs, Record("recompute", 1.0, 20, 1000, lagged=True)], 10, 1000, 500)[0] == "id"
+    # an id run ends the lag
+    assert history.lagging([*runs, big, Record("id", 2.3, 210, 1000)]) == []

@@ -7,8 +7,10 @@
   update of the cache rows holding the part, then an increment of their devices' cost
   that reads the cache's i-diff and no base table.
 * Runs keep view and cache equal to their recomputations (``verify`` checks both), also
-  after a run that ``auto`` recomputes, and after a crash between the cache's commit and
-  the view's.
+  after a crash between the cache's commit and the view's.
+* A run that ``auto`` recomputes leaves the cache where it was; the next ``id`` run first
+  catches it up to the view's watermark (a commit of its own), also after several such runs,
+  in a random mix of the two and after crashes between any of the commits.
 """
 
 from __future__ import annotations
@@ -121,26 +123,142 @@ def test_verify_catches_a_corrupted_cache(thesis):
     assert "view phone_cost matches" in check.summary()
 
 
-def test_auto_recompute_refreshes_the_cache_too(make_warehouse, tmp_path):
-    wh = make_warehouse()
+def _small_world(wh: Warehouse) -> list[dict]:
     parts = [{"pid": p, "price": float(p)} for p in range(20)]
     wh.create_table("parts", ["pid"], pa.Table.from_pylist(parts))
     wh.create_table("devices", ["did"], pa.Table.from_pylist(
         [{"did": d, "category": "phone" if d % 4 else "tv"} for d in range(40)]))
     wh.create_table("devices_parts", ["did", "pid"], pa.Table.from_pylist(
         [{"did": d, "pid": (d * 7 + i) % 20} for d in range(40) for i in range(3)]))
+    return parts
+
+
+def _watermarks(wh: Warehouse) -> tuple[dict, dict]:
+    from idivm.exec.runtime import view_watermark
+
+    return (view_watermark(wh.path / "views" / "phone_cost"),
+            view_watermark(wh.path / "views" / "phone_cost.caches" / "1"))
+
+
+def test_auto_recomputes_the_view_alone_and_the_next_id_run_catches_the_cache_up(make_warehouse, tmp_path):
+    from idivm.storage import delta
+
+    wh = make_warehouse()
+    parts = _small_world(wh)
     wh.define(view_path("devices_cost"))  # auto: 30 phones
+    cache = wh.path / "views" / "phone_cost.caches" / "1"
+    cache_version = delta.version(cache)
     _price_changes(tmp_path / "all.jsonl", 2.0, parts)  # 40 change rows: large, recomputed
     wh.ingest("parts", tmp_path / "all.jsonl", format="rows")
     (r,) = wh.maintain("phone_cost")
     assert r.strategy == "recompute"
+    view_at, cache_at = _watermarks(wh)
+    assert delta.version(cache) == cache_version and cache_at["parts"] == view_at["parts"] - 1  # left behind
     assert wh.verify("phone_cost").ok
     _price_changes(tmp_path / "one.jsonl", 3.0, parts[1:2])  # small: ID-based, from the cache
     wh.ingest("parts", tmp_path / "one.jsonl", format="rows")
     (r,) = wh.maintain("phone_cost")
     assert r.strategy == "id" and r.updated > 0
+    assert delta.version(cache) == cache_version + 2  # caught up to the view's watermark, then moved on
+    view_at, cache_at = _watermarks(wh)
+    assert view_at == cache_at
     check = wh.verify("phone_cost")
     assert check.ok, check.summary()
+
+
+@pytest.mark.parametrize("crash_before", [1, 2, 3])
+def test_a_crash_in_any_commit_of_a_catching_up_run_is_recovered(make_warehouse, tmp_path, monkeypatch, crash_before):
+    """The id run after a recomputation commits the cache at the view's watermark (1), the
+    cache at the new one (2), then the view (3); a crash before any of them is recovered."""
+    from idivm.exec import history
+    from idivm.exec.runtime import Runtime
+
+    wh = make_warehouse()
+    parts = _small_world(wh)
+    wh.define(view_path("devices_cost"))
+    choice = ["recompute"]
+    monkeypatch.setattr(history, "choose", lambda *a: (choice[0], "forced"))
+    _price_changes(tmp_path / "a.jsonl", 2.0, parts[:5])
+    wh.ingest("parts", tmp_path / "a.jsonl", format="rows")
+    assert wh.maintain("phone_cost")[0].strategy == "recompute"
+    _price_changes(tmp_path / "b.jsonl", 3.0, parts[3:8])
+    wh.ingest("parts", tmp_path / "b.jsonl", format="rows")
+    choice[0] = "id"
+    real, calls = Runtime.apply_script, [0]
+
+    def crashing(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == crash_before:
+            raise KeyboardInterrupt(f"crash before commit {crash_before}")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Runtime, "apply_script", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        wh.maintain("phone_cost")
+    monkeypatch.setattr(Runtime, "apply_script", real)
+    (r,) = wh.maintain("phone_cost")
+    assert r.strategy == "id" and r.version is not None
+    view_at, cache_at = _watermarks(wh)
+    assert view_at == cache_at
+    check = wh.verify("phone_cost")
+    assert check.ok, check.summary()
+
+
+def test_random_mixes_of_auto_choices_and_crashes_keep_view_and_cache_equal_to_their_recomputations(
+        make_warehouse, tmp_path, monkeypatch):
+    """Each batch changes random prices, device categories and devices' parts; ``auto``'s
+    choice is drawn at random (so the cache lags by one or more recomputations, or not at
+    all), and some runs crash at a random commit; after every batch the view and its cache
+    equal their recomputations."""
+    import random
+
+    from idivm.exec import history
+    from idivm.exec.runtime import Runtime
+
+    rng = random.Random(7)
+    wh = make_warehouse()
+    parts = _small_world(wh)
+    wh.define(view_path("devices_cost"))
+    choices = []
+    monkeypatch.setattr(history, "choose", lambda *a: (choices[-1], "drawn"))
+    real_apply, real_recompute = Runtime.apply_script, Runtime.recompute
+    crash_at = [None]  # the commit (counted from 1) of the run that raises instead
+    commits = [0]
+
+    def counted(real):
+        def call(self, *args, **kwargs):
+            commits[0] += 1
+            if commits[0] == crash_at[0]:
+                raise KeyboardInterrupt(f"crash before commit {commits[0]}")
+            return real(self, *args, **kwargs)
+        return call
+
+    monkeypatch.setattr(Runtime, "apply_script", counted(real_apply))
+    monkeypatch.setattr(Runtime, "recompute", counted(real_recompute))
+    seen = set()
+    for batch in range(14):
+        rows = [{**p, "price": round(rng.uniform(1, 50), 2)} for p in rng.sample(parts, rng.randint(1, 6))]
+        (tmp_path / f"p{batch}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        wh.ingest("parts", tmp_path / f"p{batch}.jsonl", format="rows")
+        if rng.random() < 0.4:
+            d = rng.randrange(40)
+            (tmp_path / f"d{batch}.jsonl").write_text(json.dumps({"did": d, "category": rng.choice(["phone", "tv"])}))
+            wh.ingest("devices", tmp_path / f"d{batch}.jsonl", format="rows")
+        choices.append(rng.choice(["id", "recompute", "recompute"]))
+        commits[0], crash_at[0] = 0, (rng.randint(1, 3) if rng.random() < 0.3 else None)
+        try:
+            (r,) = wh.maintain("phone_cost")
+            seen.add(r.strategy)
+        except KeyboardInterrupt:
+            seen.add("crash")
+            crash_at[0] = None
+            (r,) = wh.maintain("phone_cost")  # the next run converges
+        view_at, cache_at = _watermarks(wh)
+        if r.strategy == "id":
+            assert cache_at == view_at
+        check = wh.verify("phone_cost")
+        assert check.ok, f"batch {batch} ({r.strategy}): {check.summary()}"
+    assert seen == {"id", "recompute", "crash"}
 
 
 def test_a_crash_between_the_cache_commit_and_the_view_commit_is_recovered(thesis, tmp_path, monkeypatch):

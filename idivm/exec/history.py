@@ -9,6 +9,15 @@ estimated time, from those records, is the smaller.
   through the recorded ``id`` runs (seconds against change rows, neither part negative); with
   runs of one size only, their median time scaled up (never down) by the change rows.
 
+A run that recomputes recomputes the view only: the intermediate caches of the ``id`` program
+stay where they were (recomputing them would make ``auto`` dearer than ``recompute``), and the
+next ``id`` run first catches them up to the view, incrementally (see
+:meth:`idivm.exec.runtime.Runtime.maintain`).  While the caches lag, ``id``'s estimate adds the
+catch-up, an ``id`` run over the change rows the recomputations skipped; so that one large batch
+does not leave the view recomputed for ever, a run also goes back to ``id`` when the batch alone
+favours it and the recomputations since the caches lag have cost more than ``id`` would have by
+at least the catch-up (the rent-or-buy rule: never more than twice the better of the two).
+
 Without a recorded ``id`` run, or without a recomputation to compare with, the choice falls
 back to the rule of thumb :data:`RECOMPUTE_RATIO`: recompute when a run reads more change rows
 than that fraction of the view's rows.  The records live beside the view's program
@@ -37,12 +46,14 @@ RECOMPUTE_RATIO = 0.25
 @dataclass(frozen=True)
 class Record:
     """One run: its strategy (``define`` records a ``recompute``), its seconds, the change rows
-    it read and the rows of the base tables it reflects."""
+    it read and the rows of the base tables it reflects; ``lagged``: a recomputation of the
+    view alone, which left the caches behind."""
 
     strategy: str
     seconds: float
     changes: int
     base_rows: int
+    lagged: bool = False
 
 
 def read(folder: Path) -> list[Record]:
@@ -104,13 +115,35 @@ def estimate_id(runs: Sequence[Record], changes: int) -> Estimate | None:
     return Estimate("id", fixed + slope * changes, len(points))
 
 
+def lagging(runs: Sequence[Record]) -> list[Record]:
+    """The recomputations since the caches were last brought up to date (the last runs, while
+    they are ``lagged``)."""
+    behind: list[Record] = []
+    for run in reversed(runs):
+        if not run.lagged:
+            break
+        behind.append(run)
+    return behind[::-1]
+
+
 def choose(runs: Sequence[Record], changes: int, base_rows: int, view_rows: int) -> tuple[str, str]:
     """The strategy of an ``auto`` run reading ``changes`` change rows, and why."""
     by_id, again = estimate_id(runs, changes), estimate_recompute(runs, base_rows)
     if by_id is not None and again is not None:
-        chosen = by_id if by_id.seconds <= again.seconds else again
-        return chosen.strategy, (f"{changes} change rows: estimated {by_id.seconds:.2f} s by id ({by_id.runs} runs) "
-                                 f"against {again.seconds:.2f} s to recompute ({again.runs} runs)")
+        why = (f"{changes} change rows: estimated {by_id.seconds:.2f} s by id ({by_id.runs} runs) "
+               f"against {again.seconds:.2f} s to recompute ({again.runs} runs)")
+        behind = lagging(runs)
+        if not behind:
+            return ("id" if by_id.seconds <= again.seconds else "recompute"), why
+        skipped = sum(r.changes for r in behind)
+        catch_up = estimate_id(runs, skipped).seconds  # type: ignore[union-attr]
+        why += f", plus {catch_up:.2f} s to catch the caches up over {skipped} change rows"
+        if by_id.seconds + catch_up <= again.seconds:
+            return "id", why
+        lost = sum(max(0.0, r.seconds - estimate_id(runs, r.changes).seconds) for r in behind)  # type: ignore[union-attr]
+        if by_id.seconds <= again.seconds and lost >= catch_up:
+            return "id", why + f"; the {len(behind)} recomputations since cost {lost:.2f} s more than id"
+        return "recompute", why
     if changes > RECOMPUTE_RATIO * max(view_rows, 1):
         return "recompute", f"{changes} change rows for {view_rows} view rows"
     return "id", ""

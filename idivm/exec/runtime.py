@@ -57,6 +57,19 @@ def commit_json(path: Path, key: str) -> dict[str, int] | None:
     return None
 
 
+def behind(watermark: Mapping[str, int], other: Mapping[str, int]) -> bool:
+    """Whether ``watermark`` reflects no base-table version later than ``other`` does."""
+    return all(v <= other.get(t, -1) for t, v in watermark.items())
+
+
+def version_at(path: Path, watermark: Mapping[str, int], what: str) -> int:
+    """The version of the table at ``path`` (a cache) whose commit reflects ``watermark``."""
+    for c in delta.history(path):
+        if "idivm.watermark" in c and json.loads(c["idivm.watermark"]) == dict(watermark):
+            return int(c["version"])
+    raise CatalogError(f"{what} has no version at {versions_text(watermark)}; define the view again")
+
+
 def read_changes(paths: Mapping[str, Path], old: Mapping[str, int], new: Mapping[str, int]) -> dict:
     """Each table's change data feed from ``old`` (exclusive) to ``new`` (where it moved)."""
     return {t: delta.read_changes(paths[t], old[t] + 1, v) for t, v in new.items() if v > old[t]}
@@ -99,6 +112,8 @@ class Run:
     cost: "meter.Cost | None" = None
     #: the rows of the base tables at the new watermark, counted for an ``auto`` run's choice
     base_rows: int | None = None
+    #: an ``auto`` run that recomputed the view alone, leaving its caches behind
+    lagged: bool = False
 
 
 #: the seconds the writes of a view being defined took, by the view's path (:func:`_timed`)
@@ -234,7 +249,8 @@ class Runtime:
         if run.base_rows is not None and run.version is not None:  # an auto run: recorded for the next choices
             entry = catalog.view(view_name)
             history.record(catalog.root / program_folder(entry.path),
-                           history.Record(run.strategy, run.cost.total_seconds, run.changes, run.base_rows))
+                           history.Record(run.strategy, run.cost.total_seconds, run.changes, run.base_rows,
+                                          run.lagged))
         return run
 
     def _maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool) -> Run:
@@ -278,20 +294,44 @@ class Runtime:
         if script is None:
             if progress:
                 progress(f"{view_name}: recomputing at {versions_text(new)}")
+            # an auto view recomputes itself alone; its next id run catches its caches up
+            lagged = strategy == "auto" and bool(planned is not None and planned.caches)
             with meter.phase("write"):  # evaluated by the write
-                version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches)
+                version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches,
+                                                        with_caches=not lagged)
             return Run("recompute", n_changes, version, old, new, inserted=rows, rows_written=rows + written,
-                       note=note, base_rows=base_rows)
+                       note=note, base_rows=base_rows, lagged=lagged)
         metadata["idivm.strategy"] = script.strategy
         diff_rows = written = 0
         with data_errors(view_name):
             # caches first (§2.4 pass 3), in order: each from the versions of the base tables and
             # of the earlier caches it reflects (after a crash between a cache's commit and the
-            # next one's, the committed caches are already there and are not redone)
+            # next one's, the committed caches are already there and are not redone).  The view
+            # reads each cache from the version at its own watermark ``old``: the one its last
+            # commit records, or, after an auto run recomputed the view alone (its commit records
+            # no cache), the cache's commit at ``old``, made first if the cache is behind it.
+            reflected = commit_json(path, "idivm.caches") or {}
+            cache_old: dict[str, int] = {}
             cache_new: dict[str, int] = {}
             for cache in script.caches:
                 cpath = caches[cache.name]
                 c_old = view_watermark(cpath)
+                if cache.name not in reflected and c_old != old and behind(c_old, old):
+                    if progress:
+                        progress(f"{view_name}: catching cache {cache.name} up to {versions_text(old)}")
+                    cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name,
+                             "idivm.watermark": json.dumps(old, sort_keys=True)}
+                    if cache_old:
+                        cmeta["idivm.caches"] = json.dumps(cache_old, sort_keys=True)
+                    with meter.phase("changes"):
+                        cchanges = read_changes(tables, c_old, old)
+                    stats = self.apply_script(cache.script, cpath, tables, c_old, old, cchanges, cmeta, progress,
+                                              caches, cache_old)
+                    diff_rows += stats["diff_rows"]
+                    written += stats["rows_written"]
+                    c_old = dict(old)
+                cache_old[cache.name] = reflected[cache.name] if cache.name in reflected else \
+                    version_at(cpath, old, f"cache {cache.name} of view {view_name}")
                 if c_old != new:
                     cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name}
                     with meter.phase("changes"):
@@ -308,7 +348,7 @@ class Runtime:
             stored = stored_indexes(program, path) if use_indexes and script.strategy == "id" else []
             layout = layouts.view_layout(delta.schema(path).names, [c for c, _ in prov.view_ids], script.strategy)
             stats = self.apply_script(script, path, tables, old, new, changes, metadata, progress,
-                                      caches, cache_new, stored, layout)
+                                      caches, cache_new, stored, layout, cache_old)
             with meter.phase("compact"):
                 compacted = self.compact(view_name, path, layout, [caches[c.name] for c in script.caches],
                                          stored, progress)
@@ -458,17 +498,20 @@ class Runtime:
         return tuple(done)
 
     def recompute(self, catalog: Catalog, view_name: str, prov, planned, at: Mapping[str, int],
-                  metadata: dict, caches: Mapping[str, Path]) -> tuple[int, int, int]:
+                  metadata: dict, caches: Mapping[str, Path], with_caches: bool = True) -> tuple[int, int, int]:
         """Recompute view ``view_name`` (and its caches, so that the next ID-based run starts
-        from them) at base-table versions ``at`` and overwrite it in one commit carrying
-        ``metadata``: (view version, view rows, cache rows written)."""
+        from them; unless ``with_caches`` is false: the view's commit then records that it
+        reflects no cache version) at base-table versions ``at`` and overwrite it in one commit
+        carrying ``metadata``: (view version, view rows, cache rows written)."""
         from idivm.exec.materialize import data_errors
 
         entry = catalog.view(view_name)
         path = catalog.path_of(entry)
         metadata = dict(metadata)
         written = 0
-        if planned is not None and caches:
+        if planned is not None and caches and not with_caches:
+            metadata["idivm.caches"] = json.dumps({})
+        elif planned is not None and caches:
             versions = {}
             for cache in planned.caches:
                 cdf = self.evaluate_at(catalog, cache.plan, at)
@@ -509,12 +552,13 @@ class Runtime:
                      new: Mapping[str, int], changes, metadata, progress,
                      caches: Mapping[str, Path] | None = None,
                      cache_versions: Mapping[str, int] | None = None,
-                     stored: Sequence = (), layout: layouts.Layout | None = None) -> dict:
+                     stored: Sequence = (), layout: layouts.Layout | None = None,
+                     cache_old: Mapping[str, int] | None = None) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
         (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
         data feeds from ``old`` to ``new``.  The caches the script reads (of ``caches``) are
         read from the versions the table at ``path`` reflects (its last commit's
-        ``idivm.caches``) to ``cache_versions``.  ``stored``: the view's index tables,
+        ``idivm.caches``, or ``cache_old`` when given) to ``cache_versions``.  ``stored``: the view's index tables,
         brought to the view's version first if they lag, read to find the rows of nested
         updates and maintained after the view's commit.  ``layout``: the view's, which a run
         reads and rewrites only the files of (None: the changes are MERGEd)."""
@@ -527,7 +571,7 @@ class Runtime:
 
         read = [t.table for t in script.tables if t.table in (caches or {})]
         if read:
-            reflected = commit_json(path, "idivm.caches") or {}
+            reflected = cache_old if cache_old is not None else commit_json(path, "idivm.caches") or {}
             missing = [c for c in read if c not in reflected or c not in (cache_versions or {})]
             if missing:
                 raise CatalogError(f"{script.view} records no version of its caches {', '.join(missing)}; "
