@@ -5,6 +5,7 @@ Layout of a warehouse directory ``<wh>``::
     <wh>/catalog.json        the catalog: base tables, views (indented JSON)
     <wh>/tables/<name>/      one Delta table per base table
     <wh>/views/<name>/       one Delta table per view
+    <wh>/quarantine/<name>/  the records ingest rejected, per base table
 
 ``catalog.json`` is rewritten atomically (temporary file in the same
 directory, fsync, ``os.replace``), so a reader sees the old catalog or the
@@ -32,6 +33,7 @@ from idivm.types import TupleType, from_json
 CATALOG_FILE = "catalog.json"
 TABLES_DIR = "tables"
 VIEWS_DIR = "views"
+QUARANTINE_DIR = "quarantine"
 FORMAT_VERSION = 1
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

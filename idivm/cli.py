@@ -131,24 +131,117 @@ def table_list(ctx: click.Context) -> None:
                             right={"rows", "version"}))
 
 
+#: the exit code of an ingest that quarantined records
+QUARANTINED = 3
+
+
 @cli.command()
 @click.argument("name", metavar="TABLE")
-@click.argument("file", metavar="FILE")
+@click.argument("source", metavar="SOURCE")
 @click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="debezium", show_default=True,
               help="debezium: Debezium change events; rows: whole rows (upserts) and "
                    '{"__delete": {KEY...}} lines.')
+@click.option("--strict", is_flag=True, help="A bad record fails its file (nothing of it applied) "
+              "instead of going to the table's quarantine.")
 @click.pass_context
-def ingest(ctx: click.Context, name: str, file: str, fmt: str) -> None:
-    """Apply the changes in FILE (JSON Lines) to base table TABLE in one commit."""
-    r = open_warehouse(ctx).ingest(name, file, format=fmt)
+def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool) -> int:
+    """Apply the changes in SOURCE to base table TABLE: a JSON Lines file, a directory of them
+    (name order) or - (standard input), each file in one commit.  A file ingested before is
+    skipped.  Bad records go to the table's quarantine (see 'idivm quarantine') and the rest
+    is applied; the exit code is then 3."""
+    r = open_warehouse(ctx).ingest(name, source, format=fmt, strict=strict)
+    for b in r.batches or (r,):
+        click.echo(ingest_line(b, name))
+    if r.batches:
+        click.echo(f"{len(r.batches)} files: {ingest_counts(r)}")
+    if r.quarantined:
+        click.echo(f"{r.quarantined} record{'s' if r.quarantined > 1 else ''} quarantined: "
+                   f"see 'idivm quarantine show {name}'", err=True)
+        ctx.exit(QUARANTINED)
+    return 0
+
+
+def ingest_counts(r) -> str:
     changes = f"{r.changes} change{'' if r.changes == 1 else 's'}"
     skipped = f", {r.skipped} skipped" if r.skipped else ""
+    quarantined = f", {r.quarantined} quarantined" if r.quarantined else ""
+    return f"{changes}: {r.inserted} inserted, {r.updated} updated, {r.deleted} deleted{skipped}{quarantined}"
+
+
+def ingest_line(r, table: str) -> str:
+    """What one batch of an ingest did, in a line."""
+    if r.replayed is not None:
+        return f"{r.source}: already ingested into {table} (version {r.replayed}), skipped"
+    skipped = f", {r.skipped} skipped" if r.skipped else ""
+    quarantined = f", {r.quarantined} quarantined" if r.quarantined else ""
+    changes = f"{r.changes} change{'' if r.changes == 1 else 's'}"
     if not r.changes:
-        click.echo(f"ingested {changes} from {Path(file).name} into {name}{skipped}: nothing to commit, "
-                   f"version {r.version}")
+        return (f"ingested {changes} from {r.source} into {table}{skipped}{quarantined}: nothing to commit, "
+                f"version {r.version}")
+    return (f"ingested {changes} from {r.source} into {table}: {r.inserted} inserted, "
+            f"{r.updated} updated, {r.deleted} deleted{skipped}{quarantined}; version {r.version}")
+
+
+@cli.group()
+def quarantine() -> None:
+    """Records ingest rejected: list, show and replay them."""
+
+
+@quarantine.command("list")
+@click.argument("name", metavar="[TABLE]", required=False)
+@click.pass_context
+def quarantine_list(ctx: click.Context, name: str | None) -> None:
+    """Quarantined records per base table (or, for TABLE, per file they came from)."""
+    wh = open_warehouse(ctx)
+    if name is None:
+        rows = [(t, wh.quarantined(t).num_rows) for t in sorted(wh.catalog.tables)]
+        click.echo(format_table(["table", "records"], [r for r in rows if r[1]] or [], right={"records"}))
         return
-    click.echo(f"ingested {changes} from {Path(file).name} into {name}: {r.inserted} inserted, "
-               f"{r.updated} updated, {r.deleted} deleted{skipped}; version {r.version}")
+    q = wh.quarantined(name).to_pylist()
+    per: dict[tuple, list] = {}
+    for r in q:
+        per.setdefault((r["source"], r["origin"]), []).append(r)
+    click.echo(format_table(["source", "records", "first line", "quarantined at"],
+                            [(s, len(rs), rs[0]["line"], rs[0]["quarantined_at"].isoformat(timespec="seconds"))
+                             for (s, _), rs in per.items()], right={"records", "first line"}))
+
+
+@quarantine.command("show")
+@click.argument("name", metavar="TABLE")
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text", show_default=True,
+              help="text: position, reason and record; jsonl: the records only, as they were, "
+                   "to fix and replay with 'quarantine retry --from'.")
+@click.option("--limit", type=int, default=None, help="Show at most this many records.")
+@click.pass_context
+def quarantine_show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
+    """The quarantined records of base table TABLE, oldest first."""
+    rows = open_warehouse(ctx).quarantined(name).to_pylist()[:limit]
+    for r in rows:
+        if fmt == "jsonl":
+            click.echo(r["record"])
+        else:
+            click.echo(f"{r['source']}:{r['line']}: {r['reason']}\n    {r['record']}")
+
+
+@quarantine.command("retry")
+@click.argument("name", metavar="TABLE")
+@click.option("--from", "fixed", metavar="SOURCE", default=None,
+              help="Replay the records of SOURCE (a file, a directory or -) in place of the quarantined ones.")
+@click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="debezium", show_default=True,
+              help="The format of SOURCE.")
+@click.pass_context
+def quarantine_retry(ctx: click.Context, name: str, fixed: str | None, fmt: str) -> int:
+    """Replay the quarantined records of TABLE: the valid ones are applied in one commit, the
+    others stay quarantined with their new reason (exit code 3)."""
+    r = open_warehouse(ctx).retry_quarantined(name, fixed, fmt if fixed else None)
+    if r.replayed is not None:
+        click.echo(f"retry already applied in version {r.replayed}; quarantine cleared of it")
+    else:
+        click.echo(f"replayed into {name}: {ingest_counts(r)}; version {r.version}")
+    if r.quarantined:
+        click.echo(f"{r.quarantined} record{'s' if r.quarantined > 1 else ''} still quarantined", err=True)
+        ctx.exit(QUARANTINED)
+    return 0
 
 
 # --- views ---------------------------------------------------------------------------------------

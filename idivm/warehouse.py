@@ -48,7 +48,9 @@ from idivm.storage.spark import resolve_master
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from idivm.ingest import IngestResult
+    import pyarrow as pa
+
+    from idivm.ingest import IngestResult, Quarantine
 
 DEFAULT_WAREHOUSE = "./idivm-warehouse"
 WAREHOUSE_ENV = "IDIVM_WAREHOUSE"
@@ -283,22 +285,53 @@ class Warehouse:
         path = self.table_path(name)  # an unknown name fails before Spark starts
         return delta.read_spark(self.spark, path, version, engine=self.storage)
 
-    def ingest(self, table: str, path: str | os.PathLike, format: str = "debezium") -> "IngestResult":
-        """Apply the changes in file ``path`` to base table ``table`` in one Delta commit.
+    def ingest(self, table: str, source: str | os.PathLike, format: str = "debezium",
+               strict: bool = False) -> "IngestResult":
+        """Apply the changes of ``source`` to base table ``table``: a file (JSON Lines), a
+        directory (its files in name order) or ``-`` (standard input); each file one commit.
 
         ``format`` is ``debezium`` (Debezium change events, bare or in the
         Kafka Connect envelope) or ``rows`` (whole rows are upserts, a line
         ``{"__delete": {<key columns>}}`` deletes); see :mod:`idivm.ingest`.
-        Every record is checked against the table's schema and key first: a
-        bad one raises :class:`DataError` naming ``file:line`` and nothing is
-        applied.  A file without changes commits nothing.  Needs no Spark.
+        A file already ingested (the same bytes) is skipped.  Bad records go
+        to the table's quarantine (:meth:`quarantined`, :meth:`retry_quarantined`)
+        with their ``file:line`` and reason, and the valid ones are applied;
+        ``strict``: a bad record raises :class:`DataError` naming ``file:line``
+        and nothing of its file is applied.  Columns the table does not have
+        raise in either case.  A file without changes commits nothing.  Needs
+        no Spark.
         """
-        from idivm.ingest import ingest_file
+        from idivm.ingest import ingest_feed
 
         catalog = self.catalog
         entry = catalog.table(table)
-        return ingest_file(catalog.path_of(entry), path, tuple(entry.key), format=format,
-                           element_keys=entry.element_keys)
+        return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key), format=format,
+                           element_keys=entry.element_keys, strict=strict)
+
+    def _quarantine(self, table: str) -> "Quarantine":
+        from idivm.catalog import QUARANTINE_DIR
+        from idivm.ingest import Quarantine
+
+        self.catalog.table(table)
+        return Quarantine(self.catalog.root / QUARANTINE_DIR / table)
+
+    def quarantined(self, table: str) -> "pa.Table":
+        """The records of base table ``table`` that ingest quarantined: ``origin`` (the batch's
+        SHA-256), ``source`` and ``line`` (where the record was), ``format``, ``reason``,
+        ``record`` (its text as it was) and ``quarantined_at``, oldest first."""
+        return self._quarantine(table).rows()
+
+    def retry_quarantined(self, table: str, fixed: str | os.PathLike | None = None,
+                          format: str | None = None) -> "IngestResult":
+        """Replay the quarantined records of ``table`` (or, given ``fixed``, a feed of corrected
+        records in their place, read in ``format``): those valid now are applied in one commit,
+        the others stay quarantined with their new reason.  Replayed records are applied after
+        every change ingested since they were quarantined."""
+        from idivm.ingest import retry_quarantined
+
+        entry = self.catalog.table(table)
+        return retry_quarantined(self.catalog.path_of(entry), self._quarantine(table), tuple(entry.key),
+                                 entry.element_keys, fixed, format)
 
     # --- views -----------------------------------------------------------------------------------
 

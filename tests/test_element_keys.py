@@ -230,7 +230,13 @@ def test_ingest_checks_element_keys(tmp_path):
                      '{"id": 3, "hours": [{"day": "wed", "open": 8}, {"day": "wed", "open": 10}]}\n')
     version = wh.table_info("b").version
     with pytest.raises(DataError, match=r"batch.jsonl.*line 2"):
-        wh.ingest("b", batch, format="rows")
+        wh.ingest("b", batch, format="rows", strict=True)
     assert wh.table_info("b").version == version
+    # by default the row breaking the key is quarantined and the other applied
+    r = wh.ingest("b", batch, format="rows")
+    assert (r.inserted, r.quarantined) == (1, 1)
+    (q,) = wh.quarantined("b").to_pylist()
+    assert q["line"] == 2 and 'duplicate element key day="wed" in hours' in q["reason"]
+    assert q["record"] == batch.read_text().splitlines()[1]
     batch.write_text('{"id": 3, "hours": [{"day": "wed", "open": 8}, {"day": "thu", "open": 10}]}\n')
     assert wh.ingest("b", batch, format="rows").inserted == 1

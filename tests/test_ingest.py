@@ -157,7 +157,7 @@ def test_envelope_schema_gives_the_unit_of_integer_timestamps(tmp_path):
     ]
     bare = write(tmp_path, "bare.jsonl", [event("c", after={"id": 4, "at": 1_700_000_000_000})])
     with pytest.raises(DataError, match=r"^bare.jsonl:1: after: column 'at' .*an integer needs a Debezium schema"):
-        wh.ingest("events", bare)
+        wh.ingest("events", bare, strict=True)
 
 
 GOOD = event("c", after={"id": 8, "name": "ok"})
@@ -191,16 +191,30 @@ GOOD = event("c", after={"id": 8, "name": "ok"})
 def test_bad_record_names_file_and_line_and_applies_nothing(wh, tmp_path, bad, line, problem):
     path = write(tmp_path, "bad.jsonl", [GOOD, bad, GOOD])
     with pytest.raises(DataError) as info:
-        wh.ingest("users", path)
+        wh.ingest("users", path, strict=True)
     message = str(info.value)
     assert message.startswith(f"bad.jsonl:{line}: ") and problem in message and "\n" not in message
     assert version(wh) == 0 and content(wh) == BASE
+    assert wh.quarantined("users").num_rows == 0
+    if "which table columns" in problem:  # schema drift: the whole file, strict or not
+        with pytest.raises(DataError, match=r"^bad.jsonl: column 'email' \(line 2\) not in the table"):
+            wh.ingest("users", path)
+        assert version(wh) == 0 and wh.quarantined("users").num_rows == 0
+        return
+    # by default the bad record is quarantined, with its position, reason and text, and the rest applied
+    result = wh.ingest("users", path)
+    assert (result.quarantined, result.inserted, result.version) == (1, 1, 1)
+    (q,) = wh.quarantined("users").to_pylist()
+    text = bad if isinstance(bad, str) else json.dumps(bad)
+    assert (q["source"], q["line"], q["format"], q["record"]) == ("bad.jsonl", line, "debezium", text)
+    assert problem in q["reason"] and q["origin"].startswith("sha256:")
+    assert content(wh) == sorted([*BASE, {"id": 8, "name": "ok", "tags": None, "hours": None}], key=lambda r: r["id"])
 
 
 def test_bad_record_after_many_good_ones(wh, tmp_path):
     lines = [event("c", after={"id": 100 + i, "name": "n"}) for i in range(40)] + ["null", "[]"]
     with pytest.raises(DataError, match=r"^bad.jsonl:42: expected a Debezium event"):
-        wh.ingest("users", write(tmp_path, "bad.jsonl", lines))
+        wh.ingest("users", write(tmp_path, "bad.jsonl", lines), strict=True)
     assert version(wh) == 0
 
 
@@ -230,7 +244,7 @@ def test_rows_format_upserts_and_deletes_by_key(wh, tmp_path):
 ])
 def test_rows_format_bad_lines(wh, tmp_path, bad, problem):
     with pytest.raises(DataError) as info:
-        wh.ingest("users", write(tmp_path, "r.jsonl", [{"id": 5}, bad]), format="rows")
+        wh.ingest("users", write(tmp_path, "r.jsonl", [{"id": 5}, bad]), format="rows", strict=True)
     assert str(info.value).startswith("r.jsonl:2: ") and problem in str(info.value)
     assert version(wh) == 0
 
@@ -269,7 +283,7 @@ def test_cli_ingest(capsys, wh, tmp_path):
 def test_cli_ingest_errors(capsys, wh, tmp_path):
     home = str(wh.path)
     bad = write(tmp_path, "bad.jsonl", [GOOD, event("c", after={"id": 9, "name": 5})])
-    code, out, err = run(capsys, "--warehouse", home, "ingest", "users", str(bad))
+    code, out, err = run(capsys, "--warehouse", home, "ingest", "users", str(bad), "--strict")
     assert (code, out) == (1, "")
     assert err == ("error: bad.jsonl:2: after: column 'name' (string) expects a string, got an integer 5\n")
     code, out, err = run(capsys, "--warehouse", home, "ingest", "users", str(bad), "--format", "xml")
@@ -304,6 +318,6 @@ def test_scalar_types(tmp_path):
                          ({"k": 4, "blob": "not base64!"}, "column 'blob' (binary) expects base64 text"),
                          ({"k": 4, "day": "29.02.2024"}, "column 'day' (date32[day]) expects a date")]:
         with pytest.raises(DataError) as info:
-            wh.ingest("p", write(tmp_path, "bad.jsonl", [bad]), format="rows")
+            wh.ingest("p", write(tmp_path, "bad.jsonl", [bad]), format="rows", strict=True)
         assert str(info.value).startswith("bad.jsonl:1: row: ") and problem in str(info.value)
     assert delta.version(wh.table_path("p")) == 1

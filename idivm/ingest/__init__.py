@@ -6,49 +6,150 @@ delta-rs and pyarrow only (no Spark).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+
+import pyarrow as pa
 
 from idivm.errors import DataError
 from idivm.ingest.apply import IngestResult, apply_changes, condense
 from idivm.ingest.debezium import read_debezium
-from idivm.ingest.records import Change, ChangeSet
+from idivm.ingest.feeds import ORIGIN, QUARANTINE_SCHEMA, VALID, Batch, Quarantine, batches, taken_in
+from idivm.ingest.records import Change, ChangeSet, Rejected
 from idivm.ingest.rows import read_rows
 from idivm.storage import delta
 
 READERS = {"debezium": read_debezium, "rows": read_rows}
 INGEST_FORMATS = tuple(READERS)
 
-__all__ = ["INGEST_FORMATS", "Change", "ChangeSet", "IngestResult", "apply_changes", "condense",
-           "ingest_file", "read_debezium", "read_rows"]
+__all__ = ["INGEST_FORMATS", "Change", "ChangeSet", "IngestResult", "Quarantine", "apply_changes", "condense",
+           "ingest_feed", "read_debezium", "read_rows", "retry_quarantined"]
 
 
-def ingest_file(table_path: str | Path, file: str | Path, key: tuple[str, ...] | list[str],
-                format: str = "debezium", element_keys: Mapping[str, Sequence[str]] | None = None
-                ) -> IngestResult:
-    """Read every change of ``file`` (in ``format``), then apply them all in one commit.
-
-    A bad record raises :class:`DataError` before anything is written, including a row
-    whose nested collections break their declared element keys (``element_keys``).
-    """
+def _reader(format: str):
     if format not in READERS:
         raise DataError(f"unknown ingest format {format!r}; known formats: {', '.join(INGEST_FORMATS)}")
+    return READERS[format]
+
+
+def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Path,
+                key: tuple[str, ...] | list[str], format: str = "debezium",
+                element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False) -> IngestResult:
+    """Ingest every batch of ``source`` (a file, a directory or ``-``; :mod:`~idivm.ingest.feeds`)
+    in order, each in one commit, skipping batches already taken.
+
+    Each batch is read whole before anything of it is applied.  Its bad records (including rows
+    whose nested collections break their declared ``element_keys``) go to ``quarantine`` and
+    its valid ones are applied; ``strict``: a bad record raises :class:`DataError` naming
+    ``file:line`` instead, and nothing of the batch is applied.  Columns the table does not
+    have raise in either case.
+    """
+    read = _reader(format)
+    results = [ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys, strict)
+               for batch in batches(source)]
+    if len(results) == 1:
+        return results[0]
+    return IngestResult.total(str(source), results, delta.version(table_path))
+
+
+def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
+                 read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool) -> IngestResult:
+    taken = taken_in(Path(table_path), batch.origin)
+    if taken is None:
+        q = taken_in(quarantine.path, batch.origin)
+        taken = q if q is not None and int(q.get(VALID, 1)) == 0 else None
+    if taken is not None:
+        return IngestResult(0, 0, 0, 0, 0, delta.version(table_path), source=batch.name,
+                            replayed=int(taken["version"]))
     schema = delta.schema(table_path)
-    change_set = READERS[format](file, schema, tuple(key))
+    change_set = read(batch.text, batch.name, schema, key, strict=strict)
     if element_keys:
-        _check_element_keys(change_set, schema, element_keys)
-    return apply_changes(table_path, change_set, tuple(key))
+        change_set = _check_element_keys(change_set, schema, element_keys, strict, batch.text)
+    if change_set.rejected:
+        quarantine.add(batch, change_set.rejected, format, len(change_set.changes))
+    return apply_changes(table_path, change_set, key, {ORIGIN: batch.origin})
 
 
-def _check_element_keys(change_set: ChangeSet, schema, element_keys: Mapping[str, Sequence[str]]) -> None:
-    import pyarrow as pa
+def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple[str, ...] | list[str],
+                      element_keys: Mapping[str, Sequence[str]] | None = None,
+                      fixed: str | Path | None = None, format: str | None = None) -> IngestResult:
+    """Replay the records of ``quarantine`` (those of each format in the order they were
+    quarantined), or, given ``fixed``, the records of that feed in their place (read in
+    ``format``): the ones that are valid now are applied in one commit, the others stay
+    quarantined with their new reason.  The retry is one batch whose origin names the
+    quarantine's version (and the fixed feed's bytes): after a crash between the table's commit
+    and the quarantine's, retrying again only finishes the quarantine's."""
+    rows = quarantine.rows()
+    version = quarantine.version()
+    if version is None or (rows.num_rows == 0 and fixed is None):
+        return IngestResult(0, 0, 0, 0, 0, delta.version(table_path), source="quarantine")
+    key = tuple(key)
+    now = dt.datetime.now(dt.timezone.utc)
+    if fixed is not None:
+        given = list(batches(fixed))
+        texts = [(format or "debezium", b.name, b.text,
+                  [(b.name, n, now) for n in range(1, len(b.text.splitlines()) + 1)]) for b in given]
+        origin = f"quarantine@{version}:" + ",".join(b.origin for b in given)
+    else:
+        texts = []
+        for fmt in dict.fromkeys(rows.column("format").to_pylist()):
+            mine = [r for r in rows.to_pylist() if r["format"] == fmt]
+            texts.append((fmt, "quarantine", "\n".join(r["record"] for r in mine),
+                          [(r["source"], r["line"], r["quarantined_at"]) for r in mine]))
+        origin = f"quarantine@{version}"
+    results, left = [], []
+    done = taken_in(Path(table_path), origin)
+    for fmt, name, text, positions in texts:
+        schema = delta.schema(table_path)
+        change_set = _reader(fmt)(text, name, schema, key)
+        if element_keys:
+            change_set = _check_element_keys(change_set, schema, element_keys, False, text)
+        for r in change_set.rejected:
+            source, line, at = positions[r.line - 1]
+            left.append({"origin": origin, "source": source, "line": line, "format": fmt, "reason": r.problem,
+                         "record": r.text, "quarantined_at": at})
+        if done is None:
+            results.append(apply_changes(table_path, change_set, key, {ORIGIN: origin, "idivm.retry": version}))
+        else:
+            results.append(IngestResult(0, 0, 0, 0, 0, delta.version(table_path), len(change_set.rejected),
+                                        name, replayed=int(done["version"])))
+    quarantine.replace(pa.Table.from_pylist(left, schema=QUARANTINE_SCHEMA),
+                       {"idivm.operation": "quarantine retry", ORIGIN: origin})
+    result = IngestResult.total("quarantine", results, delta.version(table_path))
+    return result if done is None else replace(result, replayed=int(done["version"]))
 
+
+def _check_element_keys(change_set: ChangeSet, schema, element_keys: Mapping[str, Sequence[str]],
+                        strict: bool, text: str) -> ChangeSet:
+    """``change_set`` with the upserts whose nested collections break their element keys
+    rejected (``strict``: the first such row raises)."""
     from idivm.ingest.load import Rows, check_element_key
+
+    def check(upserts: Sequence[Change]) -> None:
+        rows = Rows(pa.Table.from_pylist([dict(c.row) for c in upserts], schema=schema),
+                    change_set.source, "line", [c.line for c in upserts])
+        for path, cols in element_keys.items():
+            check_element_key(rows, path, tuple(cols))
 
     upserts = [c for c in change_set.changes if c.op == "upsert"]
     if not upserts:
-        return
-    rows = Rows(pa.Table.from_pylist([dict(c.row) for c in upserts], schema=schema),
-                change_set.source, "line", [c.line for c in upserts])
-    for path, cols in element_keys.items():
-        check_element_key(rows, path, tuple(cols))
+        return change_set
+    try:
+        check(upserts)
+        return change_set
+    except DataError:
+        if strict:
+            raise
+    bad: dict[int, str] = {}
+    for c in upserts:  # the whole set breaks a key: find the rows that do, one by one
+        try:
+            check([c])
+        except DataError as e:
+            bad[c.line] = str(e).split(": ", 1)[-1]
+    texts = dict(enumerate(text.splitlines(), 1))
+    kept = tuple(c for c in change_set.changes if c.line not in bad)
+    rejected = tuple(sorted([*change_set.rejected, *(Rejected(n, why, texts.get(n, "")) for n, why in bad.items())],
+                            key=lambda r: r.line))
+    return replace(change_set, changes=kept, records=change_set.records - len(bad), rejected=rejected)

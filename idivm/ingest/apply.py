@@ -16,8 +16,8 @@ nothing, makes exactly one commit, so every ingested file is in the history.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,7 +30,9 @@ from idivm.storage.layout import ACTION
 @dataclass(frozen=True, slots=True)
 class IngestResult:
     """What one ingest did: changes read (tombstones excluded), rows the commit
-    inserted/updated/deleted, tombstones skipped, and the table version after it."""
+    inserted/updated/deleted, tombstones skipped, and the table version after it;
+    records quarantined; for one batch, its name and whether it had been taken before
+    (``replayed``: the version that took it); for a whole feed, its ``batches``."""
 
     changes: int
     inserted: int
@@ -38,6 +40,19 @@ class IngestResult:
     deleted: int
     skipped: int
     version: int
+    quarantined: int = 0
+    source: str = field(default="", compare=False)
+    replayed: int | None = None
+    batches: tuple["IngestResult", ...] = field(default=(), compare=False)
+
+    @staticmethod
+    def total(source: str, results: Sequence["IngestResult"], version: int) -> "IngestResult":
+        """The sum of the batches ``results`` of feed ``source``."""
+        def sum_of(field: str) -> int:
+            return sum(getattr(r, field) for r in results)
+        return IngestResult(sum_of("changes"), sum_of("inserted"), sum_of("updated"), sum_of("deleted"),
+                            sum_of("skipped"), results[-1].version if results else version,
+                            sum_of("quarantined"), source, None, tuple(results))
 
 
 def condense(changes: Iterable[Change]) -> list[Change]:
@@ -47,10 +62,13 @@ def condense(changes: Iterable[Change]) -> list[Change]:
     return [last for _, last in condense_by_key((c.key, None, c) for c in changes).values()]
 
 
-def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[str]) -> IngestResult:
-    """MERGE the condensed changes into the Delta table at ``table_path`` in one commit."""
+def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[str],
+                  metadata: Mapping[str, object] | None = None) -> IngestResult:
+    """MERGE the condensed changes into the Delta table at ``table_path`` in one commit, which
+    carries ``metadata`` too (the batch's origin)."""
     if not change_set.changes:
-        return IngestResult(0, 0, 0, 0, change_set.skipped, delta.version(table_path))
+        return IngestResult(0, 0, 0, 0, change_set.skipped, delta.version(table_path),
+                            len(change_set.rejected), change_set.source)
     schema = delta.schema(table_path)
     net = condense(change_set.changes)
     source = pa.Table.from_pylist(
@@ -64,10 +82,12 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
          delta.MatchedUpdate(set=columns),
          delta.NotMatchedInsert(values=columns, predicate=f"NOT ({is_delete})")],
         commit_metadata={"idivm.operation": "ingest", "idivm.source": change_set.source,
-                         "idivm.changes": change_set.records}, row_group_rows=delta.BASE_ROW_GROUP)
+                         "idivm.changes": change_set.records, **(metadata or {})},
+        row_group_rows=delta.BASE_ROW_GROUP)
     return IngestResult(changes=change_set.records,
                         inserted=int(metrics.get("num_target_rows_inserted") or 0),
                         updated=int(metrics.get("num_target_rows_updated") or 0),
                         deleted=int(metrics.get("num_target_rows_deleted") or 0),
-                        skipped=change_set.skipped, version=int(metrics["version"]))
+                        skipped=change_set.skipped, version=int(metrics["version"]),
+                        quarantined=len(change_set.rejected), source=change_set.source)
 

@@ -25,12 +25,11 @@ timestamps; other values follow :mod:`idivm.ingest.records`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from idivm.ingest.records import DELETE, UPSERT, Change, ChangeSet, RowChecker, json_kind, json_lines
+from idivm.ingest.records import DELETE, UPSERT, Change, ChangeSet, RowChecker, json_kind, read_records
 
 OPS = {"c": "create", "r": "snapshot read", "u": "update", "d": "delete"}
 
@@ -42,39 +41,34 @@ _TIMESTAMP_UNITS = {
 }
 
 
-def read_debezium(path: str | Path, schema: pa.Schema, key: tuple[str, ...]) -> ChangeSet:
-    """The changes of a file of Debezium events, checked against the table's ``schema`` and ``key``.
+def read_debezium(text: str, source: str, schema: pa.Schema, key: tuple[str, ...],
+                  strict: bool = False) -> ChangeSet:
+    """The changes of the Debezium events of file ``source`` (its ``text``), checked against the
+    table's ``schema`` and ``key`` (:func:`~idivm.ingest.records.read_records`).
 
-    Raises :class:`~idivm.errors.DataError` (``file:line: problem``) for the
-    first bad record: malformed JSON, a line that is not an event, an unknown
-    op, ``after`` missing for c/r/u or ``before`` for d, a row that is not an
-    object, a missing or null key column, a column the table lacks, a value of
-    the wrong type.
+    A bad record (``file:line: problem``): malformed JSON, a line that is not an event, an
+    unknown op, ``after`` missing for c/r/u or ``before`` for d, a row that is not an object, a
+    missing or null key column, a value of the wrong type.
     """
-    source = Path(path).name
-    checker = RowChecker(schema, key, source)
-    changes: list[Change] = []
-    records = skipped = 0
-    for line, _, value in json_lines(path, source):
-        if value is None:
-            skipped += 1
-            continue
-        if not isinstance(value, Mapping):
-            raise checker.error(line, f"expected a Debezium event (a JSON object), got {json_kind(value)}")
-        units: Mapping[str, str] = {}
-        if "payload" in value and "op" not in value:
-            event = value["payload"]
-            if event is None:
-                skipped += 1
-                continue
-            if not isinstance(event, Mapping):
-                raise checker.error(line, f"payload is {json_kind(event)}, not an event object")
-            units = timestamp_units(value.get("schema"))
-        else:
-            event = value
-        changes.extend(_changes(event, line, checker, units))
-        records += 1
-    return ChangeSet(source, tuple(changes), records, skipped)
+    return read_records(text, source, schema, key, _event, blank_is_tombstone=True, strict=strict)
+
+
+def _event(value: Any, line: int, checker: RowChecker) -> list[Change] | None:
+    units: Mapping[str, str] = {}
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise checker.error(line, f"expected a Debezium event (a JSON object), got {json_kind(value)}")
+    if "payload" in value and "op" not in value:
+        event = value["payload"]
+        if event is None:
+            return None
+        if not isinstance(event, Mapping):
+            raise checker.error(line, f"payload is {json_kind(event)}, not an event object")
+        units = timestamp_units(value.get("schema"))
+    else:
+        event = value
+    return _changes(event, line, checker, units)
 
 
 def _changes(event: Mapping[str, Any], line: int, checker: RowChecker, units: Mapping[str, str]) -> list[Change]:

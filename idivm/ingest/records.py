@@ -3,9 +3,12 @@
 Input: JSON values decoded from one line of a change file.  Output:
 :class:`Change` values (an upsert of a whole row, or a delete by key) whose
 rows hold Python values that ``pyarrow`` converts to the table's Arrow types
-without loss.  Every problem is a one-line :class:`DataError` that starts with
-``file:line:``; readers collect all changes of a file before anything is
-applied, so a bad record anywhere means nothing is applied.
+without loss.  Every problem of a record is a one-line :class:`RecordError`
+that starts with ``file:line:``.  :func:`read_records` reads a whole file
+before anything is applied: its bad records come out as :class:`Rejected`
+(which ingest quarantines), or, read strictly, the first one is raised; a
+column the table does not have (schema drift) is always an error of the
+whole file, naming every such column.
 
 Value rules (JSON value → column type): ``null`` fits every type; booleans
 only ``bool``; integers fit integer columns of their width, floating point
@@ -26,7 +29,7 @@ import binascii
 import datetime as dt
 import decimal
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -61,15 +64,90 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class Rejected:
+    """A record that could not be read: its line, why, and its text as it was."""
+
+    line: int
+    problem: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ChangeSet:
     """The changes of one file, in file order; how many change records they came from
     (a Debezium update that changes the key gives two changes); how many records
-    were skipped (tombstones)."""
+    were skipped (tombstones); the records rejected, in file order."""
 
     source: str
     changes: tuple[Change, ...]
     records: int
     skipped: int = 0
+    rejected: tuple[Rejected, ...] = ()
+
+
+class RecordError(DataError):
+    """A bad record: ``source:line: problem``."""
+
+    def __init__(self, source: str, line: int, problem: str):
+        super().__init__(f"{source}:{line}: {problem}")
+        self.line, self.problem = line, problem
+
+
+class SchemaDrift(RecordError):
+    """A record with columns the table does not have."""
+
+    def __init__(self, source: str, line: int, problem: str, columns: list[str]):
+        super().__init__(source, line, problem)
+        self.columns = columns
+
+
+#: what a reader makes of one record (a JSON value, never a blank line): its changes, or None
+#: for a tombstone; bad records raise :class:`RecordError` (via ``checker.error``)
+RecordReader = Callable[[Any, int, "RowChecker"], "list[Change] | None"]
+
+
+def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...], record: RecordReader,
+                 blank_is_tombstone: bool = False, strict: bool = False) -> ChangeSet:
+    """The changes of the JSON Lines ``text`` of file ``source``, each record read by ``record``.
+
+    A malformed line or a bad record is :class:`Rejected` (``strict``: raised, the first one);
+    columns the table does not have are a :class:`DataError` naming each of them with the line
+    it first appears on.  Blank lines are ignored, or counted as tombstones.
+    """
+    checker = RowChecker(schema, key, source)
+    changes: list[Change] = []
+    rejected: list[Rejected] = []
+    drift: dict[str, int] = {}
+    records = skipped = 0
+    for n, line, value in json_lines(text, source):
+        if line is None:
+            skipped += blank_is_tombstone
+            continue
+        try:
+            if isinstance(value, BadJson):
+                raise checker.error(n, value.problem)
+            out = record(value, n, checker)
+        except SchemaDrift as e:
+            if strict:
+                raise
+            for c in e.columns:
+                drift.setdefault(c, n)
+            continue
+        except RecordError as e:
+            if strict:
+                raise
+            rejected.append(Rejected(n, e.problem, line))
+            continue
+        if out is None:
+            skipped += 1
+        else:
+            changes.extend(out)
+            records += 1
+    if drift:
+        named = ", ".join(f"{c!r} (line {n})" for c, n in drift.items())
+        raise DataError(f"{source}: column{'s' if len(drift) > 1 else ''} {named} not in the table "
+                        f"(columns: {', '.join(schema.names)}); nothing was applied")
+    return ChangeSet(source, tuple(changes), records, skipped, tuple(rejected))
 
 
 class RowChecker:
@@ -83,8 +161,8 @@ class RowChecker:
         self.key = tuple(key)
         self.source = source
 
-    def error(self, line: int, problem: str) -> DataError:
-        return DataError(f"{self.source}:{line}: {problem}")
+    def error(self, line: int, problem: str) -> RecordError:
+        return RecordError(self.source, line, problem)
 
     def row(self, value: Any, line: int, what: str = "row", timestamp_units: Mapping[str, str] | None = None
             ) -> tuple[tuple, dict[str, Any]]:
@@ -108,8 +186,8 @@ class RowChecker:
             raise self.error(line, f"{what} is {json_kind(value)}, not an object")
         unknown = [k for k in value if k not in self.schema.names]
         if unknown:
-            raise self.error(line, f"{what} has column {unknown[0]!r}, which table columns "
-                                   f"({', '.join(self.schema.names)}) do not include")
+            raise SchemaDrift(self.source, line, f"{what} has column {unknown[0]!r}, which table columns "
+                                                 f"({', '.join(self.schema.names)}) do not include", unknown)
         return value
 
     def _key(self, given: Mapping[str, Any], row: Mapping[str, Any], line: int, what: str) -> tuple:
@@ -294,11 +372,16 @@ def read_text(path: str | Path, source: str | None = None) -> str:
         raise DataError(f"{source or path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
-def json_lines(path: str | Path, source: str) -> Iterator[tuple[int, str | None, Any]]:
-    """Yield ``(line number, text, value)`` for every line of a JSON Lines file;
-    blank lines give ``(n, None, None)``.  Unreadable files and malformed JSON are
-    :class:`DataError` with ``source:line``."""
-    text = read_text(path, source)
+@dataclass(frozen=True, slots=True)
+class BadJson:
+    """A line that is not JSON: why."""
+
+    problem: str
+
+
+def json_lines(text: str, source: str) -> Iterator[tuple[int, str | None, Any]]:
+    """Yield ``(line number, text, value)`` for every line of JSON Lines ``text``; blank lines
+    give ``(n, None, None)``, malformed ones a :class:`BadJson` value."""
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             yield n, None, None
@@ -306,6 +389,6 @@ def json_lines(path: str | Path, source: str) -> Iterator[tuple[int, str | None,
         try:
             yield n, line, json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{source}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+            yield n, line, BadJson(f"invalid JSON: {e.msg} (column {e.colno})")
         except RecursionError:
-            raise DataError(f"{source}:{n}: invalid JSON: nested too deeply") from None
+            yield n, line, BadJson("invalid JSON: nested too deeply")

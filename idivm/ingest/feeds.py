@@ -1,0 +1,134 @@
+"""Where changes come from, what was already taken, and where bad records go.
+
+A feed is read as batches (:class:`Batch`): a file is one batch, a directory one batch per
+regular file in name order (hidden files left out), ``-`` the whole of standard input.  A
+batch's origin is the SHA-256 of its bytes.  Each commit of a batch to its base table carries
+the origin in its metadata (``idivm.origin``), so ingesting the same bytes again (the same
+file twice, a directory whose first files were taken before a crash, a message delivered
+twice) is found in the table's own history and skipped: the Delta log, nothing beside it,
+says what was ingested.
+
+Bad records are not dropped and do not stop their batch: they go to the table's quarantine
+(:class:`Quarantine`), a Delta table ``<wh>/quarantine/<table>`` of one row per record
+(its text as it was, its position ``file:line``, the reason, the format it was read in,
+the batch's origin), committed *before* the batch's valid records, so that a crash between
+the two commits leaves the records quarantined and the batch not yet taken (the next ingest
+of it applies the valid records and does not quarantine them twice).  A batch with no valid
+record is taken by its quarantine commit alone (``idivm.valid`` 0 in its metadata).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from idivm.errors import DataError
+from idivm.ingest.records import Rejected
+from idivm.storage import delta
+
+STDIN = "-"
+ORIGIN = "idivm.origin"
+VALID = "idivm.valid"
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The text of one file (or of standard input), its name in messages and its origin."""
+
+    name: str
+    text: str
+    origin: str
+
+
+def origin_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def batches(source: str | Path) -> Iterator[Batch]:
+    """The batches of ``source``: a file, a directory (its files in name order) or ``-``."""
+    if str(source) == STDIN:
+        yield _batch("<stdin>", sys.stdin.buffer.read())
+        return
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        for f in files:
+            yield _batch(f.name, _read(f))
+        return
+    yield _batch(path.name, _read(path))
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"cannot read {str(path)!r}: no such file or directory") from None
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}") from None
+
+
+def _batch(name: str, data: bytes) -> Batch:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{name}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    return Batch(name, text, origin_of(data))
+
+
+def taken_in(path: Path, origin: str) -> dict[str, Any] | None:
+    """The commit of the table at ``path`` that took the batch ``origin``, if any."""
+    if not delta.exists(path):
+        return None
+    return next((c for c in delta.history(path) if c.get(ORIGIN) == origin), None)
+
+
+QUARANTINE_SCHEMA = pa.schema([
+    ("origin", pa.string()),
+    ("source", pa.string()),
+    ("line", pa.int64()),
+    ("format", pa.string()),
+    ("reason", pa.string()),
+    ("record", pa.string()),
+    ("quarantined_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+class Quarantine:
+    """The quarantined records of one base table (a Delta table, created on first need)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def rows(self) -> pa.Table:
+        """Every quarantined record, in the order they were quarantined."""
+        if not delta.exists(self.path):
+            return QUARANTINE_SCHEMA.empty_table()
+        rows = delta.read_arrow(self.path)
+        return rows.sort_by([("quarantined_at", "ascending"), ("origin", "ascending"), ("line", "ascending")])
+
+    def version(self) -> int | None:
+        return delta.version(self.path) if delta.exists(self.path) else None
+
+    def add(self, batch: Batch, rejected: Sequence[Rejected], format: str, valid: int) -> None:
+        """Quarantine the ``rejected`` records of ``batch`` (once: not again when its origin is
+        there already), recording how many ``valid`` records the batch has."""
+        if taken_in(self.path, batch.origin) is not None:
+            return
+        now = dt.datetime.now(dt.timezone.utc)
+        rows = pa.Table.from_pylist(
+            [{"origin": batch.origin, "source": batch.name, "line": r.line, "format": format, "reason": r.problem,
+              "record": r.text, "quarantined_at": now} for r in rejected], schema=QUARANTINE_SCHEMA)
+        delta.write_arrow(self.path, rows, mode="append",
+                          commit_metadata={"idivm.operation": "quarantine", ORIGIN: batch.origin,
+                                           "idivm.source": batch.name, VALID: valid})
+
+    def replace(self, rows: pa.Table, metadata: dict[str, Any]) -> None:
+        """Keep only ``rows`` (the records a retry left), in one commit."""
+        delta.write_arrow(self.path, rows.cast(QUARANTINE_SCHEMA), mode="overwrite", commit_metadata=metadata)
