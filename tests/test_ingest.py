@@ -321,3 +321,41 @@ def test_scalar_types(tmp_path):
             wh.ingest("p", write(tmp_path, "bad.jsonl", [bad]), format="rows", strict=True)
         assert str(info.value).startswith("bad.jsonl:1: row: ") and problem in str(info.value)
     assert delta.version(wh.table_path("p")) == 1
+
+
+def test_debezium_logical_types_of_decimals_and_times(tmp_path):
+    """Kafka Connect ``Decimal`` in precise mode (base64 of the unscaled value, its scale in the
+    envelope's schema), ``VariableScaleDecimal``, the string and double modes, ``ZonedTimestamp``
+    and ``Date``; the encodings below are worked out by hand (1230 = 0x04CE, -1230 = 0xFB32)."""
+    import decimal
+
+    import pyarrow as pa
+
+    wh = Warehouse(tmp_path / "wh")
+    wh.create_table("m", "id", pa.table({
+        "id": pa.array([0], pa.int64()), "price": pa.array([decimal.Decimal("0.00")], pa.decimal128(8, 2)),
+        "ratio": pa.array([0.0], pa.float64()), "at": pa.array([dt.datetime(2020, 1, 1)], pa.timestamp("us", "UTC")),
+        "on": pa.array([dt.date(2020, 1, 1)], pa.date32())}))
+    schema = {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": [
+        {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "2", "connect.decimal.precision": "8"}},
+        {"field": "ratio", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "parameters": {"scale": "3"}},
+        {"field": "at", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+        {"field": "on", "type": "int32", "name": "io.debezium.time.Date"}]}]}
+    path = write(tmp_path, "m.jsonl", [
+        {"schema": schema, "payload": event("c", after={"id": 1, "price": "BM4=", "ratio": "+zI=",
+                                                        "at": "2024-05-06T07:08:09+02:00", "on": 19000})},
+        event("c", after={"id": 2, "price": {"scale": 1, "value": "BM4="}, "ratio": {"scale": 4, "value": "+zI="}}),
+        event("c", after={"id": 3, "price": "BM4=", "ratio": 2.5}),       # no schema: the column's scale
+        event("c", after={"id": 4, "price": "7.25", "ratio": "1.5"}),     # string mode; a double column takes no string
+    ])
+    r = wh.ingest("m", path)
+    assert (r.inserted, r.quarantined) == (3, 1)
+    rows = {row["id"]: row for row in delta.read_arrow(wh.table_path("m")).to_pylist()}
+    d = decimal.Decimal
+    assert rows[1]["price"] == d("12.30") and rows[1]["ratio"] == -1.23
+    assert rows[1]["at"] == dt.datetime(2024, 5, 6, 5, 8, 9, tzinfo=dt.timezone.utc) and rows[1]["on"] == dt.date(2022, 1, 8)
+    assert rows[2]["price"] == d("123.00") and rows[2]["ratio"] == -0.123
+    assert rows[3]["price"] == d("12.30") and rows[3]["ratio"] == 2.5
+    (q,) = wh.quarantined("m").to_pylist()
+    assert q["line"] == 4 and "column 'ratio' (double) expects a number" in q["reason"]

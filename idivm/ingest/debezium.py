@@ -19,7 +19,12 @@ lines is the order of the changes.
 With the envelope, the schema's Debezium/Kafka Connect timestamp names
 (``io.debezium.time.Timestamp``/``MicroTimestamp``/``NanoTimestamp``,
 ``org.apache.kafka.connect.data.Timestamp``) give the unit of integer
-timestamps; other values follow :mod:`idivm.ingest.records`.
+timestamps, and ``org.apache.kafka.connect.data.Decimal`` the scale of
+decimals sent in ``decimal.handling.mode=precise`` (base64); other values
+follow :mod:`idivm.ingest.records` (``ZonedTimestamp`` is ISO-8601 text
+with an offset, ``Date`` an integer of days, the ``string`` and ``double``
+decimal modes numbers, ``VariableScaleDecimal`` an object of scale and
+base64 value).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import pyarrow as pa
 from idivm.ingest.records import DELETE, UPSERT, Change, ChangeSet, RowChecker, json_kind, read_records
 
 OPS = {"c": "create", "r": "snapshot read", "u": "update", "d": "delete"}
+
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
 
 _TIMESTAMP_UNITS = {
     "io.debezium.time.Timestamp": "ms",
@@ -97,7 +104,9 @@ def _changes(event: Mapping[str, Any], line: int, checker: RowChecker, units: Ma
 
 
 def timestamp_units(schema: Any) -> dict[str, str]:
-    """Column → unit of integer timestamps, from an envelope schema's ``before``/``after`` fields."""
+    """Column → what the envelope schema's ``before``/``after`` fields say of it: the unit of
+    its integer timestamps, or ``decimal:S`` for a Kafka Connect ``Decimal`` of scale S
+    (:func:`~idivm.ingest.records.convert`)."""
     units: dict[str, str] = {}
     if not isinstance(schema, Mapping):
         return units
@@ -105,6 +114,12 @@ def timestamp_units(schema: Any) -> dict[str, str]:
         if not isinstance(part, Mapping) or part.get("field") not in ("before", "after"):
             continue
         for f in part.get("fields") or ():
-            if isinstance(f, Mapping) and f.get("name") in _TIMESTAMP_UNITS and isinstance(f.get("field"), str):
+            if not isinstance(f, Mapping) or not isinstance(f.get("field"), str):
+                continue
+            if f.get("name") in _TIMESTAMP_UNITS:
                 units[f["field"]] = _TIMESTAMP_UNITS[f["name"]]
+            elif f.get("name") == DECIMAL:
+                scale = (f.get("parameters") or {}).get("scale")
+                if isinstance(scale, (int, str)) and str(scale).lstrip("-").isdigit():
+                    units[f["field"]] = f"decimal:{int(scale)}"
     return units

@@ -214,14 +214,24 @@ class _Mismatch(Exception):
 def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None) -> Any:
     """The Python value for JSON value ``v`` in a column of Arrow type ``t`` (see the module docstring).
 
-    ``unit`` (``ms``/``us``/``ns``) allows an integer for a timestamp, counted
-    in that unit since the epoch (Debezium's ``Timestamp``/``MicroTimestamp``/``NanoTimestamp``).
+    ``unit`` is what the Debezium envelope's schema says of the column: ``ms``/``us``/``ns``
+    allow an integer for a timestamp, counted in that unit since the epoch (Debezium's
+    ``Timestamp``/``MicroTimestamp``/``NanoTimestamp``); ``decimal:S`` reads a string as
+    Kafka Connect's ``Decimal`` of scale S (the unscaled value, base64 of its big-endian two's
+    complement).  Decimal and floating point columns also take Debezium's
+    ``VariableScaleDecimal`` (``{"scale": S, "value": <base64>}``), and decimal columns a
+    base64 string that is not a number as a ``Decimal`` of the column's own scale.
     """
     if v is None:
         return None
 
     def bad(expected: str) -> _Mismatch:
         return _Mismatch(f"column '{path}' ({t}) expects {expected}, got {json_kind(v)} {_short(v)}")
+
+    if (pa.types.is_decimal(t) or pa.types.is_floating(t)) and not isinstance(v, (bool, int, float)):
+        encoded = _encoded_decimal(v, unit, t, bad)
+        if encoded is not None:
+            v = float(encoded) if pa.types.is_floating(t) else str(encoded)
 
     if pa.types.is_boolean(t):
         if isinstance(v, bool):
@@ -299,6 +309,29 @@ def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None) -> Any:
         return [(convert(k, t.key_type, f"{path}.key"), convert(x, t.item_type, f"{path}.value"))
                 for k, x in v.items()]
     raise _Mismatch(f"column '{path}' has type {t}, which ingest does not support")
+
+
+def _encoded_decimal(v: Any, unit: str | None, t: pa.DataType, bad) -> decimal.Decimal | None:
+    """The value of a Debezium-encoded decimal (see :func:`convert`), or None when ``v`` is not one."""
+    if isinstance(v, Mapping) and set(v) == {"scale", "value"}:  # VariableScaleDecimal
+        scale, raw = v["scale"], v["value"]
+        if not isinstance(scale, int) or isinstance(scale, bool) or not isinstance(raw, str):
+            raise bad("a VariableScaleDecimal {\"scale\": <integer>, \"value\": <base64>}")
+    elif isinstance(v, str) and unit is not None and unit.startswith("decimal:"):
+        scale, raw = int(unit.split(":", 1)[1]), v
+    elif isinstance(v, str) and pa.types.is_decimal(t):
+        try:
+            decimal.Decimal(v)
+            return None  # a number in a string: Debezium's string mode
+        except decimal.InvalidOperation:
+            scale, raw = t.scale, v
+    else:
+        return None
+    try:
+        unscaled = int.from_bytes(base64.b64decode(raw, validate=True), "big", signed=True)
+    except (binascii.Error, ValueError):
+        raise bad("a decimal (a number, or Debezium's base64 encoding)") from None
+    return decimal.Decimal(unscaled).scaleb(-scale)
 
 
 def _timestamp(v: Any, t: pa.DataType, unit: str | None, bad) -> dt.datetime:
