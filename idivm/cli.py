@@ -321,22 +321,34 @@ def explain(ctx: click.Context, target: str, fmt: str) -> None:
                    "Ctrl-C between rounds stops it.")
 @click.option("--rounds", "rounds", type=click.IntRange(min=1), default=None, metavar="N",
               help="With --every: stop after N rounds.")
+@click.option("--max-changes", "max_changes", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Cap a run at the base-table commits (oldest first) that change about N rows; "
+                   "the rest waits for the next run.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one JSON object per view per run on standard output (progress stays on "
+                   "standard error).")
 @click.pass_context
 def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_index: bool,
-             verify_every: int | None, every: float | None, rounds: int | None) -> int:
-    """Bring views up to date with their base tables (one commit per view)."""
+             verify_every: int | None, every: float | None, rounds: int | None, max_changes: int | None,
+             fmt: str) -> int:
+    """Bring views up to date with their base tables (one commit per view).  With --every, a
+    SIGINT or SIGTERM stops the loop after the view being maintained (a second SIGINT at once)."""
     if bool(names) == all_views:
         raise click.UsageError("name the views to maintain, or give --all")
     if rounds is not None and every is None:
         raise click.UsageError("--rounds goes with --every")
     wh = open_warehouse(ctx)
     diverged: list[str] = []
+    stop = Stop()
 
     def one_round() -> None:
-        for name in (names or [None]):
+        for name in names or sorted(wh.catalog.views):
+            if stop.requested:
+                return
             for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True),
-                                      use_indexes=not no_index, verify_every=verify_every):
-                click.echo(result.summary())
+                                      use_indexes=not no_index, verify_every=verify_every,
+                                      max_changes=max_changes):
+                click.echo(json.dumps(result.as_json(), default=str) if fmt == "json" else result.summary())
                 if result.diverged:
                     diverged.append(result.name)
 
@@ -344,21 +356,69 @@ def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_ind
         one_round()
     else:
         done = 0
-        try:
-            while True:
+        with stop.on_signals():
+            while not stop.requested:
                 started = time.monotonic()
                 one_round()
                 done += 1
                 if rounds is not None and done >= rounds:
                     break
-                time.sleep(max(0.0, started + every - time.monotonic()))
-        except KeyboardInterrupt:
-            click.echo(f"stopped after {done} round(s)", err=True)
+                stop.wait(max(0.0, started + every - time.monotonic()))
+        if stop.requested:
+            click.echo(f"stopped by {stop.requested} after {done} round(s)", err=True)
     if diverged:
         click.echo(f"error: {len(diverged)} view(s) differed from their recomputation and were repaired: "
                    f"{', '.join(sorted(set(diverged)))}", err=True)
         return 1
     return 0
+
+
+class Stop:
+    """A stop requested by SIGINT or SIGTERM while a loop runs: the loop finishes the view it
+    is maintaining (its commits stay whole either way) and ends; a second SIGINT interrupts at once."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.requested: str | None = None
+        self._event = threading.Event()
+
+    def wait(self, seconds: float) -> None:
+        self._event.wait(seconds)
+
+    def request(self, why: str) -> None:
+        self.requested = why
+        self._event.set()
+
+    def on_signals(self):
+        import contextlib
+        import signal
+
+        @contextlib.contextmanager
+        def handled():
+            def handler(signum, frame):
+                if self.requested and signum == signal.SIGINT:
+                    raise KeyboardInterrupt
+                self.request(signal.Signals(signum).name)
+
+            previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield self
+            finally:
+                for s, h in previous.items():
+                    signal.signal(s, h)
+
+        return handled()
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--full", is_flag=True, required=True, help="Recompute the view (and its caches and maps) "
+              "from scratch at the current versions of its base tables.")
+@click.pass_context
+def refresh(ctx: click.Context, name: str, full: bool) -> None:
+    """Rebuild view NAME from scratch (for a view whose changes can no longer be read)."""
+    click.echo(open_warehouse(ctx).refresh(name).summary())
 
 
 @cli.command()

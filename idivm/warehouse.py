@@ -90,6 +90,21 @@ class MaintenanceResult(Run):
     def diverged(self) -> bool:
         return self.verification is not None and not self.verification.ok
 
+    def as_json(self) -> dict[str, Any]:
+        """The run as a JSON object for programs (``maintain --format json``)."""
+        cost = self.cost
+        return {"view": self.name, "strategy": self.strategy, "version": self.version,
+                "up_to_date": self.version is None, "changes": self.changes, "diff_rows": self.diff_rows,
+                "inserted": self.inserted, "updated": self.updated, "deleted": self.deleted,
+                "rows_written": self.rows_written, "seconds": round(self.seconds, 6),
+                "old_watermark": self.old_watermark, "new_watermark": self.new_watermark, "note": self.note,
+                "spark_jobs": cost.total_jobs if cost is not None else None,
+                "commits": cost.commits if cost is not None else None,
+                "phases": {k: round(v, 6) for k, v in cost.seconds.items()} if cost is not None else {},
+                "compacted": [c.summary() for c in self.compacted],
+                "verified": None if self.verification is None else self.verification.ok,
+                "repaired_version": self.repaired_version}
+
     def summary(self) -> str:
         if self.version is None:
             return f"{self.name}: up to date at {versions_text(self.new_watermark)} ({self.seconds:.1f} s)"
@@ -371,7 +386,8 @@ class Warehouse:
         return self.view_info(view_name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None,
-                 use_indexes: bool = True, verify_every: int | None = None) -> list["MaintenanceResult"]:
+                 use_indexes: bool = True, verify_every: int | None = None,
+                 max_changes: int | None = None) -> list["MaintenanceResult"]:
         """Bring view ``name`` (default: every view) up to date with its base tables.
 
         The current version of every base table the view reads is pinned (the new
@@ -387,6 +403,10 @@ class Warehouse:
         scanning the view instead and leaves the indexes alone (the next run that uses them
         rebuilds them first).
 
+        ``max_changes=N`` caps a run: it takes the base-table commits in the order they were
+        made while they change at most about N rows in all (always at least one commit), and
+        leaves the rest to the next run (its note says how many versions wait).
+
         ``verify_every=N`` checks every N-th run of a view (a run that commits a view version
         divisible by N) against the view's recomputation (:meth:`verify`); a view that differs
         is reported (``MaintenanceResult.verification``, and a warning through ``progress``)
@@ -394,12 +414,14 @@ class Warehouse:
         """
         if verify_every is not None and verify_every < 1:
             raise ValueError(f"verify_every must be a positive number of runs, not {verify_every}")
+        if max_changes is not None and max_changes < 1:
+            raise ValueError(f"max_changes must be a positive number of rows, not {max_changes}")
         catalog = self.catalog
         names = [name] if name is not None else sorted(catalog.views)
         results = []
         for n in names:
             started = time.monotonic()
-            run = self._runtime.maintain(catalog, n, progress, use_indexes)
+            run = self._runtime.maintain(catalog, n, progress, use_indexes, max_changes)
             result = MaintenanceResult(name=n, seconds=time.monotonic() - started,
                                        **{f.name: getattr(run, f.name) for f in fields(run)})
             if verify_every and result.version is not None and result.version % verify_every == 0:
@@ -411,6 +433,15 @@ class Warehouse:
                     result = replace(result, repaired_version=self._runtime.repair(self.catalog, n))
             results.append(result)
         return results
+
+    def refresh(self, name: str) -> "MaintenanceResult":
+        """Rebuild view ``name`` from scratch at the current versions of its base tables (its
+        caches and maps too), in one commit: for a view whose changes can no longer be read
+        (``maintain`` says so when the versions it needs were vacuumed)."""
+        started = time.monotonic()
+        run = self._runtime.refresh(self.catalog, name)
+        return MaintenanceResult(name=name, seconds=time.monotonic() - started,
+                                 **{f.name: getattr(run, f.name) for f in fields(run)})
 
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it

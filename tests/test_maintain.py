@@ -216,6 +216,104 @@ def test_cli_maintain_every_runs_rounds_in_one_process(make_warehouse, tmp_path)
     assert out.exit_code == 2 and "--rounds goes with --every" in out.output
 
 
+def test_cli_maintain_json_output_and_a_cap_on_the_changes_of_a_run(make_warehouse, tmp_path):
+    """``--format json``: one object per view per run; ``--max-changes N``: a run takes the
+    base-table commits, oldest first, while they change at most N rows, and says how many
+    versions wait; every capped run leaves the view equal to its recomputation at its watermark."""
+    from click.testing import CliRunner
+
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_cost").read_text(), strategy="id")
+    parts = _rows("parts")
+    start = wh.table_info("parts").version
+    for i in range(3):  # three commits of two updated rows each
+        (tmp_path / f"p{i}.jsonl").write_text("".join(json.dumps({**p, "price": p["price"] + i + 1}) + "\n"
+                                                      for p in parts[2 * i:2 * i + 2]))
+        wh.ingest("parts", tmp_path / f"p{i}.jsonl", format="rows")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["--warehouse", str(wh.path), "maintain", "phone_cost", "--max-changes", "3",
+                              "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (run,) = [json.loads(line) for line in out.stdout.splitlines()]
+    assert run["view"] == "phone_cost" and run["strategy"] == "id" and run["new_watermark"]["parts"] == start + 1
+    assert "2 base-table versions wait for the next run" in run["note"] and run["spark_jobs"] >= 0
+    assert wh.verify("phone_cost").ok
+    (r,) = wh.maintain("phone_cost", max_changes=4)  # two commits of two rows
+    assert r.new_watermark["parts"] == start + 3 and "wait" not in r.note
+    assert wh.verify("phone_cost").ok
+    (r,) = wh.maintain("phone_cost", max_changes=1)
+    assert r.version is None
+
+
+def test_maintain_every_stops_on_sigterm_after_the_run_in_progress(make_warehouse, tmp_path):
+    """A real process: ``maintain --all --every`` keeps running; SIGTERM ends it cleanly (exit
+    code 0, a message), with the view up to date and equal to its recomputation."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_cost").read_text(), strategy="id")
+    part = _rows("parts")[0]
+    (tmp_path / "p.jsonl").write_text(json.dumps({**part, "price": part["price"] + 5}) + "\n")
+    wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
+    proc = subprocess.Popen([sys.executable, "-m", "idivm.cli", "--warehouse", str(wh.path), "maintain", "--all",
+                             "--every", "0.2", "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        first = proc.stdout.readline()  # the first run, once Spark has started
+        assert json.loads(first)["view"] == "phone_cost", first
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped by SIGTERM after" in err
+    assert all(json.loads(line)["up_to_date"] for line in out.splitlines())
+    assert wh.verify("phone_cost").ok
+
+
+def test_a_view_whose_changes_were_vacuumed_says_so_and_refresh_full_rebuilds_it(make_warehouse, tmp_path):
+    from idivm.errors import CatalogError
+
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_cost").read_text(), strategy="id")
+    parts = _rows("parts")
+    for i in range(2):
+        (tmp_path / f"p{i}.jsonl").write_text(json.dumps({**parts[i], "price": parts[i]["price"] * 3}) + "\n")
+        wh.ingest("parts", tmp_path / f"p{i}.jsonl", format="rows")
+    spark = wh.spark  # Delta Lake's VACUUM, keeping nothing: the files of versions 1 and 2 go, change data too
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{wh.table_path('parts')}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "true")
+    assert not list((wh.table_path("parts") / "_change_data").glob("*.parquet"))
+    with pytest.raises(CatalogError, match=r"view phone_cost cannot read the changes of parts@1..4 .*"
+                                           r"rebuild it with 'idivm refresh phone_cost --full'"):
+        wh.maintain("phone_cost")
+    from click.testing import CliRunner
+
+    out = CliRunner().invoke(cli, ["--warehouse", str(wh.path), "refresh", "phone_cost", "--full"])
+    assert out.exit_code == 0, out.output
+    assert "phone_cost: recompute (full refresh)" in out.output
+    check = wh.verify("phone_cost")
+    assert check.ok and check.watermark["parts"] == 4  # VACUUM made versions 3 and 4
+    (tmp_path / "p9.jsonl").write_text(json.dumps({**parts[5], "price": 1.0}) + "\n")
+    wh.ingest("parts", tmp_path / "p9.jsonl", format="rows")
+    (r,) = wh.maintain("phone_cost")  # and maintained by id again
+    assert r.strategy == "id" and wh.verify("phone_cost").ok
+
+
 # --- the relational corpus, maintained ----------------------------------------------------------------
 
 SUBSET = [  # views composing most operator families, for the default run

@@ -70,6 +70,52 @@ def version_at(path: Path, watermark: Mapping[str, int], what: str) -> int:
     raise CatalogError(f"{what} has no version at {versions_text(watermark)}; define the view again")
 
 
+def commit_rows(commit: Mapping) -> int:
+    """The rows a commit changed, from its operation metrics (delta-rs's or delta-spark's names)."""
+    metrics = commit.get("operationMetrics") or {}
+    names = (("num_target_rows_inserted", "num_target_rows_updated", "num_target_rows_deleted"),
+             ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"),
+             ("num_added_rows",), ("numOutputRows",))
+    for group in names:
+        found = [int(metrics[n]) for n in group if metrics.get(n) is not None]
+        if found:
+            return sum(found)
+    return 1
+
+
+def capped(tables: Mapping[str, Path], old: Mapping[str, int], new: Mapping[str, int], max_changes: int) -> dict:
+    """Versions between ``old`` and ``new`` of the base tables ``tables`` such that the commits
+    in between change about ``max_changes`` rows at most: commits are taken in the order they
+    were made (across tables) while their rows fit, and always the first one."""
+    commits = []
+    for t, path in tables.items():
+        if new[t] > old[t]:
+            commits += [(int(c.get("timestamp") or 0), t, int(c["version"]), commit_rows(c))
+                        for c in delta.history(path, delta.version(path) - old[t])
+                        if old[t] < int(c["version"]) <= new[t]]
+    chosen, rows = dict(old), 0
+    for _, t, version, n in sorted(commits, key=lambda c: (c[0], c[1], c[2])):
+        if rows and rows + n > max_changes:
+            break
+        rows += n
+        chosen[t] = version
+    return chosen
+
+
+def readable_changes(view_name: str, paths: Mapping[str, Path], old: Mapping[str, int],
+                     new: Mapping[str, int]) -> dict:
+    """:func:`read_changes` for a run of view ``view_name``; changes that cannot be read any
+    more (the files or commits of those versions removed by VACUUM or log clean-up) are a
+    :class:`CatalogError` saying how to rebuild the view."""
+    try:
+        return read_changes(paths, old, new)
+    except Exception as e:  # noqa: BLE001 - whatever the engine raises for missing versions or files
+        tables = ", ".join(f"{t}@{old[t] + 1}..{v}" for t, v in sorted(new.items()) if v > old[t])
+        detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise CatalogError(f"view {view_name} cannot read the changes of {tables} ({detail}); if those versions "
+                           f"were vacuumed, rebuild it with 'idivm refresh {view_name} --full'") from e
+
+
 def read_changes(paths: Mapping[str, Path], old: Mapping[str, int], new: Mapping[str, int]) -> dict:
     """Each table's change data feed from ``old`` (exclusive) to ``new`` (where it moved)."""
     return {t: delta.read_changes(paths[t], old[t] + 1, v) for t, v in new.items() if v > old[t]}
@@ -238,13 +284,15 @@ class Runtime:
         for index in stored_indexes(program, path):
             indexes.build(index, path, delta.version(path), metadata, self.storage)
 
-    def maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True) -> Run:
-        """Bring view ``view_name`` up to date (see :meth:`idivm.warehouse.Warehouse.maintain`);
-        the run's :class:`~idivm.exec.meter.Cost` is measured, its time outside the other
-        phases counted as ``plan``."""
+    def maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True,
+                 max_changes: int | None = None) -> Run:
+        """Bring view ``view_name`` up to date (see :meth:`idivm.warehouse.Warehouse.maintain`),
+        or, with ``max_changes``, as far as the base-table commits of about that many changed
+        rows take it (:func:`capped`); the run's :class:`~idivm.exec.meter.Cost` is measured,
+        its time outside the other phases counted as ``plan``."""
         with meter.metered() as m:
             with meter.phase("plan"):
-                run = self._maintain(catalog, view_name, progress, use_indexes)
+                run = self._maintain(catalog, view_name, progress, use_indexes, max_changes)
         run = replace(run, cost=m.cost())
         if run.base_rows is not None and run.version is not None:  # an auto run: recorded for the next choices
             entry = catalog.view(view_name)
@@ -253,7 +301,8 @@ class Runtime:
                                           run.lagged))
         return run
 
-    def _maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool) -> Run:
+    def _maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool,
+                  max_changes: int | None = None) -> Run:
         from idivm.exec.materialize import data_errors
 
         entry = catalog.view(view_name)
@@ -269,8 +318,16 @@ class Runtime:
         if missing:
             raise CatalogError(f"view {view_name} records no version of {', '.join(missing)}; define it again")
         tables = {t: catalog.path_of(catalog.table(t)) for t in new}
+        waiting = ""
+        if max_changes is not None:
+            latest, new = new, capped(tables, old, new, max_changes)
+            behind = sum(latest[t] - new[t] for t in new)
+            if behind:
+                waiting = f"capped at {max_changes} change rows: {behind} base-table versions wait for the next run"
+                if progress:
+                    progress(f"{view_name}: {waiting}")
         with meter.phase("changes"):
-            changes = read_changes(tables, old, new)
+            changes = readable_changes(view_name, tables, old, new)
         n_changes = sum(c.num_rows for c in changes.values())
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
@@ -300,7 +357,7 @@ class Runtime:
                 version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches,
                                                         with_caches=not lagged)
             return Run("recompute", n_changes, version, old, new, inserted=rows, rows_written=rows + written,
-                       note=note, base_rows=base_rows, lagged=lagged)
+                       note="; ".join(filter(None, (note, waiting))), base_rows=base_rows, lagged=lagged)
         metadata["idivm.strategy"] = script.strategy
         diff_rows = written = 0
         with data_errors(view_name):
@@ -354,7 +411,8 @@ class Runtime:
                                          stored, progress)
         return Run(script.strategy, n_changes, stats["version"], old, new,
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
-                   deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
+                   deleted=stats["deleted"], rows_written=written + stats["rows_written"],
+                   note="; ".join(filter(None, (note, waiting))),
                    compacted=compacted, base_rows=base_rows)
 
     def _maintain_maps(self, catalog: Catalog, entry: ViewEntry, program: "Program", tables: Mapping[str, Path],
@@ -547,6 +605,28 @@ class Runtime:
         version, _, _ = self.recompute(catalog, view_name, prov, planned, watermark, metadata,
                                        cache_paths(catalog, entry))
         return version
+
+    def refresh(self, catalog: Catalog, view_name: str) -> Run:
+        """Rebuild view ``view_name`` (with its caches and maps; its indexes follow at the next
+        run) by recomputing it at the current versions of its base tables, in one commit of
+        the view: what a view whose changes cannot be read any more needs."""
+        entry = catalog.view(view_name)
+        program = load_program(catalog, entry)
+        prov = program.prov
+        path = catalog.path_of(entry)
+        old, new = view_watermark(path, entry), current_versions(catalog, prov.plan)
+        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
+        metadata = {"idivm.operation": "refresh", "idivm.view": view_name,
+                    "idivm.watermark": json.dumps(new, sort_keys=True)}
+        with meter.metered() as m:
+            with meter.phase("write"):
+                if program.maps is not None:
+                    metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, entry, program, new, metadata),
+                                                        sort_keys=True)
+                version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata,
+                                                        cache_paths(catalog, entry))
+        return Run("recompute", 0, version, old, new, inserted=rows, rows_written=rows + written,
+                   note="full refresh", cost=m.cost())
 
     def apply_script(self, script, path: Path, tables: Mapping[str, Path], old: Mapping[str, int],
                      new: Mapping[str, int], changes, metadata, progress,
