@@ -146,14 +146,14 @@ QUARANTINED = 3
 @click.pass_context
 def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool) -> int:
     """Apply the changes in SOURCE to base table TABLE: a JSON Lines file, a directory of them
-    (name order) or - (standard input), each file in one commit.  A file ingested before is
-    skipped.  Bad records go to the table's quarantine (see 'idivm quarantine') and the rest
+    (name order), - (standard input) or a Kafka topic (kafka://HOST:PORT/TOPIC), each file or
+    partition's new messages in one commit.  What was ingested before is skipped.  Bad records go to the table's quarantine (see 'idivm quarantine') and the rest
     is applied; the exit code is then 3."""
     r = open_warehouse(ctx).ingest(name, source, format=fmt, strict=strict)
     for b in r.batches or (r,):
         click.echo(ingest_line(b, name))
     if r.batches:
-        click.echo(f"{len(r.batches)} files: {ingest_counts(r)}")
+        click.echo(f"{len(r.batches)} batches: {ingest_counts(r)}")
     if r.quarantined:
         click.echo(f"{r.quarantined} record{'s' if r.quarantined > 1 else ''} quarantined: "
                    f"see 'idivm quarantine show {name}'", err=True)

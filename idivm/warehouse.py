@@ -303,7 +303,9 @@ class Warehouse:
     def ingest(self, table: str, source: str | os.PathLike, format: str = "debezium",
                strict: bool = False) -> "IngestResult":
         """Apply the changes of ``source`` to base table ``table``: a file (JSON Lines), a
-        directory (its files in name order) or ``-`` (standard input); each file one commit.
+        directory (its files in name order), ``-`` (standard input) or a Kafka topic
+        (``kafka://HOST:PORT/TOPIC``, read by the consumer group ``idivm.<table>``); each file,
+        or each partition's new messages, one commit.
 
         ``format`` is ``debezium`` (Debezium change events, bare or in the
         Kafka Connect envelope) or ``rows`` (whole rows are upserts, a line
@@ -321,7 +323,7 @@ class Warehouse:
         catalog = self.catalog
         entry = catalog.table(table)
         return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key), format=format,
-                           element_keys=entry.element_keys, strict=strict)
+                           element_keys=entry.element_keys, strict=strict, table=table)
 
     def _quarantine(self, table: str) -> "Quarantine":
         from idivm.catalog import QUARANTINE_DIR

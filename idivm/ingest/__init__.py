@@ -1,7 +1,7 @@
-"""Modification logs into base tables: change files are read and checked against the
-table's schema and key (:mod:`~idivm.ingest.debezium`, :mod:`~idivm.ingest.rows`),
-then applied as one Delta MERGE commit (:mod:`~idivm.ingest.apply`).  Uses
-delta-rs and pyarrow only (no Spark).
+"""Modification logs into base tables: change files (or the messages of a Kafka topic,
+:mod:`~idivm.ingest.kafka`) are read and checked against the table's schema and key
+(:mod:`~idivm.ingest.debezium`, :mod:`~idivm.ingest.rows`), then applied as one Delta MERGE
+commit (:mod:`~idivm.ingest.apply`).  Uses delta-rs and pyarrow only (no Spark).
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from idivm.errors import DataError
+from idivm.ingest import kafka
 from idivm.ingest.apply import IngestResult, apply_changes, condense
 from idivm.ingest.debezium import read_debezium
 from idivm.ingest.feeds import ORIGIN, QUARANTINE_SCHEMA, VALID, Batch, Quarantine, batches, taken_in
-from idivm.ingest.records import Change, ChangeSet, Rejected
+from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected
 from idivm.ingest.rows import read_rows
 from idivm.storage import delta
 
@@ -36,19 +37,34 @@ def _reader(format: str):
 
 def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Path,
                 key: tuple[str, ...] | list[str], format: str = "debezium",
-                element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False) -> IngestResult:
-    """Ingest every batch of ``source`` (a file, a directory or ``-``; :mod:`~idivm.ingest.feeds`)
-    in order, each in one commit, skipping batches already taken.
+                element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False,
+                table: str | None = None) -> IngestResult:
+    """Ingest every batch of ``source`` (a file, a directory, ``-`` or a Kafka topic
+    ``kafka://HOST:PORT/TOPIC``; :mod:`~idivm.ingest.feeds`) in order, each in one commit,
+    skipping batches already taken.
 
     Each batch is read whole before anything of it is applied.  Its bad records (including rows
     whose nested collections break their declared ``element_keys``) go to ``quarantine`` and
     its valid ones are applied; ``strict``: a bad record raises :class:`DataError` naming
-    ``file:line`` instead, and nothing of the batch is applied.  Columns the table does not
-    have raise in either case.
+    ``file:line`` (``topic[partition]@offset``) instead, and nothing of the batch is applied.
+    Columns the table does not have raise in either case.  A Kafka topic is read by the
+    consumer group ``idivm.<table>`` (``table``: by default the name of the quarantine's
+    directory, which is the table's), whose offsets are committed after each batch's commit.
     """
     read = _reader(format)
-    results = [ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys, strict)
-               for batch in batches(source)]
+    if kafka.is_kafka(source):
+        feed = kafka.batches(str(source), table or quarantine.path.name, Path(table_path), quarantine.path)
+    else:
+        feed = batches(source)
+    results = []
+    try:
+        for batch in feed:
+            results.append(ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys,
+                                        strict))
+            if batch.done is not None:
+                batch.done()
+    finally:
+        feed.close()
     if len(results) == 1:
         return results[0]
     return IngestResult.total(str(source), results, delta.version(table_path))
@@ -64,12 +80,32 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
         return IngestResult(0, 0, 0, 0, 0, delta.version(table_path), source=batch.name,
                             replayed=int(taken["version"]))
     schema = delta.schema(table_path)
-    change_set = read(batch.text, batch.name, schema, key, strict=strict)
-    if element_keys:
-        change_set = _check_element_keys(change_set, schema, element_keys, strict, batch.text)
+    try:
+        change_set = read(batch.text, batch.name, schema, key, strict=strict)
+        if element_keys:
+            change_set = _check_element_keys(change_set, schema, element_keys, strict, batch.text)
+    except RecordError as e:
+        if batch.offsets is None:
+            raise
+        problem = next((r.problem for r in batch.rejected if r.line == e.line), e.problem)
+        raise DataError(f"{batch.position(e.line)}: {problem}") from None
+    except DataError as e:
+        if batch.offsets is None:
+            raise
+        raise DataError(batch.relocated(str(e))) from None
+    if batch.rejected:
+        change_set = _rejected_by_feed(change_set, batch.rejected)
     if change_set.rejected:
         quarantine.add(batch, change_set.rejected, format, len(change_set.changes))
     return apply_changes(table_path, change_set, key, {ORIGIN: batch.origin})
+
+
+def _rejected_by_feed(change_set: ChangeSet, rejected: Sequence[Rejected]) -> ChangeSet:
+    """``change_set`` with the records that the feed could not give as lines (read as their
+    placeholder lines, which no reader takes) rejected for the feed's reason, as they were."""
+    mine = {r.line: r for r in rejected}
+    return replace(change_set, rejected=tuple(sorted(
+        [*(r for r in change_set.rejected if r.line not in mine), *mine.values()], key=lambda r: r.line)))
 
 
 def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple[str, ...] | list[str],

@@ -1,29 +1,33 @@
 """Where changes come from, what was already taken, and where bad records go.
 
 A feed is read as batches (:class:`Batch`): a file is one batch, a directory one batch per
-regular file in name order (hidden files left out), ``-`` the whole of standard input.  A
-batch's origin is the SHA-256 of its bytes.  Each commit of a batch to its base table carries
-the origin in its metadata (``idivm.origin``), so ingesting the same bytes again (the same
-file twice, a directory whose first files were taken before a crash, a message delivered
-twice) is found in the table's own history and skipped: the Delta log, nothing beside it,
-says what was ingested.
+regular file in name order (hidden files left out), ``-`` the whole of standard input, a
+Kafka topic ``kafka://HOST:PORT/TOPIC`` one batch per partition of the messages available
+now (:mod:`~idivm.ingest.kafka`).  A file's origin is the SHA-256 of its bytes, a Kafka
+batch's its topic, partition and offsets (``kafka:TOPIC:P:FIRST-LAST``).  Each commit of a
+batch to its base table carries the origin in its metadata (``idivm.origin``), so ingesting
+the same bytes again (the same file twice, a directory whose first files were taken before a
+crash, a message delivered twice) is found in the table's own history and skipped: the Delta
+log, nothing beside it, says what was ingested (and where a topic is to be read from).
 
 Bad records are not dropped and do not stop their batch: they go to the table's quarantine
 (:class:`Quarantine`), a Delta table ``<wh>/quarantine/<table>`` of one row per record
-(its text as it was, its position ``file:line``, the reason, the format it was read in,
-the batch's origin), committed *before* the batch's valid records, so that a crash between
-the two commits leaves the records quarantined and the batch not yet taken (the next ingest
-of it applies the valid records and does not quarantine them twice).  A batch with no valid
-record is taken by its quarantine commit alone (``idivm.valid`` 0 in its metadata).
+(its text as it was, its position ``file:line`` or, for a Kafka message, ``TOPIC[P]`` and
+its offset, the reason, the format it was read in, the batch's origin), committed *before*
+the batch's valid records, so that a crash between the two commits leaves the records
+quarantined and the batch not yet taken (the next ingest of it applies the valid records and
+does not quarantine them twice).  A batch with no valid record is taken by its quarantine
+commit alone (``idivm.valid`` 0 in its metadata).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +38,55 @@ from idivm.ingest.records import Rejected
 from idivm.storage import delta
 
 STDIN = "-"
+#: the scheme of a Kafka topic as a source (:mod:`idivm.ingest.kafka`)
+KAFKA = "kafka://"
 ORIGIN = "idivm.origin"
 VALID = "idivm.valid"
 
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """The text of one file (or of standard input), its name in messages and its origin."""
+    """The text of one file (or of standard input), its name in messages and its origin.
+
+    A batch of messages (Kafka) has one line per message and says where each came from:
+    ``offsets`` (line ``n`` of ``text`` is message ``offsets[n - 1]`` of ``place``, e.g.
+    ``topic[0]``), the messages that could not be made a line of JSON (``rejected``: each
+    has a placeholder line that no reader takes, and is quarantined with this reason and its
+    text as it was), and what to do once the batch is taken (``done``: commit the consumer's
+    offsets)."""
 
     name: str
     text: str
     origin: str
+    place: str | None = None
+    offsets: tuple[int, ...] | None = None
+    rejected: tuple[Rejected, ...] = ()
+    done: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    def where(self, line: int) -> tuple[str, int]:
+        """(source, line) of line ``line`` of the text, as the quarantine records it: the file's
+        name and the line, or the topic's partition (``topic[0]``) and the message's offset."""
+        if self.offsets is None:
+            return self.name, line
+        return self.place or self.name, self.offsets[line - 1]
+
+    def position(self, line: int) -> str:
+        """Line ``line`` of the text in messages: ``file:line`` or ``topic[0]@offset``."""
+        if self.offsets is None:
+            return f"{self.name}:{line}"
+        source, offset = self.where(line)
+        return f"{source}@{offset}"
+
+    def relocated(self, message: str) -> str:
+        """``message`` (about this batch's text, naming ``line N`` or ``lines N, M``) naming the
+        messages' positions instead, for a batch of messages."""
+        if self.offsets is None:
+            return message
+
+        def positions(m: re.Match) -> str:
+            return ", ".join(self.position(int(n)) for n in m.group(2).split(", "))
+
+        return re.sub(r"\b(lines?) (\d+(?:, \d+)*)", positions, message)
 
 
 def origin_of(data: bytes) -> str:
@@ -52,7 +94,11 @@ def origin_of(data: bytes) -> str:
 
 
 def batches(source: str | Path) -> Iterator[Batch]:
-    """The batches of ``source``: a file, a directory (its files in name order) or ``-``."""
+    """The batches of ``source``: a file, a directory (its files in name order) or ``-``.
+    (A Kafka topic, ``kafka://HOST:PORT/TOPIC``, is read for a table: :func:`idivm.ingest.kafka.batches`.)"""
+    if isinstance(source, str) and source.startswith(KAFKA):
+        raise DataError(f"{source}: a Kafka topic is read to be ingested into a table (idivm ingest TABLE {source}), "
+                        "not as a file")
     if str(source) == STDIN:
         yield _batch("<stdin>", sys.stdin.buffer.read())
         return
@@ -123,8 +169,9 @@ class Quarantine:
             return
         now = dt.datetime.now(dt.timezone.utc)
         rows = pa.Table.from_pylist(
-            [{"origin": batch.origin, "source": batch.name, "line": r.line, "format": format, "reason": r.problem,
-              "record": r.text, "quarantined_at": now} for r in rejected], schema=QUARANTINE_SCHEMA)
+            [{"origin": batch.origin, "source": source, "line": line, "format": format, "reason": r.problem,
+              "record": r.text, "quarantined_at": now}
+             for r in rejected for source, line in [batch.where(r.line)]], schema=QUARANTINE_SCHEMA)
         delta.write_arrow(self.path, rows, mode="append",
                           commit_metadata={"idivm.operation": "quarantine", ORIGIN: batch.origin,
                                            "idivm.source": batch.name, VALID: valid})
