@@ -1,0 +1,128 @@
+"""Crashes at every commit point of ingest and maintain.
+
+One scenario: two change files ingested (one with a bad record, quarantined), then every view
+maintained: ``phone_parts`` by ``id``, ``phone_cost`` by ``id`` (with its intermediate cache),
+``stats`` by ``maps`` (its maps tables) and ``phone_price_range`` by ``auto``.  A fault-free run
+counts the commits the scenario makes; then, for every k, the scenario runs on a copy of the
+warehouse and "crashes" right after its k-th commit landed (the process stops there: nothing
+after it runs), and the whole scenario is run again.  After it, the base tables equal the
+fault-free run's (no change lost or applied twice), the quarantine holds its record once, and
+every view equals its recomputation (``verify``, caches and maps included).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from idivm.datasets import devices, view_path
+from idivm.demo import sample_path
+from idivm.storage import delta
+from idivm.storage.delta import commits
+from idivm.warehouse import Warehouse
+
+STATS = """CREATE VIEW stats AS
+SELECT did, SUM(price) AS cost, COUNT(*) AS n FROM parts NATURAL JOIN devices_parts NATURAL JOIN devices
+WHERE category = "phone" GROUP BY did"""
+
+
+class Crash(BaseException):
+    """The process stopping (not an error any code would catch)."""
+
+
+class Tripwire(list):
+    """Stands for the counter of commits made (:func:`idivm.storage.delta.commits.count`):
+    raises :class:`Crash` once the ``at``-th commit of the scenario has landed."""
+
+    def __init__(self, start: int, at: int | None):
+        super().__init__([start])
+        self.start, self.at = start, at
+
+    def __setitem__(self, i, value):
+        super().__setitem__(i, value)
+        if self.at is not None and value - self.start >= self.at:
+            self.at = None
+            raise Crash(f"crash after commit {value - self.start}")
+
+
+def _rows(table: str) -> list[dict]:
+    return [json.loads(line) for line in sample_path("devices", table).read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def prepared(spark, tmp_path_factory):
+    """A warehouse with the sample tables and the four views, and the two change files."""
+    root = tmp_path_factory.mktemp("faults")
+    wh = Warehouse(root / "wh", spark=spark)
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_v").read_text(), strategy="id")
+    wh.define(view_path("devices_cost").read_text(), strategy="id")
+    wh.define(STATS, strategy="maps")
+    wh.define(view_path("devices_price_range").read_text(), strategy="auto")
+    parts = _rows("parts")
+    (root / "parts.jsonl").write_text("".join(json.dumps({**p, "price": p["price"] + 7}) + "\n" for p in parts[:4])
+                                      + '{"pid": "not a number", "price": 1}\n')
+    dps = _rows("devices_parts")
+    (root / "dp.jsonl").write_text(json.dumps({"__delete": {"did": dps[0]["did"], "pid": dps[0]["pid"]}}) + "\n"
+                                   + json.dumps({"did": dps[1]["did"], "pid": parts[5]["pid"]}) + "\n")
+    return root
+
+
+def _scenario(wh: Warehouse, root) -> None:
+    wh.ingest("parts", root / "parts.jsonl", format="rows")
+    wh.ingest("devices_parts", root / "dp.jsonl", format="rows")
+    wh.maintain()
+
+
+def _state(wh: Warehouse) -> dict:
+    return {t: sorted(map(json.dumps, delta.read_arrow(wh.table_path(t)).to_pylist()))
+            for t in devices.KEYS}
+
+
+@pytest.fixture(scope="module")
+def clean(prepared, spark, tmp_path_factory):
+    """The fault-free run: the commits it makes, its base tables and their versions."""
+    wh = Warehouse(shutil.copytree(prepared / "wh", tmp_path_factory.mktemp("clean") / "wh"), spark=spark)
+    before = commits.made()
+    _scenario(wh, prepared)
+    total = commits.made() - before
+    assert total >= 8, total  # 2 ingests, the quarantine, the cache, the maps, 4 views
+    return total, _state(wh), _versions(wh)
+
+
+def _versions(wh: Warehouse) -> dict:
+    return {t: delta.version(wh.table_path(t)) for t in devices.KEYS}
+
+
+def _crash_after(k: int, prepared, clean, spark, tmp_path, monkeypatch) -> None:
+    _, expected, versions = clean
+    wh = Warehouse(shutil.copytree(prepared / "wh", tmp_path / f"k{k}"), spark=spark)
+    monkeypatch.setattr(commits, "_made", Tripwire(commits.made(), k))
+    with pytest.raises(Crash):
+        _scenario(wh, prepared)
+    monkeypatch.setattr(commits, "_made", [commits.made()])
+    _scenario(wh, prepared)
+    assert _state(wh) == expected, f"crash after commit {k}: base tables differ"
+    assert _versions(wh) == versions, f"crash after commit {k}: a batch was applied twice"
+    assert wh.quarantined("parts").num_rows == 1, f"crash after commit {k}"
+    for name in sorted(wh.catalog.views):
+        check = wh.verify(name)
+        assert check.ok, f"crash after commit {k}: {check.summary()}"
+
+
+@pytest.mark.parametrize("where", [0.0, 0.34, 0.67, 1.0])
+def test_a_crash_after_a_commit_of_ingest_or_maintain_converges_on_the_next_run(where, prepared, clean, spark,
+                                                                               tmp_path, monkeypatch):
+    """The first and last commit and two between (the whole range: the slow test below)."""
+    total = clean[0]
+    _crash_after(max(1, round(where * total)), prepared, clean, spark, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_a_crash_after_any_commit_of_ingest_or_maintain_converges_on_the_next_run(prepared, clean, spark, tmp_path,
+                                                                                monkeypatch):
+    for k in range(1, clean[0] + 1):
+        _crash_after(k, prepared, clean, spark, tmp_path, monkeypatch)
