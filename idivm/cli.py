@@ -14,6 +14,7 @@ needs it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -143,19 +144,41 @@ QUARANTINED = 3
                    '{"__delete": {KEY...}} lines.')
 @click.option("--strict", is_flag=True, help="A bad record fails its file (nothing of it applied) "
               "instead of going to the table's quarantine.")
+@click.option("--follow", is_flag=True, help="Keep ingesting: read SOURCE again every --interval seconds "
+              "(a directory's new files, a topic's new messages) until SIGINT or SIGTERM.")
+@click.option("--interval", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
+              help="With --follow: the time between two reads of SOURCE.")
 @click.pass_context
-def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool) -> int:
+def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, follow: bool,
+           interval: float) -> int:
     """Apply the changes in SOURCE to base table TABLE: a JSON Lines file, a directory of them
     (name order), - (standard input) or a Kafka topic (kafka://HOST:PORT/TOPIC), each file or
     partition's new messages in one commit.  What was ingested before is skipped.  Bad records go to the table's quarantine (see 'idivm quarantine') and the rest
     is applied; the exit code is then 3."""
-    r = open_warehouse(ctx).ingest(name, source, format=fmt, strict=strict)
-    for b in r.batches or (r,):
-        click.echo(ingest_line(b, name))
-    if r.batches:
-        click.echo(f"{len(r.batches)} batches: {ingest_counts(r)}")
-    if r.quarantined:
-        click.echo(f"{r.quarantined} record{'s' if r.quarantined > 1 else ''} quarantined: "
+    wh = open_warehouse(ctx)
+    if follow and source == "-":
+        raise click.UsageError("--follow reads a file, a directory or a topic again, not standard input")
+    quarantined = 0
+    stop = Stop()
+    with stop.on_signals() if follow else contextlib.nullcontext():
+        while True:
+            started = time.monotonic()
+            r = wh.ingest(name, source, format=fmt, strict=strict)
+            for b in r.batches or (r,):
+                if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):
+                    click.echo(ingest_line(b, name))  # following: only what is new
+            if r.batches and not follow:
+                click.echo(f"{len(r.batches)} batches: {ingest_counts(r)}")
+            quarantined += r.quarantined
+            if not follow or stop.requested:
+                break
+            stop.wait(max(0.0, started + interval - time.monotonic()))
+            if stop.requested:
+                break
+    if stop.requested:
+        click.echo(f"stopped by {stop.requested}", err=True)
+    if quarantined:
+        click.echo(f"{quarantined} record{'s' if quarantined > 1 else ''} quarantined: "
                    f"see 'idivm quarantine show {name}'", err=True)
         ctx.exit(QUARANTINED)
     return 0

@@ -230,3 +230,44 @@ def test_views_see_what_was_applied_and_nothing_quarantined(make_warehouse, tmp_
     (r,) = w.maintain("good")
     assert r.strategy == "id" and (r.inserted, r.deleted) == (1, 1)
     assert w.verify("good").ok
+
+
+def test_ingest_follow_takes_new_files_of_a_directory_until_sigterm(wh, tmp_path):
+    """A real process: ``ingest users DIR --follow`` takes each file as it arrives (written
+    under a hidden name, then renamed, as a spooler would) and ends cleanly on SIGTERM."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    feed = tmp_path / "spool"
+    feed.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "idivm.cli", "--warehouse", str(wh.path), "ingest", "users",
+                             str(feed), "--follow", "--interval", "0.2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def arrive(name: str, lines: list[str]) -> None:
+        write(feed / f".{name}", lines).rename(feed / name)
+
+    def until(v: int) -> None:
+        deadline = time.monotonic() + 60
+        while version(wh) < v:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else v
+            time.sleep(0.1)
+
+    try:
+        arrive("0001.jsonl", [ev("c", after={"id": 3, "name": "cy", "score": 3})])
+        until(1)
+        arrive("0002.jsonl", [ev("d", before={"id": 1}), "[]"])
+        until(2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err  # a record was quarantined on the way
+    assert out.splitlines() == [
+        "ingested 1 change from 0001.jsonl into users: 1 inserted, 0 updated, 0 deleted; version 1",
+        "ingested 1 change from 0002.jsonl into users: 0 inserted, 0 updated, 1 deleted, 1 quarantined; version 2"]
+    assert "stopped by SIGTERM" in err
+    assert [row["id"] for row in content(wh)] == [2, 3] and wh.quarantined("users").num_rows == 1
