@@ -321,9 +321,9 @@ class Runtime:
         waiting = ""
         if max_changes is not None:
             latest, new = new, capped(tables, old, new, max_changes)
-            behind = sum(latest[t] - new[t] for t in new)
-            if behind:
-                waiting = f"capped at {max_changes} change rows: {behind} base-table versions wait for the next run"
+            later = sum(latest[t] - new[t] for t in new)
+            if later:
+                waiting = f"capped at {max_changes} change rows: {later} base-table versions wait for the next run"
                 if progress:
                     progress(f"{view_name}: {waiting}")
         with meter.phase("changes"):
