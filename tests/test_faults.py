@@ -113,12 +113,10 @@ def _crash_after(k: int, prepared, clean, spark, tmp_path, monkeypatch) -> None:
         assert check.ok, f"crash after commit {k}: {check.summary()}"
 
 
-@pytest.mark.parametrize("where", [0.0, 0.34, 0.67, 1.0])
-def test_a_crash_after_a_commit_of_ingest_or_maintain_converges_on_the_next_run(where, prepared, clean, spark,
-                                                                               tmp_path, monkeypatch):
-    """The first and last commit and two between (the whole range: the slow test below)."""
-    total = clean[0]
-    _crash_after(max(1, round(where * total)), prepared, clean, spark, tmp_path, monkeypatch)
+def test_a_crash_after_a_commit_of_ingest_or_maintain_converges_on_the_next_run(prepared, clean, spark, tmp_path,
+                                                                               monkeypatch):
+    """The commit in the middle of the scenario (every commit: the slow test below)."""
+    _crash_after(max(1, clean[0] // 2), prepared, clean, spark, tmp_path, monkeypatch)
 
 
 @pytest.mark.slow
