@@ -236,7 +236,7 @@ def test_random_mixes_of_auto_choices_and_crashes_keep_view_and_cache_equal_to_t
     monkeypatch.setattr(Runtime, "apply_script", counted(real_apply))
     monkeypatch.setattr(Runtime, "recompute", counted(real_recompute))
     seen = set()
-    for batch in range(14):
+    for batch in range(10):
         rows = [{**p, "price": round(rng.uniform(1, 50), 2)} for p in rng.sample(parts, rng.randint(1, 6))]
         (tmp_path / f"p{batch}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         wh.ingest("parts", tmp_path / f"p{batch}.jsonl", format="rows")

@@ -124,3 +124,48 @@ def test_a_crash_after_any_commit_of_ingest_or_maintain_converges_on_the_next_ru
                                                                                 monkeypatch):
     for k in range(1, clean[0] + 1):
         _crash_after(k, prepared, clean, spark, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_moments_leaves_every_view_whole_and_the_next_run_converges(prepared, spark, tmp_path):
+    """A real process ingests a spool directory and maintains every view; it is killed (SIGKILL,
+    with its JVM) at a random moment.  Every view is then still equal to its recomputation at
+    its own watermark (its old or its new state), and a run in this process brings the base
+    tables to the changes of every file, once, and every view up to date."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    rng = random.Random(20261127)
+    wh = Warehouse(shutil.copytree(prepared / "wh", tmp_path / "wh"), spark=spark)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    prices = {p["pid"]: p["price"] for p in _rows("parts")}
+    script = (f"{sys.executable} -m idivm.cli --warehouse {wh.path} ingest parts {spool} --format rows; "
+              f"{sys.executable} -m idivm.cli --warehouse {wh.path} maintain --all")
+    killed = 0
+    for i in range(4):
+        changed = {pid: round(rng.uniform(1, 500), 2) for pid in rng.sample(sorted(prices), 3)}
+        prices.update(changed)
+        (spool / f"{i:04d}.jsonl").write_text("".join(json.dumps({"pid": pid, "price": price}) + "\n"
+                                                      for pid, price in changed.items()))
+        proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=rng.uniform(3, 30))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            killed += 1
+        for name in sorted(wh.catalog.views):  # whole: its old or its new state
+            check = wh.verify(name)
+            assert check.ok, f"after kill {i}: {check.summary()}"
+        wh.ingest("parts", spool, format="rows")
+        wh.maintain()
+        assert {r["pid"]: r["price"] for r in delta.read_arrow(wh.table_path("parts")).to_pylist()} == prices
+        for name in sorted(wh.catalog.views):
+            check = wh.verify(name)
+            assert check.ok, f"after run {i}: {check.summary()}"
+    assert killed, "no process was killed: the delays are too long"

@@ -35,8 +35,9 @@ from idivm.ingest import kafka
 from idivm.storage import delta
 from idivm.warehouse import Warehouse
 
+from test_feeds import BASE, content, ev, version
+
 KAFKA_VERSION = "4.1.1"
-BASE = [{"id": 1, "name": "ann", "score": 10}, {"id": 2, "name": "bob", "score": 20}]
 
 
 # --- the broker ----------------------------------------------------------------------------------
@@ -257,19 +258,6 @@ def wh(tmp_path):
     w = Warehouse(tmp_path / "wh")
     w.create_table("users", "id", BASE)
     return w
-
-
-def ev(op, before=None, after=None):
-    return json.dumps({"before": before, "after": after, "op": op, "ts_ms": 1})
-
-
-def content(wh):
-    return sorted(delta.read_arrow(wh.table_path("users")).to_pylist(), key=lambda r: r["id"])
-
-
-def version(wh):
-    return delta.version(wh.table_path("users"))
-
 
 def origins(wh):
     """The origins of the table's commits, oldest first."""
