@@ -95,6 +95,11 @@ class CatalogError(IdivmError):
     """Warehouse/catalog problems: unknown or duplicate names, corrupt catalog."""
 
 
+class ConcurrentWriteError(CatalogError):
+    """Another writer committed to a table after a run read it and before the run's commit,
+    which was therefore not made."""
+
+
 class SetupError(IdivmError):
     """The machine lacks something idivm needs (e.g. a Java runtime)."""
 

@@ -169,3 +169,61 @@ def test_kill_9_at_random_moments_leaves_every_view_whole_and_the_next_run_conve
             check = wh.verify(name)
             assert check.ok, f"after run {i}: {check.summary()}"
     assert killed, "no process was killed: the delays are too long"
+
+
+@pytest.mark.parametrize("strategy", ["id", "tuple"])
+def test_a_run_that_another_run_overtakes_commits_nothing_and_starts_again(make_warehouse, tmp_path, monkeypatch,
+                                                                           strategy):
+    """Two runs of one view at once, interleaved deterministically: run A computes its changes;
+    before it commits, run B maintains the view to the same versions.  A's commit is refused
+    (the view moved past the version A read), A starts again and finds the view up to date: the
+    change is applied once (``phone_cost`` adds increments, which applying twice would show)."""
+    from idivm.exec import commit
+    from idivm.exec.runtime import Runtime
+
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_cost").read_text(), strategy=strategy)
+    part = _rows("parts")[0]
+    (tmp_path / "p.jsonl").write_text(json.dumps({**part, "price": part["price"] + 100}) + "\n")
+    wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
+    real, overtaken, messages = commit.land, [], []
+
+    def overtaken_once(script, path, *args, **kwargs):
+        if not overtaken:
+            overtaken.append(script.view)
+            monkeypatch.setattr(commit, "land", real)
+            (b,) = wh.maintain("phone_cost")  # run B, from start to end
+            assert b.version is not None
+        return real(script, path, *args, **kwargs)
+
+    monkeypatch.setattr(commit, "land", overtaken_once)
+    (a,) = wh.maintain("phone_cost", progress=messages.append)
+    assert overtaken and any("starting again" in m for m in messages), messages
+    assert a.version is None or a.changes == 0 or "up to date" in a.summary(), a.summary()
+    check = wh.verify("phone_cost")
+    assert check.ok, check.summary()
+    assert Runtime  # the retries are Runtime.maintain's
+
+
+@pytest.mark.slow
+def test_two_maintainer_processes_at_once_apply_each_change_once(prepared, spark, tmp_path):
+    """Real processes: two ``maintain phone_cost`` started together after each of three price
+    changes; both exit 0 and the view equals its recomputation every time."""
+    import subprocess
+    import sys
+
+    wh = Warehouse(shutil.copytree(prepared / "wh", tmp_path / "wh"), spark=spark)
+    parts = _rows("parts")
+    for i in range(3):
+        (tmp_path / f"p{i}.jsonl").write_text("".join(json.dumps({**p, "price": p["price"] + i + 1}) + "\n"
+                                                      for p in parts[:3]))
+        wh.ingest("parts", tmp_path / f"p{i}.jsonl", format="rows")
+        procs = [subprocess.Popen([sys.executable, "-m", "idivm.cli", "--warehouse", str(wh.path), "maintain",
+                                   "phone_cost"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        check = wh.verify("phone_cost")
+        assert check.ok, f"after change {i}: {check.summary()}"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from idivm.catalog import Catalog, ViewEntry
-from idivm.errors import CatalogError
+from idivm.errors import CatalogError, ConcurrentWriteError
 from idivm.exec import commit, history, meter
 from idivm.exec.programs import load_program, program_folder, stored_indexes, write_program
 from idivm.script import PRE, StateRef
@@ -55,6 +55,10 @@ def commit_json(path: Path, key: str) -> dict[str, int] | None:
             if key in c:
                 return {t: int(v) for t, v in json.loads(c[key]).items()}
     return None
+
+
+#: how many times a run starts again after another run of its view committed first
+CONCURRENT_ATTEMPTS = 3
 
 
 def behind(watermark: Mapping[str, int], other: Mapping[str, int]) -> bool:
@@ -292,7 +296,16 @@ class Runtime:
         its time outside the other phases counted as ``plan``."""
         with meter.metered() as m:
             with meter.phase("plan"):
-                run = self._maintain(catalog, view_name, progress, use_indexes, max_changes)
+                for attempt in range(1, CONCURRENT_ATTEMPTS + 1):
+                    try:
+                        run = self._maintain(catalog, view_name, progress, use_indexes, max_changes)
+                        break
+                    except ConcurrentWriteError as e:  # another run of the view won: start again from it
+                        if attempt == CONCURRENT_ATTEMPTS:
+                            raise ConcurrentWriteError(f"view {view_name} was maintained by other runs at the same "
+                                                       f"time {attempt} times in a row: {e}") from e
+                        if progress:
+                            progress(f"{view_name}: {e}; starting again")
         run = replace(run, cost=m.cost())
         if run.base_rows is not None and run.version is not None:  # an auto run: recorded for the next choices
             entry = catalog.view(view_name)
@@ -649,6 +662,7 @@ class Runtime:
         from idivm.exec.delta_script import base_diffs, evaluate
         from idivm.storage.spark import IN_MEMORY_MAX_ROWS
 
+        watermark = dict(old)  # what the table at ``path`` reflects, as this run read it
         read = [t.table for t in script.tables if t.table in (caches or {})]
         if read:
             reflected = cache_old if cache_old is not None else commit_json(path, "idivm.caches") or {}
@@ -678,6 +692,10 @@ class Runtime:
             index_rows = indexes.refresh(stored, path, metadata, progress, script.view, self.storage)
 
         version = delta.version(path)
+        reflected = commit_json(path, "idivm.watermark")
+        if reflected is not None and reflected != watermark:  # another run committed since this one began
+            raise ConcurrentWriteError(f"{script.view} moved to {versions_text(reflected)} while this run, "
+                                       f"from {versions_text(watermark)}, computed its changes; nothing was committed")
         view = delta.read_spark(self.spark, path, version, engine=self.storage)
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
 
@@ -707,7 +725,7 @@ class Runtime:
                               read_view if layout is not None else None,
                               in_memory_max_rows=IN_MEMORY_MAX_ROWS if by_spark else None,
                               patch=layout is not None and not by_spark)
-        with meter.phase("write"):
+        with meter.phase("write"), delta.pinned(path, version):  # committed only if no other run did since
             if by_spark:
                 stats = commit.merge_by_spark(script, path, view, result, metadata, progress, stored, self.storage)
             else:

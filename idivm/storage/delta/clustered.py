@@ -28,6 +28,8 @@ from idivm.storage.delta.table import (
     _read_file,
     _sorted_values,
     open_table,
+    committing,
+    repin,
 )
 
 
@@ -340,10 +342,12 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
              "num_target_files_added": len(new.actions), "num_target_files_removed": len(removed)}
     if new.actions or removed or commit_metadata:
         metadata = {**(commit_metadata or {}), "idivm.rewrite": json.dumps(stats, sort_keys=True)}
-        dt.create_write_transaction([*removed, *new.actions], mode="append", schema=dt.schema(),
-                                    commit_properties=_commit_properties(metadata))
+        with committing(path):
+            dt.create_write_transaction([*removed, *new.actions], mode="append", schema=dt.schema(),
+                                        commit_properties=_commit_properties(metadata, path))
         count()
     stats["version"] = open_table(path).version()
+    repin(path, stats["version"])
     return Rewrite(stats, removed_rows, patched_rows)
 
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from idivm.storage.delta.table import PathLike, open_table
+from idivm.storage.delta.table import PathLike, open_table, pin_of
 
 _RESERVED_COMMIT_KEYS = frozenset({
     "timestamp", "operation", "operationParameters", "operationMetrics", "readVersion", "version",
@@ -67,12 +67,16 @@ def data_version(path: PathLike) -> int:
     return dt.version()
 
 
-def _commit_properties(commit_metadata: Mapping[str, Any] | None):
+def _commit_properties(commit_metadata: Mapping[str, Any] | None, path: PathLike | None = None):
+    """delta-rs's commit properties: the metadata, and no retry for a pinned table (see
+    :func:`~idivm.storage.delta.table.pinned`)."""
     from deltalake import CommitProperties
 
-    if not commit_metadata:
+    once = path is not None and pin_of(path) is not None
+    if not commit_metadata and not once:
         return None
-    return CommitProperties(custom_metadata=_checked(commit_metadata))
+    return CommitProperties(custom_metadata=_checked(commit_metadata) if commit_metadata else None,
+                            max_commit_retries=0 if once else None)
 
 
 def _user_metadata(commit_metadata: Mapping[str, Any]) -> str:

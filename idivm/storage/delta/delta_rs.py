@@ -38,6 +38,8 @@ from idivm.storage.delta.table import (
     _name,
     _read_file,
     exists,
+    committing,
+    repin,
     open_table,
     version,
 )
@@ -160,19 +162,21 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
     merger = dt.merge(_conform_source(dt, source), predicate, source_alias=source_alias,
                       target_alias=target_alias, streamed_exec=streamed_exec,
                       writer_properties=_writer_properties(row_group_rows),
-                      commit_properties=_commit_properties(commit_metadata))
+                      commit_properties=_commit_properties(commit_metadata, path))
     for method, argument, p in _clause_calls(clauses):
         merger = getattr(merger, method)(*([argument] if argument is not None else []), predicate=p)
-    metrics = dict(merger.execute())
-    if commit_metadata and not (metrics.get("num_target_files_added") or metrics.get("num_target_files_removed")):
-        # delta-rs does not commit a merge that changes no file; commit an empty append so the
-        # metadata (e.g. a watermark) still lands.
-        from deltalake import write_deltalake
+    with committing(path):
+        metrics = dict(merger.execute())
+        if commit_metadata and not (metrics.get("num_target_files_added") or metrics.get("num_target_files_removed")):
+            # delta-rs does not commit a merge that changes no file; commit an empty append so the
+            # metadata (e.g. a watermark) still lands.
+            from deltalake import write_deltalake
 
-        empty = schemas.as_arrow_schema(dt.schema().to_arrow()).empty_table()
-        write_deltalake(dt, empty, mode="append", commit_properties=_commit_properties(commit_metadata))
+            empty = schemas.as_arrow_schema(dt.schema().to_arrow()).empty_table()
+            write_deltalake(dt, empty, mode="append", commit_properties=_commit_properties(commit_metadata, path))
     metrics["version"] = dt.version()
     count(metrics["version"] - before)
+    repin(path, metrics["version"])
     return metrics
 
 

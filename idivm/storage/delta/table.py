@@ -8,7 +8,9 @@ Paths are local directories (``str`` or ``Path``).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from idivm.errors import CatalogError, DataError
+from idivm.errors import CatalogError, ConcurrentWriteError, DataError
 from idivm.storage import schema as schemas
 
 if TYPE_CHECKING:
@@ -124,10 +126,70 @@ def version_key(path: PathLike, version: int | None) -> tuple | None:
     return (os.path.abspath(path), version, commit.st_ino, commit.st_mtime_ns, commit.st_size)
 
 
+#: the tables a run commits to only if no one else has since it read them: path -> the version
+#: read (:func:`pinned`), per thread
+_PINS = threading.local()
+
+
+def _pins() -> dict[str, int]:
+    if not hasattr(_PINS, "tables"):
+        _PINS.tables = {}
+    return _PINS.tables
+
+
+@contextlib.contextmanager
+def pinned(path: PathLike, version: int):
+    """Within this context, commits to the table at ``path`` through delta-rs are based on
+    ``version`` (then on each commit made within) and are not retried: if another writer has
+    committed since, the commit is not made (Delta's log takes one commit of each version) and
+    :class:`~idivm.errors.ConcurrentWriteError` is raised.  A maintenance run pins the view (or
+    cache) it computed changes against, so that two runs at once never apply one change twice.
+    Pins nest: the one this replaces is back on exit."""
+    pins, key = _pins(), str(Path(path).resolve())
+    before = pins.get(key)
+    pins[key] = version
+    try:
+        yield
+    finally:
+        if before is None:
+            pins.pop(key, None)
+        else:
+            pins[key] = before
+
+
+def pin_of(path: PathLike) -> int | None:
+    """The version ``path`` is pinned at (:func:`pinned`), if it is."""
+    pins = _pins()
+    return pins.get(str(Path(path).resolve())) if pins else None
+
+
+def repin(path: PathLike, version: int) -> None:
+    """After a commit to a pinned table: its next commit is based on ``version``."""
+    pins, key = _pins(), str(Path(path).resolve())
+    if key in pins:
+        pins[key] = version
+
+
+@contextlib.contextmanager
+def committing(path: PathLike):
+    """Around a commit through delta-rs to the table at ``path``: a commit refused because the
+    table moved past its pinned version is a :class:`~idivm.errors.ConcurrentWriteError`."""
+    from deltalake.exceptions import CommitFailedError
+
+    try:
+        yield
+    except CommitFailedError as e:
+        version = pin_of(path)
+        if version is None:
+            raise
+        raise ConcurrentWriteError(f"{Path(path).name}: another writer committed version {version + 1} "
+                                   "after this run read it; nothing was committed") from e
+
+
 def open_table(path: PathLike, version: int | None = None, *, to_write: bool = False) -> "DeltaTable":
     """The ``DeltaTable`` at ``path`` (at ``version``, default latest).  It may be one opened
-    before, which callers only read; ``to_write``: a new one, opened at the latest version,
-    which the caller may commit through.
+    before, which callers only read; ``to_write``: a new one, opened at the latest version (or
+    the version it is pinned at, :func:`pinned`), which the caller may commit through.
 
     Raises :class:`CatalogError` if there is no table there or no such version.
     """
@@ -135,9 +197,11 @@ def open_table(path: PathLike, version: int | None = None, *, to_write: bool = F
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
     key = None
-    if version is None and not to_write and Path(path, "_delta_log").is_dir():
+    if to_write:
+        version = pin_of(path)
+    elif version is None and Path(path, "_delta_log").is_dir():
         version = _latest(path)
-    if version is not None:
+    if version is not None and not to_write:
         key = version_key(path, version)
         if key in _OPENED:
             return _OPENED[key]
