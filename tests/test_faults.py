@@ -171,7 +171,7 @@ def test_kill_9_at_random_moments_leaves_every_view_whole_and_the_next_run_conve
     assert killed, "no process was killed: the delays are too long"
 
 
-@pytest.mark.parametrize("strategy", ["id", "tuple"])
+@pytest.mark.parametrize("strategy", ["id", "tuple", pytest.param("maps", marks=pytest.mark.slow)])
 def test_a_run_that_another_run_overtakes_commits_nothing_and_starts_again(make_warehouse, tmp_path, monkeypatch,
                                                                            strategy):
     """Two runs of one view at once, interleaved deterministically: run A computes its changes;

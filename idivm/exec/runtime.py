@@ -446,6 +446,11 @@ class Runtime:
         missing = sorted(set(mp.program.maps) - set(paths))
         if missing:
             raise CatalogError(f"view {name} has no table for its maps {', '.join(missing)}; define it again")
+        view_version = delta.version(path)
+        reflected = commit_json(path, "idivm.watermark")
+        if reflected is not None and reflected != dict(old):  # another run committed since this one began
+            raise ConcurrentWriteError(f"{name} moved to {versions_text(reflected)} while this run, from "
+                                       f"{versions_text(old)}, began; nothing was committed")
         reflected = commit_json(path, "idivm.maps") or {}
         if any(delta.version(p) != reflected.get(m) for m, p in paths.items()):
             # a run stopped between a map's commit and the view's: the maps are rebuilt at the
@@ -480,7 +485,8 @@ class Runtime:
                     keys_m = mp.program.maps[m].keys
                     inc = mapping.unpacked(packed, m, keys_m)
                     mmeta = {**metadata, "idivm.operation": "maintain map", "idivm.map": m}
-                    merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
+                    with delta.pinned(paths[m], versions[m]):  # no other run's increments in between
+                        merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
                     versions[m] = merged["version"]
                     written += int(merged.get("num_output_rows") or 0)
             keys = None
@@ -513,11 +519,11 @@ class Runtime:
                 deleted = view_rows(reflected).select(*ids)
             target = commit.Target(name, tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
-            with meter.phase("write"):
+            with meter.phase("write"), delta.pinned(path, view_version):
                 if by_spark:
                     stats = commit.merge_by_spark(target, path, view, changes_, metadata, progress, (), self.storage)
                 else:
-                    stats = commit.land(target, path, delta.version(path), changes_, metadata, progress, (), None,
+                    stats = commit.land(target, path, view_version, changes_, metadata, progress, (), None,
                                         self.storage)
         finally:
             cached.release()
