@@ -10,6 +10,7 @@ A delta-spark command takes commit metadata from a setting of the session
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,10 +18,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
+from idivm.errors import ConcurrentWriteError
 from idivm.storage import schema as schemas
 from idivm.storage.delta.commits import _commit_properties, _user_metadata, count
 from idivm.storage.delta.merge import MergeClause, _clause_calls, quoted
-from idivm.storage.delta.table import TABLE_CONFIGURATION, PathLike, _sorted_values, open_table, version
+from idivm.storage.delta.table import (
+    TABLE_CONFIGURATION,
+    PathLike,
+    _sorted_values,
+    committing,
+    open_table,
+    pin_of,
+    repin,
+    version,
+)
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -71,6 +82,10 @@ _SPARK_MERGE_METRICS = {
 #: the session's commit metadata is a setting of the session: one command at a time sets it
 _SESSION_SETTINGS = threading.Lock()
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+#: Delta's idempotent writes: a write of an application's transaction version it has committed
+#: already is skipped
+TXN_APP = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
 @contextmanager
@@ -109,27 +124,48 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
         raise ValueError("merge_spark needs at least one clause")
     spark = source.sparkSession
     before = version(path)
+    settings, pin = {}, pin_of(path)
+    if pin is not None:  # committed only if no other run of the table has since it read version ``pin``
+        if before != pin:
+            raise ConcurrentWriteError(f"{Path(path).name}: another writer committed version {pin + 1} after this "
+                                       "run read it; nothing was committed")
+        # Delta's idempotent writes: of two runs that read the same version, the second is skipped
+        settings = {TXN_APP: f"idivm:{Path(path).resolve()}", TXN_VERSION: str(pin + 1)}
+        commit_metadata = {**(commit_metadata or {}), "idivm.run": uuid.uuid4().hex}
     merger = DeltaTable.forPath(spark, str(Path(path).absolute())).alias(target_alias) \
         .merge(source.alias(source_alias), predicate)
     for method, argument, p in _clause_calls(clauses):
         name, keyword = _SPARK_CLAUSES[method]
         merger = getattr(merger, name)(condition=p, **({keyword: argument} if argument is not None else {}))
-    with spark_settings(spark, {}, commit_metadata):
-        merger.execute()
+    try:
+        with spark_settings(spark, settings, commit_metadata):
+            merger.execute()
+    except Exception as e:
+        if pin is not None and "Concurrent" in type(e).__name__ + str(e)[:500]:
+            raise ConcurrentWriteError(f"{Path(path).name}: another writer committed while this run's MERGE ran; "
+                                       "nothing was committed") from e
+        raise
     after = version(path)
     metrics: dict[str, Any] = {}
     if after > before:
-        last = open_table(path, after).history(1)[0]
+        mine = [c for c in open_table(path, after).history(after - before)
+                if pin is None or c.get("userMetadata") and commit_metadata["idivm.run"] in c["userMetadata"]]
+        if not mine:  # skipped: another run committed this change first
+            raise ConcurrentWriteError(f"{Path(path).name}: another run committed version {pin + 1} first; "
+                                       "nothing was committed")
         metrics = {ours: int(v) for theirs, ours in _SPARK_MERGE_METRICS.items()
-                   if (v := (last.get("operationMetrics") or {}).get(theirs)) is not None}
+                   if (v := (mine[0].get("operationMetrics") or {}).get(theirs)) is not None}
     elif commit_metadata:
-        # nothing changed and nothing was committed: an empty commit carries the metadata
+        # nothing changed and nothing was committed: an empty commit carries the metadata (if the
+        # table is pinned, only at the version pinned)
         dt = open_table(path, to_write=True)
-        dt.create_write_transaction([], mode="append", schema=dt.schema(),
-                                    commit_properties=_commit_properties(commit_metadata))
+        with committing(path):
+            dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                        commit_properties=_commit_properties(commit_metadata, path))
         after = version(path)
     metrics["version"] = after
     count(after - before)
+    repin(path, after)
     return metrics
 
 
