@@ -243,7 +243,8 @@ def quarantine_show(ctx: click.Context, name: str, fmt: str, limit: int | None) 
         if fmt == "jsonl":
             click.echo(r["record"])
         else:
-            click.echo(f"{r['source']}:{r['line']}: {r['reason']}\n    {r['record']}")
+            at = "@" if r["source"].endswith("]") else ":"  # a topic's partition and offset, or file:line
+            click.echo(f"{r['source']}{at}{r['line']}: {r['reason']}\n    {r['record']}")
 
 
 @quarantine.command("retry")

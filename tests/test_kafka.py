@@ -449,7 +449,7 @@ def test_the_command_line_ingests_a_topic(broker, wh):
             "1 quarantined; version 2") in r.output
     assert "1 record quarantined: see 'idivm quarantine show users'" in r.output
     r = idivm("quarantine", "show", "users")
-    assert r.exit_code == 0 and r.output.startswith(f"{topic}[1]:0: after: column 'score' (int64) expects an integer")
+    assert r.exit_code == 0 and r.output.startswith(f"{topic}[1]@0: after: column 'score' (int64) expects an integer")
     r = idivm("ingest", "users", url(broker, topic))
     assert r.exit_code == 0
     assert f"ingested 0 changes from {url(broker, topic)} into users: nothing to commit, version 2" in r.output
