@@ -128,11 +128,31 @@ def _batch(name: str, data: bytes) -> Batch:
     return Batch(name, text, origin_of(data))
 
 
+#: the origins found in a table's history so far: path -> (the version read up to, origin ->
+#: (version, valid records) of the first commit carrying it); each look-up reads only the
+#: commits made since the last one
+_SEEN: dict[str, tuple[int, dict[str, tuple[int, int | None]]]] = {}
+
+
 def taken_in(path: Path, origin: str) -> dict[str, Any] | None:
-    """The commit of the table at ``path`` that took the batch ``origin``, if any."""
+    """The commit of the table at ``path`` that took the batch ``origin``, if any: its
+    ``version`` and, for a quarantine's commit, how many valid records its batch had."""
     if not delta.exists(path):
         return None
-    return next((c for c in delta.history(path) if c.get(ORIGIN) == origin), None)
+    key, latest = str(Path(path).resolve()), delta.version(path)
+    read, origins = _SEEN.get(key, (-1, {}))
+    if latest < read:  # the table was made again
+        read, origins = -1, {}
+    if latest > read:
+        for c in reversed(delta.history(path, latest - read)):
+            if ORIGIN in c and int(c["version"]) > read:
+                valid = c.get(VALID)
+                origins.setdefault(c[ORIGIN], (int(c["version"]), None if valid is None else int(valid)))
+        _SEEN[key] = (latest, origins)
+    found = origins.get(origin)
+    if found is None:
+        return None
+    return {"version": found[0], **({VALID: found[1]} if found[1] is not None else {})}
 
 
 QUARANTINE_SCHEMA = pa.schema([
