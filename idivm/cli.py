@@ -20,7 +20,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,21 +160,18 @@ def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, f
         raise click.UsageError("--follow reads a file, a directory or a topic again, not standard input")
     quarantined = 0
     stop = Stop()
-    with stop.on_signals() if follow else contextlib.nullcontext():
-        while True:
-            started = time.monotonic()
-            r = wh.ingest(name, source, format=fmt, strict=strict)
-            for b in r.batches or (r,):
-                if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):
-                    click.echo(ingest_line(b, name))  # following: only what is new
-            if r.batches and not follow:
-                click.echo(f"{len(r.batches)} batches: {ingest_counts(r)}")
-            quarantined += r.quarantined
-            if not follow or stop.requested:
-                break
-            stop.wait(max(0.0, started + interval - time.monotonic()))
-            if stop.requested:
-                break
+
+    def one_round() -> None:
+        nonlocal quarantined
+        r = wh.ingest(name, source, format=fmt, strict=strict)
+        for b in r.batches or (r,):
+            if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):
+                click.echo(ingest_line(b, name))  # following: only what is new
+        if r.batches and not follow:
+            click.echo(f"{len(r.batches)} batches: {ingest_counts(r)}")
+        quarantined += r.quarantined
+
+    stop.repeat(one_round, interval if follow else None)
     if stop.requested:
         click.echo(f"stopped by {stop.requested}", err=True)
     if quarantined:
@@ -184,10 +181,13 @@ def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, f
     return 0
 
 
-def ingest_counts(r) -> str:
-    changes = f"{r.changes} change{'' if r.changes == 1 else 's'}"
+def ingest_counts(r, where: str = "") -> str:
+    """``N changes[ from F into T]: I inserted, U updated, D deleted[, S skipped][, Q quarantined]``."""
     skipped = f", {r.skipped} skipped" if r.skipped else ""
     quarantined = f", {r.quarantined} quarantined" if r.quarantined else ""
+    changes = f"{r.changes} change{'' if r.changes == 1 else 's'}{where}"
+    if not r.changes and where:
+        return f"{changes}{skipped}{quarantined}"
     return f"{changes}: {r.inserted} inserted, {r.updated} updated, {r.deleted} deleted{skipped}{quarantined}"
 
 
@@ -195,14 +195,9 @@ def ingest_line(r, table: str) -> str:
     """What one batch of an ingest did, in a line."""
     if r.replayed is not None:
         return f"{r.source}: already ingested into {table} (version {r.replayed}), skipped"
-    skipped = f", {r.skipped} skipped" if r.skipped else ""
-    quarantined = f", {r.quarantined} quarantined" if r.quarantined else ""
-    changes = f"{r.changes} change{'' if r.changes == 1 else 's'}"
-    if not r.changes:
-        return (f"ingested {changes} from {r.source} into {table}{skipped}{quarantined}: nothing to commit, "
-                f"version {r.version}")
-    return (f"ingested {changes} from {r.source} into {table}: {r.inserted} inserted, "
-            f"{r.updated} updated, {r.deleted} deleted{skipped}{quarantined}; version {r.version}")
+    counts = ingest_counts(r, f" from {r.source} into {table}")
+    return f"ingested {counts}: nothing to commit, version {r.version}" if not r.changes else \
+        f"ingested {counts}; version {r.version}"
 
 
 @cli.group()
@@ -376,20 +371,9 @@ def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_ind
                 if result.diverged:
                     diverged.append(result.name)
 
-    if every is None:
-        one_round()
-    else:
-        done = 0
-        with stop.on_signals():
-            while not stop.requested:
-                started = time.monotonic()
-                one_round()
-                done += 1
-                if rounds is not None and done >= rounds:
-                    break
-                stop.wait(max(0.0, started + every - time.monotonic()))
-        if stop.requested:
-            click.echo(f"stopped by {stop.requested} after {done} round(s)", err=True)
+    done = stop.repeat(one_round, every, rounds)
+    if stop.requested:
+        click.echo(f"stopped by {stop.requested} after {done} round(s)", err=True)
     if diverged:
         click.echo(f"error: {len(diverged)} view(s) differed from their recomputation and were repaired: "
                    f"{', '.join(sorted(set(diverged)))}", err=True)
@@ -407,32 +391,44 @@ class Stop:
         self.requested: str | None = None
         self._event = threading.Event()
 
-    def wait(self, seconds: float) -> None:
-        self._event.wait(seconds)
+    def repeat(self, body: Callable[[], None], every: float | None, rounds: int | None = None) -> int:
+        """Run ``body`` once (``every`` None), or every ``every`` seconds (from the start of the
+        last run) until a stop is requested or ``rounds`` runs are done: the runs done."""
+        if every is None:
+            body()
+            return 1
+        done = 0
+        with self.on_signals():
+            while True:
+                started = time.monotonic()
+                body()
+                done += 1
+                if self.requested or (rounds is not None and done >= rounds):
+                    return done
+                self._event.wait(max(0.0, started + every - time.monotonic()))
+                if self.requested:
+                    return done
 
     def request(self, why: str) -> None:
         self.requested = why
         self._event.set()
 
+    @contextlib.contextmanager
     def on_signals(self):
-        import contextlib
+        """SIGINT and SIGTERM request the stop while in this context."""
         import signal
 
-        @contextlib.contextmanager
-        def handled():
-            def handler(signum, frame):
-                if self.requested and signum == signal.SIGINT:
-                    raise KeyboardInterrupt
-                self.request(signal.Signals(signum).name)
+        def handler(signum, frame):
+            if self.requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.request(signal.Signals(signum).name)
 
-            previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield self
-            finally:
-                for s, h in previous.items():
-                    signal.signal(s, h)
-
-        return handled()
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
 
 
 @cli.command()

@@ -86,6 +86,11 @@ class MaintenanceResult(Run):
     #: the version that repaired the view, when the check found it differed
     repaired_version: int | None = None
 
+    @classmethod
+    def of(cls, name: str, run: Run, started: float) -> "MaintenanceResult":
+        """The result of ``run`` of view ``name``, begun at ``started`` (``time.monotonic()``)."""
+        return cls(name=name, seconds=time.monotonic() - started, **{f.name: getattr(run, f.name) for f in fields(run)})
+
     @property
     def diverged(self) -> bool:
         return self.verification is not None and not self.verification.ok
@@ -423,9 +428,8 @@ class Warehouse:
         results = []
         for n in names:
             started = time.monotonic()
-            run = self._runtime.maintain(catalog, n, progress, use_indexes, max_changes)
-            result = MaintenanceResult(name=n, seconds=time.monotonic() - started,
-                                       **{f.name: getattr(run, f.name) for f in fields(run)})
+            result = MaintenanceResult.of(n, self._runtime.maintain(catalog, n, progress, use_indexes, max_changes),
+                                          started)
             if verify_every and result.version is not None and result.version % verify_every == 0:
                 check = self.verify(n)
                 result = replace(result, verification=check)
@@ -441,9 +445,7 @@ class Warehouse:
         caches and maps too), in one commit: for a view whose changes can no longer be read
         (``maintain`` says so when the versions it needs were vacuumed)."""
         started = time.monotonic()
-        run = self._runtime.refresh(self.catalog, name)
-        return MaintenanceResult(name=name, seconds=time.monotonic() - started,
-                                 **{f.name: getattr(run, f.name) for f in fields(run)})
+        return MaintenanceResult.of(name, self._runtime.refresh(self.catalog, name), started)
 
     def verify(self, name: str, limit: int = 5) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it

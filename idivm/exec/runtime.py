@@ -66,6 +66,18 @@ def behind(watermark: Mapping[str, int], other: Mapping[str, int]) -> bool:
     return all(v <= other.get(t, -1) for t, v in watermark.items())
 
 
+def unmoved(path: Path, watermark: Mapping[str, int], what: str) -> int:
+    """The version of the table at ``path`` (a view or cache), after checking that it still
+    reflects ``watermark``, which a run read when it began (else another run has committed since:
+    :class:`ConcurrentWriteError`)."""
+    version = delta.version(path)
+    reflected = commit_json(path, "idivm.watermark")
+    if reflected is not None and reflected != dict(watermark):
+        raise ConcurrentWriteError(f"{what} moved to {versions_text(reflected)} while this run, from "
+                                   f"{versions_text(watermark)}, computed its changes; nothing was committed")
+    return version
+
+
 def version_at(path: Path, watermark: Mapping[str, int], what: str) -> int:
     """The version of the table at ``path`` (a cache) whose commit reflects ``watermark``."""
     for c in delta.history(path):
@@ -360,6 +372,7 @@ class Runtime:
                 if chosen == "recompute":
                     script = None
                 note = why or note
+        note = "; ".join(filter(None, (note, waiting)))
         caches = cache_paths(catalog, entry)
         if script is None:
             if progress:
@@ -370,7 +383,7 @@ class Runtime:
                 version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches,
                                                         with_caches=not lagged)
             return Run("recompute", n_changes, version, old, new, inserted=rows, rows_written=rows + written,
-                       note="; ".join(filter(None, (note, waiting))), base_rows=base_rows, lagged=lagged)
+                       note=note, base_rows=base_rows, lagged=lagged)
         metadata["idivm.strategy"] = script.strategy
         diff_rows = written = 0
         with data_errors(view_name):
@@ -383,35 +396,35 @@ class Runtime:
             reflected = commit_json(path, "idivm.caches") or {}
             cache_old: dict[str, int] = {}
             cache_new: dict[str, int] = {}
+
+            def advance(cache, c_from: Mapping[str, int], c_to: Mapping[str, int], earlier: Mapping[str, int]):
+                """One commit of ``cache`` from watermark ``c_from`` to ``c_to``, reading the
+                earlier caches at versions ``earlier``."""
+                nonlocal diff_rows, written
+                cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name,
+                         "idivm.watermark": json.dumps(c_to, sort_keys=True)}
+                if earlier:
+                    cmeta["idivm.caches"] = json.dumps(earlier, sort_keys=True)
+                with meter.phase("changes"):
+                    cchanges = changes if (c_from, c_to) == (old, new) else \
+                        readable_changes(view_name, tables, c_from, c_to)
+                stats = self.apply_script(cache.script, caches[cache.name], tables, c_from, c_to, cchanges, cmeta,
+                                          progress, caches, earlier)
+                diff_rows += stats["diff_rows"]
+                written += stats["rows_written"]
+
             for cache in script.caches:
                 cpath = caches[cache.name]
                 c_old = view_watermark(cpath)
                 if cache.name not in reflected and c_old != old and behind(c_old, old):
                     if progress:
                         progress(f"{view_name}: catching cache {cache.name} up to {versions_text(old)}")
-                    cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name,
-                             "idivm.watermark": json.dumps(old, sort_keys=True)}
-                    if cache_old:
-                        cmeta["idivm.caches"] = json.dumps(cache_old, sort_keys=True)
-                    with meter.phase("changes"):
-                        cchanges = read_changes(tables, c_old, old)
-                    stats = self.apply_script(cache.script, cpath, tables, c_old, old, cchanges, cmeta, progress,
-                                              caches, cache_old)
-                    diff_rows += stats["diff_rows"]
-                    written += stats["rows_written"]
+                    advance(cache, c_old, old, cache_old)
                     c_old = dict(old)
                 cache_old[cache.name] = reflected[cache.name] if cache.name in reflected else \
                     version_at(cpath, old, f"cache {cache.name} of view {view_name}")
                 if c_old != new:
-                    cmeta = {**metadata, "idivm.operation": "maintain cache", "idivm.cache": cache.name}
-                    with meter.phase("changes"):
-                        cchanges = changes if c_old == old else read_changes(tables, c_old, new)
-                    if cache_new:
-                        cmeta["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
-                    stats = self.apply_script(cache.script, cpath, tables, c_old, new, cchanges, cmeta, progress,
-                                              caches, cache_new)
-                    diff_rows += stats["diff_rows"]
-                    written += stats["rows_written"]
+                    advance(cache, c_old, new, cache_new)
                 cache_new[cache.name] = delta.version(cpath)
             if cache_new:
                 metadata["idivm.caches"] = json.dumps(cache_new, sort_keys=True)
@@ -424,8 +437,7 @@ class Runtime:
                                          stored, progress)
         return Run(script.strategy, n_changes, stats["version"], old, new,
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
-                   deleted=stats["deleted"], rows_written=written + stats["rows_written"],
-                   note="; ".join(filter(None, (note, waiting))),
+                   deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
                    compacted=compacted, base_rows=base_rows)
 
     def _maintain_maps(self, catalog: Catalog, entry: ViewEntry, program: "Program", tables: Mapping[str, Path],
@@ -446,11 +458,7 @@ class Runtime:
         missing = sorted(set(mp.program.maps) - set(paths))
         if missing:
             raise CatalogError(f"view {name} has no table for its maps {', '.join(missing)}; define it again")
-        view_version = delta.version(path)
-        reflected = commit_json(path, "idivm.watermark")
-        if reflected is not None and reflected != dict(old):  # another run committed since this one began
-            raise ConcurrentWriteError(f"{name} moved to {versions_text(reflected)} while this run, from "
-                                       f"{versions_text(old)}, began; nothing was committed")
+        view_version = unmoved(path, old, name)
         reflected = commit_json(path, "idivm.maps") or {}
         if any(delta.version(p) != reflected.get(m) for m, p in paths.items()):
             # a run stopped between a map's commit and the view's: the maps are rebuilt at the
@@ -612,17 +620,7 @@ class Runtime:
         """Overwrite view ``view_name`` with its recomputation at its watermark (after a
         verification found it differs): the new view version."""
         entry = catalog.view(view_name)
-        program = load_program(catalog, entry)
-        prov = program.prov
-        watermark = view_watermark(catalog.path_of(entry), entry)
-        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
-        metadata = {"idivm.operation": "repair", "idivm.view": view_name,
-                    "idivm.watermark": json.dumps(watermark, sort_keys=True)}
-        if program.maps is not None:  # the maps may be what differed: rebuilt too
-            metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, entry, program, watermark, metadata),
-                                                sort_keys=True)
-        version, _, _ = self.recompute(catalog, view_name, prov, planned, watermark, metadata,
-                                       cache_paths(catalog, entry))
+        version, _, _ = self._rebuild(catalog, entry, view_watermark(catalog.path_of(entry), entry), "repair")
         return version
 
     def refresh(self, catalog: Catalog, view_name: str) -> Run:
@@ -630,22 +628,26 @@ class Runtime:
         run) by recomputing it at the current versions of its base tables, in one commit of
         the view: what a view whose changes cannot be read any more needs."""
         entry = catalog.view(view_name)
-        program = load_program(catalog, entry)
-        prov = program.prov
-        path = catalog.path_of(entry)
-        old, new = view_watermark(path, entry), current_versions(catalog, prov.plan)
-        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
-        metadata = {"idivm.operation": "refresh", "idivm.view": view_name,
-                    "idivm.watermark": json.dumps(new, sort_keys=True)}
+        old = view_watermark(catalog.path_of(entry), entry)
+        new = current_versions(catalog, load_program(catalog, entry).prov.plan)
         with meter.metered() as m:
             with meter.phase("write"):
-                if program.maps is not None:
-                    metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, entry, program, new, metadata),
-                                                        sort_keys=True)
-                version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata,
-                                                        cache_paths(catalog, entry))
+                version, rows, written = self._rebuild(catalog, entry, new, "refresh")
         return Run("recompute", 0, version, old, new, inserted=rows, rows_written=rows + written,
                    note="full refresh", cost=m.cost())
+
+    def _rebuild(self, catalog: Catalog, entry: ViewEntry, at: Mapping[str, int],
+                 operation: str) -> tuple[int, int, int]:
+        """Recompute the view of ``entry`` with its caches and maps at base-table versions ``at``
+        (:meth:`recompute`), the commits tagged ``operation``."""
+        program = load_program(catalog, entry)
+        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
+        metadata = {"idivm.operation": operation, "idivm.view": entry.name,
+                    "idivm.watermark": json.dumps(at, sort_keys=True)}
+        if program.maps is not None:  # the maps may be what differed: rebuilt too
+            metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, entry, program, at, metadata),
+                                                sort_keys=True)
+        return self.recompute(catalog, entry.name, program.prov, planned, at, metadata, cache_paths(catalog, entry))
 
     def apply_script(self, script, path: Path, tables: Mapping[str, Path], old: Mapping[str, int],
                      new: Mapping[str, int], changes, metadata, progress,
@@ -697,11 +699,7 @@ class Runtime:
         with meter.phase("indexes"):
             index_rows = indexes.refresh(stored, path, metadata, progress, script.view, self.storage)
 
-        version = delta.version(path)
-        reflected = commit_json(path, "idivm.watermark")
-        if reflected is not None and reflected != watermark:  # another run committed since this one began
-            raise ConcurrentWriteError(f"{script.view} moved to {versions_text(reflected)} while this run, "
-                                       f"from {versions_text(watermark)}, computed its changes; nothing was committed")
+        version = unmoved(path, watermark, script.view)
         view = delta.read_spark(self.spark, path, version, engine=self.storage)
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
 

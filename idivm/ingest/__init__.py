@@ -81,9 +81,7 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
                             replayed=int(taken["version"]))
     schema = delta.schema(table_path)
     try:
-        change_set = read(batch.text, batch.name, schema, key, strict=strict)
-        if element_keys:
-            change_set = _check_element_keys(change_set, schema, element_keys, strict, batch.text)
+        change_set = read_checked(read, batch.text, batch.name, schema, key, element_keys, strict)
     except RecordError as e:
         if batch.offsets is None:
             raise
@@ -138,10 +136,7 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     results, left = [], []
     done = taken_in(Path(table_path), origin)
     for fmt, name, text, positions in texts:
-        schema = delta.schema(table_path)
-        change_set = _reader(fmt)(text, name, schema, key)
-        if element_keys:
-            change_set = _check_element_keys(change_set, schema, element_keys, False, text)
+        change_set = read_checked(_reader(fmt), text, name, delta.schema(table_path), key, element_keys, False)
         for r in change_set.rejected:
             source, line, at = positions[r.line - 1]
             left.append({"origin": origin, "source": source, "line": line, "format": fmt, "reason": r.problem,
@@ -155,6 +150,14 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
                        {"idivm.operation": "quarantine retry", ORIGIN: origin})
     result = IngestResult.total("quarantine", results, delta.version(table_path))
     return result if done is None else replace(result, replayed=int(done["version"]))
+
+
+def read_checked(read, text: str, name: str, schema, key: tuple[str, ...],
+                 element_keys: Mapping[str, Sequence[str]] | None, strict: bool) -> ChangeSet:
+    """The changes of ``text`` (file ``name``) as ``read`` gives them, the upserts whose nested
+    collections break their ``element_keys`` rejected too (``strict``: raised)."""
+    change_set = read(text, name, schema, key, strict=strict)
+    return _check_element_keys(change_set, schema, element_keys, strict, text) if element_keys else change_set
 
 
 def _check_element_keys(change_set: ChangeSet, schema, element_keys: Mapping[str, Sequence[str]],

@@ -134,22 +134,29 @@ def _batch(name: str, data: bytes) -> Batch:
 _SEEN: dict[str, tuple[int, dict[str, tuple[int, int | None]]]] = {}
 
 
-def taken_in(path: Path, origin: str) -> dict[str, Any] | None:
-    """The commit of the table at ``path`` that took the batch ``origin``, if any: its
-    ``version`` and, for a quarantine's commit, how many valid records its batch had."""
-    if not delta.exists(path):
-        return None
+def origins(path: Path | None) -> dict[str, tuple[int, int | None]]:
+    """The origins of the commits of the table at ``path`` (none if there is no table): origin
+    -> the version of the first commit carrying it and, for a quarantine's commit, how many
+    valid records its batch had."""
+    if path is None or not delta.exists(path):
+        return {}
     key, latest = str(Path(path).resolve()), delta.version(path)
-    read, origins = _SEEN.get(key, (-1, {}))
+    read, found = _SEEN.get(key, (-1, {}))
     if latest < read:  # the table was made again
-        read, origins = -1, {}
+        read, found = -1, {}
     if latest > read:
         for c in reversed(delta.history(path, latest - read)):
             if ORIGIN in c and int(c["version"]) > read:
                 valid = c.get(VALID)
-                origins.setdefault(c[ORIGIN], (int(c["version"]), None if valid is None else int(valid)))
-        _SEEN[key] = (latest, origins)
-    found = origins.get(origin)
+                found.setdefault(c[ORIGIN], (int(c["version"]), None if valid is None else int(valid)))
+        _SEEN[key] = (latest, found)
+    return found
+
+
+def taken_in(path: Path, origin: str) -> dict[str, Any] | None:
+    """The commit of the table at ``path`` that took the batch ``origin``, if any: its
+    ``version`` and, for a quarantine's commit, how many valid records its batch had."""
+    found = origins(path).get(origin)
     if found is None:
         return None
     return {"version": found[0], **({VALID: found[1]} if found[1] is not None else {})}

@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from idivm.errors import DataError
-from idivm.ingest.feeds import KAFKA, ORIGIN, VALID, Batch
+from idivm.ingest.feeds import KAFKA, Batch, origins
 from idivm.ingest.records import Rejected
-from idivm.storage import delta
 
 SCHEME = KAFKA
 DEFAULT_PORT = 9092
@@ -127,23 +126,19 @@ def taken(topic: str, table_path: Path, quarantine_path: Path | None = None) -> 
     def took(p: int, last: int) -> None:
         nexts[p] = max(nexts.get(p, 0), last + 1)
 
-    for commit in _history(table_path):
-        o = parse_origin(commit.get(ORIGIN))
+    for value in origins(table_path):
+        o = parse_origin(value)
         if o is not None and o[0] == topic:
             took(o[1], o[3])
-    for commit in _history(quarantine_path):
-        o = parse_origin(commit.get(ORIGIN))
+    for value, (_, valid) in origins(quarantine_path).items():
+        o = parse_origin(value)
         if o is None or o[0] != topic:
             continue
-        if int(commit.get(VALID, 1)) == 0:
+        if valid == 0:
             took(o[1], o[3])
         else:
             pending.setdefault(o[1], {})[o[2]] = o[3]
     return Taken(nexts, pending)
-
-
-def _history(path: Path | None) -> list[dict[str, Any]]:
-    return delta.history(path) if path is not None and delta.exists(path) else []
 
 
 def batches(source: str, table: str, table_path: Path, quarantine_path: Path | None = None) -> Iterator[Batch]:

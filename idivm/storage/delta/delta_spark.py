@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from idivm.errors import ConcurrentWriteError
 from idivm.storage import schema as schemas
 from idivm.storage.delta.commits import _commit_properties, _user_metadata, count
 from idivm.storage.delta.merge import MergeClause, _clause_calls, quoted
@@ -28,6 +27,7 @@ from idivm.storage.delta.table import (
     _sorted_values,
     committing,
     open_table,
+    overtaken,
     pin_of,
     repin,
     version,
@@ -127,8 +127,7 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
     settings, pin = {}, pin_of(path)
     if pin is not None:  # committed only if no other run of the table has since it read version ``pin``
         if before != pin:
-            raise ConcurrentWriteError(f"{Path(path).name}: another writer committed version {pin + 1} after this "
-                                       "run read it; nothing was committed")
+            raise overtaken(path, pin)
         # Delta's idempotent writes: of two runs that read the same version, the second is skipped
         settings = {TXN_APP: f"idivm:{Path(path).resolve()}", TXN_VERSION: str(pin + 1)}
         commit_metadata = {**(commit_metadata or {}), "idivm.run": uuid.uuid4().hex}
@@ -142,8 +141,7 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
             merger.execute()
     except Exception as e:
         if pin is not None and "Concurrent" in type(e).__name__ + str(e)[:500]:
-            raise ConcurrentWriteError(f"{Path(path).name}: another writer committed while this run's MERGE ran; "
-                                       "nothing was committed") from e
+            raise overtaken(path, pin) from e
         raise
     after = version(path)
     metrics: dict[str, Any] = {}
@@ -151,8 +149,7 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
         mine = [c for c in open_table(path, after).history(after - before)
                 if pin is None or c.get("userMetadata") and commit_metadata["idivm.run"] in c["userMetadata"]]
         if not mine:  # skipped: another run committed this change first
-            raise ConcurrentWriteError(f"{Path(path).name}: another run committed version {pin + 1} first; "
-                                       "nothing was committed")
+            raise overtaken(path, pin)
         metrics = {ours: int(v) for theirs, ours in _SPARK_MERGE_METRICS.items()
                    if (v := (mine[0].get("operationMetrics") or {}).get(theirs)) is not None}
     elif commit_metadata:

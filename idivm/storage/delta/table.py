@@ -182,8 +182,14 @@ def committing(path: PathLike):
         version = pin_of(path)
         if version is None:
             raise
-        raise ConcurrentWriteError(f"{Path(path).name}: another writer committed version {version + 1} "
-                                   "after this run read it; nothing was committed") from e
+        raise overtaken(path, version) from e
+
+
+def overtaken(path: PathLike, version: int) -> ConcurrentWriteError:
+    """The error of a commit to ``path`` refused because another writer committed after the
+    run read ``version``."""
+    return ConcurrentWriteError(f"{Path(path).name}: another writer committed after this run read version "
+                                f"{version}; nothing was committed")
 
 
 def open_table(path: PathLike, version: int | None = None, *, to_write: bool = False) -> "DeltaTable":
