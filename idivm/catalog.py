@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from idivm.errors import CatalogError
+from idivm.errors import CatalogError, ConcurrentWriteError
 from idivm.types import TupleType, from_json
 
 CATALOG_FILE = "catalog.json"
@@ -91,6 +91,12 @@ class ViewEntry:
     path: str
     created: str = field(default_factory=now_utc)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def inputs(self) -> tuple[str, ...]:
+        """The names of the tables (and views) the view reads, as recorded when it was defined
+        (for a view defined before they were recorded: those its watermark names)."""
+        recorded = self.extra.get("inputs")
+        return tuple(recorded if recorded is not None else sorted(self.extra.get("watermark") or {}))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "text": self.text, "schema": self.schema.to_json(),
@@ -210,8 +216,24 @@ class Catalog:
     def new_table_path(self, name: str) -> str:
         return f"{TABLES_DIR}/{check_name(name, 'table name')}"
 
-    def new_view_path(self, name: str) -> str:
-        return f"{VIEWS_DIR}/{check_name(name, 'view name')}"
+    def new_view_path(self, name: str, generation: str | None = None) -> str:
+        """Where view ``name`` is stored: ``views/<name>``, or for a definition that replaces
+        one, ``views/<name>.<generation>`` (beside the one it replaces)."""
+        check_name(name, "view name")
+        return f"{VIEWS_DIR}/{name}" if generation is None else f"{VIEWS_DIR}/{name}.{generation}"
+
+    def view_files(self, name: str) -> list[Path]:
+        """Every directory of view ``name`` under ``views/``, of any of its definitions: its
+        table ``<path>`` and the folders beside it (``<path>.program``, ``.caches``, ``.maps``,
+        ``.indexes``), and the staging directories (``.<name>...``) of writes a crash
+        interrupted.  (A view's path is ``views/<name>`` or ``views/<name>.<generation>``, and
+        names have no dots, so these are the names ``<name>``, ``<name>.*`` and ``.<name>.*``.)"""
+        check_name(name, "view name")
+        try:
+            found = list((self.root / VIEWS_DIR).iterdir())
+        except FileNotFoundError:
+            return []
+        return sorted(p for p in found if p.name == name or p.name.startswith((f"{name}.", f".{name}.")))
 
     # --- lookups ---------------------------------------------------------------------------------
 
@@ -221,6 +243,14 @@ class Catalog:
         except KeyError:
             hint = " (it is a view)" if name in self.views else ""
             raise CatalogError(f"unknown table {name!r}{hint}; {_known('tables', self.tables)}") from None
+
+    def entry(self, name: str) -> TableEntry | ViewEntry:
+        """The table or view ``name``."""
+        if name in self.views:
+            return self.views[name]
+        if name in self.tables:
+            return self.tables[name]
+        raise CatalogError(f"no table or view named {name!r}")
 
     def view(self, name: str) -> ViewEntry:
         try:
@@ -253,9 +283,39 @@ class Catalog:
         self.table(name)
         return self.tables.pop(name)
 
+    def replace_view(self, entry: ViewEntry, replacing: str) -> None:
+        """Make ``entry`` the definition of its view, in place of the one stored at
+        ``replacing``: if another writer has redefined the view since, it is a
+        :class:`ConcurrentWriteError` and nothing changes."""
+        current = self.view(entry.name)
+        if current.path != replacing:
+            raise ConcurrentWriteError(f"view {entry.name!r} was redefined by another writer while this definition "
+                                       "was materialized; nothing was changed")
+        self.views[entry.name] = entry
+
     def drop_view(self, name: str) -> ViewEntry:
         self.view(name)
         return self.views.pop(name)
+
+    def readers(self, name: str) -> list[str]:
+        """The views that read table or view ``name`` themselves (by their recorded
+        :meth:`ViewEntry.inputs`), sorted."""
+        return sorted(v for v, e in self.views.items() if name in e.inputs())
+
+    def dependents(self, name: str) -> list[str]:
+        """The views that read table or view ``name``, themselves or through other views, in an
+        order they can be dropped in: each before the views it reads."""
+        out: list[str] = []
+
+        def visit(n: str) -> None:
+            for reader in self.readers(n):
+                if reader not in out and reader != name:
+                    visit(reader)
+                    if reader not in out:
+                        out.append(reader)
+
+        visit(name)
+        return out
 
     def base_tables(self) -> BaseTables:
         return BaseTables(

@@ -29,6 +29,7 @@ import click
 
 from idivm import __version__
 from idivm.errors import CatalogError, IdivmError
+from idivm.exec.runtime import versions_text
 from idivm.ingest import INGEST_FORMATS
 from idivm.ingest.load import FORMATS
 from idivm.storage.delta import ENGINE_ENV, ENGINES
@@ -119,17 +120,49 @@ def key_description(key: Sequence[str], element_keys: Mapping[str, Sequence[str]
     return "; ".join([sep.join(key)] + [f"{p}({sep.join(k)})" for p, k in element_keys.items()])
 
 
+#: ``--format`` of the commands that print for people or for programs
+OUTPUT_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                             show_default=True, help="json: for programs, on standard output.")
+
+
+def echo_json(value: Any) -> None:
+    """One JSON document (or line) on standard output."""
+    click.echo(json.dumps(value, ensure_ascii=False, default=str))
+
+
 @table.command("list")
+@OUTPUT_FORMAT
 @click.pass_context
-def table_list(ctx: click.Context) -> None:
-    """List base tables: name, key, rows, version."""
+def table_list(ctx: click.Context, fmt: str) -> None:
+    """List base tables: name, key, rows, version (json: an array of objects)."""
     infos = open_warehouse(ctx).tables()
+    if fmt == "json":
+        echo_json([i.as_json() for i in infos])
+        return
     if not infos:
         click.echo("no tables")
         return
     click.echo(format_table(["name", "key", "rows", "version"],
                             [[i.name, key_description(i.key, i.element_keys), i.rows, i.version] for i in infos],
                             right={"rows", "version"}))
+
+
+HISTORY_OPTION = click.option("--history", "history", type=click.IntRange(min=0), default=None, metavar="N",
+                              help="Show the latest N commits (default 10).")
+
+
+@table.command("describe")
+@click.argument("name")
+@HISTORY_OPTION
+@OUTPUT_FORMAT
+@click.pass_context
+def table_describe(ctx: click.Context, name: str, history: int | None, fmt: str) -> None:
+    """Schema, key, storage features, the views that read it and the latest commits of base table NAME."""
+    d = open_warehouse(ctx).describe_table(name, history)
+    if fmt == "json":
+        echo_json(d.as_json())
+    else:
+        click.echo(d.render())
 
 
 #: the exit code of an ingest that quarantined records
@@ -148,9 +181,11 @@ QUARANTINED = 3
               "(a directory's new files, a topic's new messages) until SIGINT or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="With --follow: the time between two reads of SOURCE.")
+@click.option("--output", "output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: a JSON object per file or partition batch (JSON lines), for programs.")
 @click.pass_context
 def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, follow: bool,
-           interval: float) -> int:
+           interval: float, output: str) -> int:
     """Apply the changes in SOURCE to base table TABLE: a JSON Lines file, a directory of them
     (name order), - (standard input) or a Kafka topic (kafka://HOST:PORT/TOPIC), each file or
     partition's new messages in one commit.  What was ingested before is skipped.  Bad records go to the table's quarantine (see 'idivm quarantine') and the rest
@@ -165,9 +200,12 @@ def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, f
         nonlocal quarantined
         r = wh.ingest(name, source, format=fmt, strict=strict)
         for b in r.batches or (r,):
-            if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):
-                click.echo(ingest_line(b, name))  # following: only what is new
-        if r.batches and not follow:
+            if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):  # following: what is new
+                if output == "json":
+                    echo_json(b.as_json(name))
+                else:
+                    click.echo(ingest_line(b, name))
+        if r.batches and not follow and output == "text":
             click.echo(f"{len(r.batches)} batches: {ingest_counts(r)}")
         quarantined += r.quarantined
 
@@ -271,13 +309,81 @@ def quarantine_retry(ctx: click.Context, name: str, fixed: str | None, fmt: str)
               show_default=True, help="How maintain keeps the view fresh: ID-based i-diffs, tuple-based "
               "t-diffs, recomputation, auto (id unless the view has no rules or a run's change set is large), "
               "or maps (higher-order delta maps, for a view of one GROUP BY over joins of tables).")
+@click.option("--replace", is_flag=True, help="Replace the view of that name, if there is one (as CREATE OR "
+              "REPLACE VIEW does): the new view is materialized beside it and swapped in atomically.")
 @click.pass_context
-def define(ctx: click.Context, file: str, strategy: str) -> None:
-    """Plan and materialize the view defined in FILE (CREATE VIEW name AS ...)."""
-    info = open_warehouse(ctx).define(Path(file), strategy=strategy)  # always a file, never SQL++ text
+def define(ctx: click.Context, file: str, strategy: str, replace: bool) -> None:
+    """Plan and materialize the view defined in FILE (CREATE [OR REPLACE] VIEW name AS ...)."""
+    info = open_warehouse(ctx).define(Path(file), strategy=strategy, replace=replace)  # a file, never SQL++ text
     note = f" ({info.strategy_note})" if info.strategy_note else ""
     click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}, "
                f"strategy {info.strategy}{note}")
+
+
+@cli.group()
+def view() -> None:
+    """List and describe views."""
+
+
+@view.command("list")
+@OUTPUT_FORMAT
+@click.pass_context
+def view_list(ctx: click.Context, fmt: str) -> None:
+    """List views: name, strategy, rows, watermark, last maintenance, lag (the versions of
+    their inputs committed past their watermark) (json: an array of objects)."""
+    infos = open_warehouse(ctx).views()
+    if fmt == "json":
+        echo_json([i.as_json() for i in infos])
+        return
+    if not infos:
+        click.echo("no views")
+        return
+    click.echo(format_table(["name", "strategy", "rows", "watermark", "maintained", "lag"],
+                            [[i.name, i.strategy, i.rows, versions_text(i.watermark), i.maintained or "never", i.lag]
+                             for i in infos], right={"rows", "lag"}))
+
+
+@view.command("describe")
+@click.argument("name")
+@HISTORY_OPTION
+@OUTPUT_FORMAT
+@click.pass_context
+def view_describe(ctx: click.Context, name: str, history: int | None, fmt: str) -> None:
+    """Strategy, inputs, watermark, lag, schema, IDs, storage, caches, maps and indexes,
+    definition and latest commits of view NAME."""
+    d = open_warehouse(ctx).describe_view(name, history)
+    if fmt == "json":
+        echo_json(d.as_json())
+    else:
+        click.echo(d.render())
+
+
+@cli.group()
+def drop() -> None:
+    """Drop a view or a base table (its catalog entry first, then its files)."""
+
+
+@drop.command("view")
+@click.argument("name")
+@click.option("--cascade", is_flag=True, help="Also drop the views that read it (first).")
+@click.pass_context
+def drop_view(ctx: click.Context, name: str, cascade: bool) -> None:
+    """Drop view NAME: its table, caches, maps, indexes and program."""
+    for n in open_warehouse(ctx).drop_view(name, cascade=cascade):
+        click.echo(f"dropped view {n}")
+
+
+@drop.command("table")
+@click.argument("name")
+@click.option("--cascade", is_flag=True, help="Drop the views that read it first (else they prevent the drop).")
+@click.pass_context
+def drop_table(ctx: click.Context, name: str, cascade: bool) -> None:
+    """Drop base table NAME: its Delta table and quarantine.  Refused while views read it,
+    unless --cascade."""
+    dropped = open_warehouse(ctx).drop_table(name, cascade=cascade)
+    for n in dropped[:-1]:
+        click.echo(f"dropped view {n}")
+    click.echo(f"dropped table {dropped[-1]}")
 
 
 @cli.command()
@@ -367,7 +473,10 @@ def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_ind
             for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True),
                                       use_indexes=not no_index, verify_every=verify_every,
                                       max_changes=max_changes):
-                click.echo(json.dumps(result.as_json(), default=str) if fmt == "json" else result.summary())
+                if fmt == "json":
+                    echo_json(result.as_json())
+                else:
+                    click.echo(result.summary())
                 if result.diverged:
                     diverged.append(result.name)
 
@@ -443,11 +552,15 @@ def refresh(ctx: click.Context, name: str, full: bool) -> None:
 
 @cli.command()
 @click.argument("name")
+@OUTPUT_FORMAT
 @click.pass_context
-def verify(ctx: click.Context, name: str) -> int:
+def verify(ctx: click.Context, name: str, fmt: str) -> int:
     """Recompute view NAME at the base-table versions it reflects and compare (exit 1 if it differs)."""
     result = open_warehouse(ctx).verify(name)
-    click.echo(result.summary())
+    if fmt == "json":
+        echo_json(result.as_json())
+    else:
+        click.echo(result.summary())
     return 0 if result.ok else 1
 
 

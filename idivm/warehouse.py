@@ -35,7 +35,7 @@ from idivm import types as T
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
-from idivm.exec.runtime import Run, Runtime, versions_text, view_watermark
+from idivm.exec.runtime import Run, Runtime, latest_commit_with, versions_text, view_watermark
 from idivm.ingest.load import (
     _spark_delta_schema, check_columns, check_element_key, check_element_key_type,
     check_key, check_spark_element_key, check_spark_key, idivm_schema, is_spark_dataframe, load_source,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
+    from idivm.describe import Description
     from idivm.ingest import IngestResult, Quarantine
 
 DEFAULT_WAREHOUSE = "./idivm-warehouse"
@@ -69,6 +70,12 @@ class TableInfo:
     created: str
     #: declared keys of nested collections of tuples: path -> key columns
     element_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+    def as_json(self) -> dict[str, Any]:
+        """The table as a JSON object for programs (``table list --format json``)."""
+        return {"name": self.name, "key": list(self.key),
+                "element_keys": {p: list(k) for p, k in self.element_keys.items()},
+                "rows": self.rows, "version": self.version, "created": self.created, "path": str(self.path)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +158,13 @@ class Verification:
     def ok(self) -> bool:
         return self.missing == 0 and self.extra == 0 and all(c.ok for c in self.caches)
 
+    def as_json(self) -> dict[str, Any]:
+        """The comparison as a JSON object for programs (``verify --format json``)."""
+        return {"name": self.name, "kind": self.kind, "ok": self.ok, "watermark": dict(self.watermark),
+                "rows": self.rows, "missing": self.missing, "extra": self.extra,
+                "missing_examples": list(self.missing_examples), "extra_examples": list(self.extra_examples),
+                "caches": [c.as_json() for c in self.caches]}
+
     def summary(self, what: str | None = None) -> str:
         what = what or self.kind
         at = versions_text(self.watermark)
@@ -178,6 +192,21 @@ class ViewInfo:
     strategy: str = "recompute"
     #: why ``auto`` recomputes, when the view has constructs without i-diff rules
     strategy_note: str = ""
+    #: the tables (and views) it reads
+    inputs: tuple[str, ...] = ()
+    #: the versions of its inputs it reflects
+    watermark: Mapping[str, int] = field(default_factory=dict, hash=False)
+    #: when it was last brought up to date (the time of its latest commit carrying a watermark)
+    maintained: str = ""
+    #: how many versions of its inputs are committed past its watermark (0: up to date)
+    lag: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The view as a JSON object for programs (``view list --format json``)."""
+        return {"name": self.name, "strategy": self.strategy, "strategy_note": self.strategy_note,
+                "rows": self.rows, "version": self.version, "inputs": list(self.inputs),
+                "watermark": dict(self.watermark), "maintained": self.maintained, "lag": self.lag,
+                "created": self.created, "path": str(self.path)}
 
 
 #: maintenance strategies ``define`` accepts (see :meth:`Warehouse.define`)
@@ -357,7 +386,7 @@ class Warehouse:
 
     # --- views -----------------------------------------------------------------------------------
 
-    def define(self, text_or_path: str | os.PathLike, strategy: str = "auto") -> "ViewInfo":
+    def define(self, text_or_path: str | os.PathLike, strategy: str = "auto", *, replace: bool = False) -> "ViewInfo":
         """Plan and materialize the view of a ``CREATE VIEW`` text (or a ``.sqlpp`` file).
 
         ``strategy`` is how :meth:`maintain` keeps it fresh: ``id`` (ID-based i-diffs,
@@ -369,21 +398,46 @@ class Warehouse:
         Syntax errors, unknown names, views ``id``/``tuple`` cannot maintain and bad data
         raise before anything is written; the view's Delta table and its catalog entry
         land together.
+
+        ``replace`` (or ``CREATE OR REPLACE VIEW`` in the text): the definition replaces the
+        view of that name, if there is one.  The new view (its table, program, caches, maps)
+        is materialized beside the old one (``views/<name>.<generation>``), and the catalog
+        switched to it in one atomic save; only then are the old one's files removed.  Until
+        the switch the old view stays whole and readable (a crash leaves it, and the new
+        files, which no entry points to, are removed by the next drop or replace of the view).
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+        from idivm.sqlpp import parse_view
+
         text, filename = sqlpp_source(text_or_path)
+        replace = replace or parse_view(text, filename).replace
         catalog = self.catalog
         program = programs.compile_program(catalog, text, filename, strategy, strict=True)
         view_name, script = program.name, program.script
-        catalog.check_new_name(view_name, "view")
-        rel = catalog.new_view_path(view_name)
+        replaced = catalog.views.get(view_name) if replace else None
+        if replaced is None:
+            catalog.check_new_name(view_name, "view")
+            rel = catalog.new_view_path(view_name)
+        else:
+            rel = catalog.new_view_path(view_name, generation=uuid.uuid4().hex[:12])
         writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
         entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
+        def register(cat: Catalog) -> None:
+            if replaced is None:
+                cat.add_view(entry)
+            else:  # the commit point of a replace
+                cat.replace_view(entry, replacing=replaced.path)
+
         with data_errors(view_name):
-            self._install(writes, lambda cat: cat.add_view(entry))
+            self._install(writes, register)
+            if replaced is not None:  # the old definition's files, and those of replaces a crash interrupted
+                new = Path(rel).name
+                for f in self.catalog.view_files(view_name):
+                    if f.name != new and not f.name.startswith(f"{new}."):
+                        shutil.rmtree(f, ignore_errors=True)
             if strategy == "auto":  # the cost of a recomputation, for auto's first choices
                 self._runtime.record_definition(self.catalog, view_name)
             if script is not None and script.strategy == "id":
@@ -560,11 +614,106 @@ class Warehouse:
                            no_maps).render(format)
 
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
+        from idivm.describe import commit_time
+
         path = catalog.path_of(entry)
+        last = latest_commit_with(path, "idivm.watermark")
+        watermark = view_watermark(path, entry)
         return ViewInfo(name=entry.name, rows=delta.row_count(path), version=delta.version(path),
                         schema=entry.schema, path=path, created=entry.created,
                         strategy=entry.extra.get("strategy", "recompute"),
-                        strategy_note=entry.extra.get("strategy_note", ""))
+                        strategy_note=entry.extra.get("strategy_note", ""), inputs=entry.inputs(),
+                        watermark=watermark, maintained=commit_time(last.get("timestamp")) if last else "",
+                        lag=lag(catalog, watermark))
+
+    # --- describing and dropping -----------------------------------------------------------------
+
+    def describe_table(self, name: str, history: int | None = None) -> "Description":
+        """Base table ``name``: schema, key and element keys, storage features, the views that
+        read it, and its latest ``history`` commits (default :data:`idivm.describe.HISTORY`;
+        each with its idivm metadata, e.g. the ``origin`` of an ingested batch).  Needs no Spark."""
+        from idivm.describe import Description
+
+        catalog = self.catalog
+        entry = catalog.table(name)
+        path = catalog.path_of(entry)
+        return Description("table", name, path, entry.schema, delta.row_count(path), delta.version(path),
+                           entry.created, tuple(entry.key), delta.features(path), tuple(catalog.readers(name)),
+                           _history(path, history), {p: tuple(k) for p, k in entry.element_keys.items()})
+
+    def describe_view(self, name: str, history: int | None = None) -> "Description":
+        """View ``name``: schema, IDs, strategy, what it reads and the versions it reflects, its
+        lag, storage features (with the columns its files are ordered by, for a view maintained
+        by ID), its caches, maps and indexes, the views that read it, its definition and its
+        latest ``history`` commits (with idivm's metadata: operation, watermark, run, ...).
+        Needs no Spark."""
+        from idivm.describe import Description
+        from idivm.exec.indexes import INDEXES
+        from idivm.storage.layout import view_layout
+
+        catalog = self.catalog
+        entry = catalog.view(name)
+        info = self._view_info(catalog, entry)
+        ids = tuple(i["column"] for i in entry.extra.get("ids", ()))
+        program = programs.load_program(catalog, entry)
+        features = delta.features(info.path)
+        layout = view_layout(delta.schema(info.path).names, ids,
+                             program.script.strategy if program.script is not None else None)
+        features["clustered_by"] = list(layout.keys) if layout is not None else []
+        parts = {f"cache {c}": rel for c, rel in entry.extra.get("caches", {}).items()}
+        parts |= {f"map {m}": rel for m, rel in entry.extra.get("maps", {}).items()}
+        indexes = catalog.root / f"{entry.path}.{INDEXES}"
+        if indexes.is_dir():
+            parts |= {f"index {p.name}": f"{entry.path}.{INDEXES}/{p.name}" for p in sorted(indexes.iterdir())
+                      if not p.name.startswith(".")}
+        return Description("view", name, info.path, entry.schema, info.rows, info.version, entry.created, ids,
+                           features, tuple(catalog.readers(name)), _history(info.path, history), text=entry.text,
+                           strategy=info.strategy, inputs=info.inputs, watermark=info.watermark, lag=info.lag,
+                           maintained=info.maintained, parts=parts)
+
+    def drop_view(self, name: str, *, cascade: bool = False) -> list[str]:
+        """Drop view ``name``: its catalog entry, then its tables (the view, its caches, maps and
+        indexes) and program.  A view other views read is refused (:class:`CatalogError` naming
+        them) unless ``cascade``, which drops those first.  Returns the views dropped, in order."""
+        catalog = self.catalog
+        catalog.view(name)
+        return self._drop(catalog, name, cascade)
+
+    def drop_table(self, name: str, *, cascade: bool = False) -> list[str]:
+        """Drop base table ``name``: its catalog entry, then its Delta table and quarantine.  A
+        table views read is refused (:class:`CatalogError` naming them) unless ``cascade``,
+        which drops those views first.  Returns what was dropped (the views, then the table)."""
+        catalog = self.catalog
+        catalog.table(name)
+        return self._drop(catalog, name, cascade)
+
+    def _drop(self, catalog: Catalog, name: str, cascade: bool) -> list[str]:
+        """Drop table or view ``name`` and, with ``cascade``, the views that read it: all their
+        catalog entries in one save of the catalog, then their files.  A crash between the two
+        leaves files no entry points to (which a later ``define`` of that name replaces), never
+        an entry pointing to removed files."""
+        from idivm.catalog import QUARANTINE_DIR
+
+        kind = "table" if name in catalog.tables else "view"
+        dependents = catalog.dependents(name)
+        if dependents and not cascade:
+            several = len(dependents) > 1
+            raise CatalogError(f"cannot drop {kind} {name}: read by view{'s' if several else ''} "
+                               f"{', '.join(dependents)} (drop {'them' if several else 'it'} first, or drop with "
+                               "--cascade)")
+        files: list[Path] = []
+        for view in dependents:
+            catalog.drop_view(view)
+            files += catalog.view_files(view)
+        if kind == "view":
+            catalog.drop_view(name)
+            files += catalog.view_files(name)
+        else:
+            files += [catalog.path_of(catalog.drop_table(name)), catalog.root / QUARANTINE_DIR / name]
+        catalog.save()
+        for f in files:
+            shutil.rmtree(f, ignore_errors=True)
+        return [*dependents, name]
 
     # --- shared machinery ------------------------------------------------------------------------
 
@@ -610,6 +759,18 @@ class Warehouse:
                 except OSError:
                     pass
             raise
+
+
+def lag(catalog: Catalog, watermark: Mapping[str, int]) -> int:
+    """How many versions of the tables (and views) ``watermark`` names are committed past it."""
+    return sum(max(0, delta.version(catalog.path_of(catalog.entry(t))) - v) for t, v in watermark.items()
+               if catalog.has(t))
+
+
+def _history(path: Path, limit: int | None) -> tuple:
+    from idivm.describe import HISTORY, Commit
+
+    return tuple(Commit.of(c) for c in delta.history(path, HISTORY if limit is None else limit))
 
 
 def sqlpp_source(text_or_path: str | os.PathLike) -> tuple[str, str | None]:

@@ -47,13 +47,19 @@ def view_watermark(path: Path, entry: ViewEntry | None = None) -> dict[str, int]
 
 
 def commit_json(path: Path, key: str) -> dict[str, int] | None:
-    """The table -> version map ``key`` of the latest commit of ``path`` that carries it: read
-    from the last commit, which nearly always does, else from the whole history (which grows
-    by a commit a run)."""
+    """The table -> version map ``key`` of the latest commit of ``path`` that carries it."""
+    c = latest_commit_with(path, key)
+    return None if c is None else {t: int(v) for t, v in json.loads(c[key]).items()}
+
+
+def latest_commit_with(path: Path, key: str) -> dict | None:
+    """The latest commit of ``path`` whose metadata has ``key`` (:func:`delta.history`'s dict):
+    read from the last commit, which nearly always does, else from the whole history (which
+    grows by a commit a run)."""
     for limit in (1, None):
         for c in delta.history(path, limit):
             if key in c:
-                return {t: int(v) for t, v in json.loads(c[key]).items()}
+                return c
     return None
 
 
@@ -229,7 +235,7 @@ class Runtime:
         metadata = {"idivm.operation": "define view", "idivm.view": program.name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
         extra = {"ids": [{"column": c, "name": n} for c, n in prov.view_ids], "watermark": watermark,
-                 "strategy": strategy}
+                 "strategy": strategy, "inputs": sorted(watermark)}
         if program.note:
             extra["strategy_note"] = program.note
         writes: list[tuple[str, Callable[[Path], object]]] = [

@@ -45,6 +45,13 @@ class IngestResult:
     replayed: int | None = None
     batches: tuple["IngestResult", ...] = field(default=(), compare=False)
 
+    def as_json(self, table: str) -> dict:
+        """This batch (or feed) of an ingest into ``table`` as a JSON object for programs
+        (``ingest --output json``)."""
+        return {"table": table, "source": self.source, "changes": self.changes, "inserted": self.inserted,
+                "updated": self.updated, "deleted": self.deleted, "skipped": self.skipped,
+                "quarantined": self.quarantined, "version": self.version, "replayed": self.replayed}
+
     @staticmethod
     def total(source: str, results: Sequence["IngestResult"], version: int) -> "IngestResult":
         """The sum of the batches ``results`` of feed ``source``."""

@@ -281,6 +281,8 @@ class UnionAll(Query):
 class CreateView(Node):
     name: str
     query: Query
+    #: ``CREATE OR REPLACE VIEW``: the definition replaces a view of that name, if there is one
+    replace: bool = False
 
 
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})

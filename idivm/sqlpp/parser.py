@@ -45,7 +45,7 @@ KEYWORDS = frozenset("""
 
 
 def parse_view(text: str, filename: str | None = None) -> ast.CreateView:
-    """Parse ``CREATE VIEW name AS query [;]``."""
+    """Parse ``CREATE [OR REPLACE] VIEW name AS query [;]``."""
     return _parse(text, "start_view", filename)
 
 
@@ -358,6 +358,10 @@ def _unquote(tok: Token) -> str:
 _OP_SPELLING = {"==": "=", "<>": "!="}
 
 
+#: what ``CREATE OR REPLACE`` leaves among the children of ``start_view``
+_OR_REPLACE = "OR REPLACE"
+
+
 @v_args(meta=True)
 class _ToAst(Transformer_NonRecursive):
     """Parse tree → AST.  Method names are the grammar's rule names/aliases."""
@@ -367,7 +371,13 @@ class _ToAst(Transformer_NonRecursive):
     def start_view(self, meta, ch):
         (name,) = _names(ch)
         (query,) = _nodes(ch)
-        return ast.CreateView(str(name), query, span=_span(meta))
+        return ast.CreateView(str(name), query, replace=_OR_REPLACE in ch, span=_span(meta))
+
+    def or_replace(self, meta, ch):
+        word = ch[-1]
+        if word.value.upper() != "REPLACE":
+            raise SqlppSyntaxError(f"unexpected {word.value!r} after CREATE OR: expected REPLACE", _token_span(word))
+        return _OR_REPLACE
 
     def start_query(self, meta, ch):
         (query,) = _nodes(ch)

@@ -239,6 +239,21 @@ def needs_delta_spark(path: PathLike, dt: "DeltaTable | None" = None) -> bool:
         or "deletionVectors" in (dt.protocol().reader_features or ())
 
 
+def features(path: PathLike) -> dict[str, Any]:
+    """The storage features of the table at ``path``, from its log: whether it has a change
+    data feed and deletion vectors, its partition columns, its protocol's reader and writer
+    features and its configuration."""
+    dt = open_table(path)
+    meta, protocol = dt.metadata(), dt.protocol()
+    configuration = dict(meta.configuration)
+    readers, writers = sorted(protocol.reader_features or ()), sorted(protocol.writer_features or ())
+    return {"change_data_feed": configuration.get("delta.enableChangeDataFeed") == "true",
+            "deletion_vectors": "deletionVectors" in readers
+                                or configuration.get("delta.enableDeletionVectors") == "true",
+            "partition_columns": list(meta.partition_columns),
+            "reader_features": readers, "writer_features": writers, "configuration": configuration}
+
+
 def _check_driver_readable(dt: "DeltaTable", path: PathLike) -> None:
     if needs_delta_spark(path, dt):
         raise DataError(f"{path}: a Delta table with deletion vectors, partitions or column mapping "
