@@ -4,7 +4,8 @@ Layout of a warehouse directory ``<wh>``::
 
     <wh>/catalog.json        the catalog: base tables, views (indented JSON)
     <wh>/tables/<name>/      one Delta table per base table
-    <wh>/views/<name>/       one Delta table per view
+    <wh>/views/<name>/       one Delta table per view (``<name>.<generation>`` once redefined), with
+                             its program, caches, maps and indexes beside it (``<name>.program``, ...)
     <wh>/quarantine/<name>/  the records ingest rejected, per base table
 
 ``catalog.json`` is rewritten atomically (temporary file in the same

@@ -80,7 +80,7 @@ def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, stora
 
 @cli.group()
 def table() -> None:
-    """Create and list base tables."""
+    """Create, list and describe base tables (drop them with 'idivm drop table')."""
 
 
 @table.command("create")
@@ -322,7 +322,7 @@ def define(ctx: click.Context, file: str, strategy: str, replace: bool) -> None:
 
 @cli.group()
 def view() -> None:
-    """List and describe views."""
+    """List and describe views (define them with 'idivm define', drop them with 'idivm drop view')."""
 
 
 @view.command("list")

@@ -283,6 +283,20 @@ def test_dependents_follow_recorded_inputs_through_views():
         == ("x", "y")
 
 
+def test_replace_view_refuses_a_view_redefined_since():
+    from idivm.catalog import ViewEntry
+    from idivm.errors import ConcurrentWriteError
+    from idivm.types import TupleType
+
+    catalog = Catalog("/nonexistent", views={"v": ViewEntry("v", "", TupleType(()), "views/v.aaa")})
+    new = ViewEntry("v", "new", TupleType(()), "views/v.ccc")
+    with pytest.raises(ConcurrentWriteError, match="redefined by another writer"):
+        catalog.replace_view(new, replacing="views/v.bbb")
+    assert catalog.view("v").path == "views/v.aaa"
+    catalog.replace_view(new, replacing="views/v.aaa")
+    assert catalog.view("v") is new
+
+
 # --- redefinition ----------------------------------------------------------------------------------
 
 SF_REVIEWS_5 = SF_REVIEWS.replace("WHERE r.business_id = b.business_id",
