@@ -266,7 +266,7 @@ def _depth(t: Tok) -> int:
 
 def statements(text: str) -> list[tuple[str, list[Tok]]]:
     """The statements of ``text`` (split at ``;`` outside brackets), with their tokens."""
-    out, current, depth, start = [], [], 0, 0
+    out, current, depth = [], [], 0
     for t in tokens(text):
         depth += _depth(t)
         if t.text == ";" and t.kind == "punct" and depth <= 0:
@@ -445,8 +445,8 @@ class Conversion:
             if not line:
                 continue
             row = {}
-            for (field, type_), cell in zip(fields, line):
-                row[field] = _typed(cell, type_.rstrip("?"))
+            for (name, type_), cell in zip(fields, line):
+                row[name] = _typed(cell, type_.rstrip("?"))
             rows.append(row)
         return rows
 
