@@ -2,7 +2,8 @@
 
 Options: ``--runslow`` also runs tests marked ``slow``; ``--update-goldens``
 rewrites golden files instead of comparing with them (see the
-``update_goldens`` fixture).
+``update_goldens`` fixture); ``--asterixdb DIR`` runs the SQL++ conformance
+cases (tests/conformance).
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
     parser.addoption("--update-goldens", action="store_true", default=False,
                      help="rewrite golden files with the current output")
+    parser.addoption("--asterixdb", metavar="DIR", default=None,
+                     help="a local copy of apache/asterixdb (checkout or git directory): run the "
+                          "SQL++ conformance cases of tests/conformance against it")
+    parser.addoption("--asterixdb-groups", metavar="G,G", default=None,
+                     help="only these groups of the conformance cases")
+    parser.addoption("--asterixdb-report", metavar="FILE", default=None,
+                     help="write the conformance outcome of every query as JSON lines to FILE")
 
 
 def pytest_collection_modifyitems(config, items):
