@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from idivm import __version__
+from idivm.display import format_value, json_text
 from idivm.errors import CatalogError, IdivmError
 from idivm.ingest import INGEST_FORMATS
 from idivm.ingest.load import FORMATS
@@ -288,15 +289,16 @@ def define(ctx: click.Context, file: str, strategy: str) -> None:
 def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
     """Print the rows of view (or base table) NAME."""
     wh = open_warehouse(ctx)
-    if name in wh.catalog.tables:
-        from idivm.exec.materialize import collect_rows
+    from idivm.exec.materialize import collect_rows
 
-        rows, columns = collect_rows(wh.read_table(name), limit), wh.catalog.table(name).schema.names
+    if name in wh.catalog.tables:
+        df, columns = wh.read_table(name), wh.catalog.table(name).schema.names
     else:
-        rows, columns = wh.rows(name, limit), wh.catalog.view(name).schema.names
+        df, columns = wh.read(name), wh.catalog.view(name).schema.names
+    rows = collect_rows(df, limit, scalars=False)  # decimals as they are, printed as written
     if fmt == "jsonl":
         for r in rows:
-            click.echo(json.dumps(r, ensure_ascii=False, default=str))
+            click.echo(json_text(r))
         return
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     click.echo(format_table(list(columns), cells))
@@ -304,7 +306,7 @@ def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
 
 
 def _cell(v: Any, width: int = 60) -> str:
-    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    text = format_value(v)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -452,17 +454,28 @@ def verify(ctx: click.Context, name: str) -> int:
 
 
 @cli.command()
+@click.option("--scale", type=click.IntRange(min=10), default=None, metavar="N",
+              help="Instead: generate devices/parts with N devices and N parts (10 parts per device), "
+                   "define the view of the thesis' Fig. 2.5b twice (strategies id and recompute), ingest "
+                   "one batch of price changes and compare the two maintenance runs' times.")
 @click.pass_context
-def demo(ctx: click.Context) -> None:
-    """Load the sample data, define the thesis' example views and print them."""
-    from idivm.demo import run_demo
+def demo(ctx: click.Context, scale: int | None) -> None:
+    """Load the sample data, define the thesis' example views, ingest a batch of Debezium change
+    events, maintain the views and show what changed, with the time beside a recomputation."""
+    from idivm.demo import run_demo, run_scale_demo
 
-    run_demo(open_warehouse(ctx), echo=click.echo)
+    wh = open_warehouse(ctx)
+    if scale is None:
+        run_demo(wh, echo=click.echo)
+    else:
+        run_scale_demo(wh, scale, echo=click.echo)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: set[str] = frozenset()) -> str:
-    """Columns aligned with two spaces between them; columns named in ``right`` are right-aligned."""
-    cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
+    """Columns aligned with two spaces between them; columns named in ``right`` are right-aligned.
+    Cells are printed by :func:`idivm.display.format_value` (strings as they are, numbers without
+    binary noise)."""
+    cells = [list(map(str, header))] + [[format_value(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = []
     for r in cells:

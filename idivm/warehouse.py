@@ -481,6 +481,14 @@ class Warehouse:
                             None, watermark, limit)
         return replace(own, caches=tuple(caches))
 
+    def recomputed(self, name: str) -> "DataFrame":
+        """View ``name`` computed from scratch from its base tables at the versions it reflects
+        (its watermark), hidden IDs included: what :meth:`verify` compares the view with."""
+        catalog = self.catalog
+        entry = catalog.view(name)
+        program = programs.load_program(catalog, entry)
+        return self._runtime.evaluate_at(catalog, program.prov.plan, view_watermark(catalog.path_of(entry), entry))
+
     def _compare(self, name: str, expected: "DataFrame", path: Path, version: int | None,
                  watermark: Mapping[str, int], limit: int, kind: str = "view") -> "Verification":
         """The stored table at ``path`` (at ``version``; default the latest) compared with
