@@ -32,6 +32,7 @@ from idivm.display import format_value, json_text
 from idivm.errors import CatalogError, IdivmError
 from idivm.ingest import INGEST_FORMATS
 from idivm.ingest.load import FORMATS
+from idivm.progress import Progress
 from idivm.storage.delta import ENGINE_ENV, ENGINES
 from idivm.warehouse import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, Warehouse
 
@@ -51,7 +52,10 @@ def open_warehouse(ctx: click.Context) -> Warehouse:
     """The invocation's Warehouse (opened on first use)."""
     state = ctx.find_object(CliState)
     if state.warehouse is None:
-        state.warehouse = Warehouse(state.warehouse_path, spark_master=state.spark_master, storage=state.storage)
+        from idivm.storage.spark import jvm_log_path
+
+        state.warehouse = Warehouse(state.warehouse_path, spark_master=state.spark_master, storage=state.storage,
+                                    spark_log=None if state.debug else jvm_log_path())
     return state.warehouse
 
 
@@ -63,7 +67,8 @@ def open_warehouse(ctx: click.Context) -> Warehouse:
 @click.option("--storage", type=click.Choice(ENGINES), envvar=ENGINE_ENV, default=None,
               help=f"Storage engine of what Spark computes (or ${ENGINE_ENV}); default delta-rs on a "
                    "local master, delta-spark-dv on a cluster.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("--debug", is_flag=True, help="Show tracebacks, and Spark's and Py4J's logs (otherwise Spark's "
+              "driver log goes to ~/.cache/idivm/spark-driver.log).")
 @click.version_option(__version__, prog_name="idivm")
 @click.pass_context
 def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, storage: str | None,
@@ -74,6 +79,20 @@ def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, stora
     state.spark_master = spark_master
     state.storage = storage
     state.debug = debug
+    quiet_libraries(debug)
+
+
+def quiet_libraries(debug: bool) -> None:
+    """Py4J's and PySpark's Python loggers (the connection to Spark's JVM) silenced, unless
+    ``debug``, when they print from INFO up."""
+    import logging
+
+    for name in ("py4j", "pyspark"):
+        logger = logging.getLogger(name)
+        logger.propagate = debug
+        logger.setLevel(logging.INFO if debug else logging.CRITICAL + 1)
+    if debug and not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s %(message)s")
 
 
 # --- table ---------------------------------------------------------------------------------------
@@ -164,7 +183,8 @@ def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, f
 
     def one_round() -> None:
         nonlocal quarantined
-        r = wh.ingest(name, source, format=fmt, strict=strict)
+        with Progress(f"ingest {name}") as bar:
+            r = wh.ingest(name, source, format=fmt, strict=strict, progress=bar)
         for b in r.batches or (r,):
             if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):
                 click.echo(ingest_line(b, name))  # following: only what is new
@@ -275,7 +295,8 @@ def quarantine_retry(ctx: click.Context, name: str, fixed: str | None, fmt: str)
 @click.pass_context
 def define(ctx: click.Context, file: str, strategy: str) -> None:
     """Plan and materialize the view defined in FILE (CREATE VIEW name AS ...)."""
-    info = open_warehouse(ctx).define(Path(file), strategy=strategy)  # always a file, never SQL++ text
+    with Progress("define") as bar:
+        info = open_warehouse(ctx).define(Path(file), strategy=strategy, progress=bar)  # a file, never SQL++ text
     note = f" ({info.strategy_note})" if info.strategy_note else ""
     click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}, "
                f"strategy {info.strategy}{note}")
@@ -363,15 +384,18 @@ def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_ind
     stop = Stop()
 
     def one_round() -> None:
-        for name in names or sorted(wh.catalog.views):
-            if stop.requested:
-                return
-            for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True),
-                                      use_indexes=not no_index, verify_every=verify_every,
-                                      max_changes=max_changes):
-                click.echo(json.dumps(result.as_json(), default=str) if fmt == "json" else result.summary())
-                if result.diverged:
-                    diverged.append(result.name)
+        views = names or sorted(wh.catalog.views)
+        with Progress("maintain", total=len(views), echo=lambda m: click.echo(m, err=True)) as bar:
+            for name in views:
+                if stop.requested:
+                    return
+                for result in wh.maintain(name, progress=bar, use_indexes=not no_index, verify_every=verify_every,
+                                          max_changes=max_changes):
+                    bar.print(json.dumps(result.as_json(), default=str) if fmt == "json" else result.summary(),
+                              click.echo)
+                    if result.diverged:
+                        diverged.append(result.name)
+                bar.step()
 
     done = stop.repeat(one_round, every, rounds)
     if stop.requested:
@@ -448,7 +472,8 @@ def refresh(ctx: click.Context, name: str, full: bool) -> None:
 @click.pass_context
 def verify(ctx: click.Context, name: str) -> int:
     """Recompute view NAME at the base-table versions it reflects and compare (exit 1 if it differs)."""
-    result = open_warehouse(ctx).verify(name)
+    with Progress("verify") as bar:
+        result = open_warehouse(ctx).verify(name, progress=bar)
     click.echo(result.summary())
     return 0 if result.ok else 1
 
@@ -465,10 +490,14 @@ def demo(ctx: click.Context, scale: int | None) -> None:
     from idivm.demo import run_demo, run_scale_demo
 
     wh = open_warehouse(ctx)
-    if scale is None:
-        run_demo(wh, echo=click.echo)
-    else:
-        run_scale_demo(wh, scale, echo=click.echo)
+    with Progress("demo") as bar:
+        def echo(text: str) -> None:
+            bar.print(text, click.echo)
+
+        if scale is None:
+            run_demo(wh, echo=echo, progress=bar)
+        else:
+            run_scale_demo(wh, scale, echo=echo, progress=bar)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: set[str] = frozenset()) -> str:
@@ -510,11 +539,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # our bug, or a library failure we do not translate yet
         if state.debug:
             traceback.print_exc()
-        text = str(e).strip().splitlines()
-        detail = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
         hint = "" if state.debug else " (run with --debug for the traceback)"
-        click.echo(f"internal error: {detail}{hint}", err=True)
+        click.echo(f"internal error: {error_with_cause(e)}{hint}", err=True)
         return 1
+
+
+def error_with_cause(e: BaseException) -> str:
+    """``Type: first line of the message``, then ``; caused by Type: ...`` for the innermost cause:
+    Python's (``raise ... from``), or for an error of Spark's JVM the root of its Java causes."""
+    def line(kind: str, message: str | None) -> str:
+        text = (message or "").strip().splitlines()
+        return f"{kind}: {text[0].strip()}" if text else kind
+
+    own = line(type(e).__name__, str(e))
+    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)  # Py4JJavaError, pyspark's errors
+    root = None
+    try:
+        while java is not None:
+            root, java = java, java.getCause()
+        if root is not None:
+            cause = line(root.getClass().getSimpleName(), root.getMessage())
+            return own if cause.split(": ", 1)[-1] in own else f"{own}; caused by {cause}"
+    except Exception:  # the JVM is gone: its error is all there is
+        pass
+    inner = e
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    return own if inner is e else f"{own}; caused by {line(type(inner).__name__, str(inner))}"
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def run_demo(wh, echo: Callable[[str], None] = print, progress: Callable[[str], 
              ) -> dict[str, list[ViewChange]]:
     """The demo on warehouse ``wh``; returns the changes it printed, by view."""
     load_samples(wh, echo)
-    names = define_views(wh, [view_path(f) for f in DEMO_VIEWS], echo, show=True, strategy="id")
+    names = define_views(wh, [view_path(f) for f in DEMO_VIEWS], echo, show=True, strategy="id", progress=progress)
     before = {n: rows_by_id(wh, n) for n in names}
     echo("")
     echo(f"A batch of Debezium change events arrives ({BATCH_DIR}):")
@@ -96,7 +96,7 @@ def run_demo(wh, echo: Callable[[str], None] = print, progress: Callable[[str], 
         table = file.stem
         for line in file.read_text(encoding="utf-8").splitlines():
             echo(f"  {table}: {describe_event(line)}")
-        r = wh.ingest(table, file)
+        r = wh.ingest(table, file, progress=progress)
         if r.replayed is not None:
             echo(f"  {table}: this batch was ingested before (version {r.replayed})")
         else:
@@ -159,7 +159,7 @@ def load_samples(wh, echo: Callable[[str], None]) -> None:
 
 
 def define_views(wh, texts: Sequence[Path | str], echo: Callable[[str], None], show: bool = False,
-                 strategy: str = "auto") -> list[str]:
+                 strategy: str = "auto", progress: Callable[[str], None] | None = None) -> list[str]:
     """Define each view of ``texts`` (files or ``CREATE VIEW`` texts) not in the warehouse yet;
     with ``show``, print its text and rows.  The views' names."""
     from idivm.sqlpp import parse_view
@@ -169,7 +169,7 @@ def define_views(wh, texts: Sequence[Path | str], echo: Callable[[str], None], s
         text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
         name = parse_view(text, str(source) if isinstance(source, Path) else None).name
         if name not in wh.catalog.views:
-            wh.define(source, strategy=strategy)
+            wh.define(source, strategy=strategy, progress=progress)
         names.append(name)
         if show:
             echo("")
@@ -267,6 +267,8 @@ def run_scale_demo(wh, scale: int, echo: Callable[[str], None] = print,
             written = write_dataset(devices.tables(spec), devices.schemas(spec), tmp, "parquet")
             for table, (path, _) in written.items():
                 started = time.monotonic()
+                if progress:
+                    progress(f"creating table {table}")
                 info = wh.create_table(table, keys[table], path)
                 echo(f"table {table} (key {', '.join(info.key)}): {info.rows:,} rows ({time.monotonic() - started:.1f} s)")
     else:
@@ -285,7 +287,7 @@ def run_scale_demo(wh, scale: int, echo: Callable[[str], None] = print,
         name = names[strategy] = f"{view}_{strategy}"
         if name not in wh.catalog.views:
             started = time.monotonic()
-            info = wh.define(_renamed(text, view, name), strategy=strategy)
+            info = wh.define(_renamed(text, view, name), strategy=strategy, progress=progress)
             echo(f"defined view {name} (strategy {strategy}): {info.rows:,} rows ({time.monotonic() - started:.1f} s)")
     batch = wh.table_info("parts").version  # a new batch on every run of the demo
     updates = devices.price_updates(spec, SCALE_UPDATES, seed=batch)
@@ -293,7 +295,7 @@ def run_scale_demo(wh, scale: int, echo: Callable[[str], None] = print,
     feed.parent.mkdir(parents=True, exist_ok=True)
     feed.write_text("".join(json_text({"pid": pid, "price": post}) + "\n" for pid, _, post in updates),
                     encoding="utf-8")
-    r = wh.ingest("parts", feed, format="rows")
+    r = wh.ingest("parts", feed, format="rows", progress=progress)
     echo(f"ingested {r.changes} price changes into parts: version {r.version}")
     results = {}
     for strategy, name in names.items():
