@@ -333,19 +333,38 @@ def _cell(v: Any, width: int = 60) -> str:
 
 @cli.command()
 @click.argument("target", metavar="FILE|NAME")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot", "svg", "png"]), default="text",
+              show_default=True, help="dot: the plan and the Δ-script as a Graphviz graph; svg, png: that graph "
+              "drawn by Graphviz's dot program.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+              help="Write to FILE instead of standard output.")
 @click.pass_context
-def explain(ctx: click.Context, target: str, fmt: str) -> None:
-    """Print the plan, IDs, base-table signatures, indexes and Δ-script of view NAME or of the view in FILE."""
+def explain(ctx: click.Context, target: str, fmt: str, output: str | None) -> None:
+    """Print the plan, IDs, base-table signatures, indexes and Δ-script of view NAME or of the view
+    in FILE; or draw them."""
+    from idivm.explain import PICTURE_FORMATS, draw
+
     wh = open_warehouse(ctx)
     views = wh.catalog.views
-    if target in views:
-        click.echo(wh.explain(target, fmt))
-        return
-    if not os.path.exists(target):
+    if target not in views and not os.path.exists(target):
         known = ", ".join(sorted(views)) or "none"
         raise CatalogError(f"no view named {target!r} and no file {target} (views: {known})")
-    click.echo(wh.explain(Path(target), fmt))
+    text = wh.explain(target if target in views else Path(target), "dot" if fmt in PICTURE_FORMATS else fmt)
+    if fmt not in PICTURE_FORMATS:
+        if output is not None:
+            Path(output).write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+        else:
+            click.echo(text)
+        return
+    picture = draw(text, fmt)
+    if output is not None:
+        Path(output).write_bytes(picture)
+    elif fmt == "png" and sys.stdout.isatty():
+        raise click.UsageError("a PNG is not for a terminal: give --output FILE or redirect standard output")
+    else:
+        stream = click.get_binary_stream("stdout")
+        stream.write(picture)
+        stream.flush()
 
 
 @cli.command()
