@@ -200,7 +200,7 @@ class DotGraph:
         lines += [line for line in self._nodes if line.split()[0] not in clustered]
         lines += self._edges
         lines.append("}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines)
 
 
 def _wrapped(text: str, width: int = 60) -> str:
