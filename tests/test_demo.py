@@ -137,3 +137,26 @@ def test_demo_shows_the_batch_flowing_into_the_views(spark, tmp_path):
     assert again.exit_code == 0, again.output
     assert "table devices: exists" in again.output and "this batch was ingested before" in again.output
     assert again.output.count("up to date already") == 3
+
+
+@pytest.mark.slow
+def test_scale_demo_compares_id_and_recompute(spark, tmp_path):
+    from idivm.warehouse import Warehouse
+
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        result = CliRunner().invoke(cli.cli, ["--warehouse", str(tmp_path / "wh"), "demo", "--scale", "200"],
+                                    obj=cli.CliState())
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert result.exit_code == 0, result.output
+    seconds = dict(re.findall(r"^  (id|recompute): +([\d.]+) s$", result.output, re.M))
+    ratio = float(re.search(r"recompute / id = ([\d.]+)", result.output).group(1))
+    assert set(seconds) == {"id", "recompute"}
+    assert ratio == pytest.approx(float(seconds["recompute"]) / float(seconds["id"]), abs=0.1)
+    wh = Warehouse(tmp_path / "wh", spark=spark)
+    assert wh.table_info("devices").rows == 200 and wh.table_info("devices_parts").rows == 2000
+    for view in ("phone_cost_id", "phone_cost_recompute"):
+        assert wh.verify(view).ok
+    assert wh.rows("phone_cost_id") and sorted(map(json_text, wh.rows("phone_cost_id"))) == \
+        sorted(map(json_text, wh.rows("phone_cost_recompute")))
