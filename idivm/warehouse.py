@@ -222,17 +222,21 @@ class Warehouse:
     ``idivm.storage.spark.get_session(spark_master)``.  ``storage`` is the engine that writes
     what Spark computes (``delta-rs``, ``delta-spark``, ``delta-spark-dv``; default
     ``$IDIVM_STORAGE``, else ``delta-rs`` on a local master and ``delta-spark-dv`` on a cluster;
-    see :func:`idivm.storage.delta.engine`).
+    see :func:`idivm.storage.delta.engine`).  ``spark_log``: a file the Java driver's standard
+    error (Spark's log) goes to when this warehouse starts the session, instead of this
+    process's standard error.
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, spark: "SparkSession | None" = None,
-                 spark_master: str | None = None, storage: str | None = None):
+                 spark_master: str | None = None, storage: str | None = None,
+                 spark_log: str | os.PathLike | None = None):
         self.path = Path(path if path is not None else os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE).absolute()
         #: the storage engine of what Spark computes (:func:`idivm.storage.delta.engine`)
         self.storage = delta.engine(storage, spark.sparkContext.master if spark is not None else
                                     resolve_master(spark_master))
         self._spark = spark
         self._spark_master = spark_master
+        self._spark_log = Path(spark_log) if spark_log is not None else None
         Catalog.load(self.path)  # fail early on a corrupt catalog or a path that is a file
 
     def __repr__(self) -> str:
@@ -244,7 +248,7 @@ class Warehouse:
         if self._spark is None:
             from idivm.storage.spark import get_session
 
-            self._spark = get_session(self._spark_master)
+            self._spark = get_session(self._spark_master, jvm_log=self._spark_log)
         return self._spark
 
     @property
@@ -335,7 +339,7 @@ class Warehouse:
         return delta.read_spark(self.spark, path, version, engine=self.storage)
 
     def ingest(self, table: str, source: str | os.PathLike, format: str = "debezium",
-               strict: bool = False) -> "IngestResult":
+               strict: bool = False, progress: Callable[[str], None] | None = None) -> "IngestResult":
         """Apply the changes of ``source`` to base table ``table``: a file (JSON Lines), a
         directory (its files in name order), ``-`` (standard input) or a Kafka topic
         (``kafka://HOST:PORT/TOPIC``, read by the consumer group ``idivm.<table>``); each file,
@@ -350,14 +354,14 @@ class Warehouse:
         ``strict``: a bad record raises :class:`DataError` naming ``file:line``
         and nothing of its file is applied.  Columns the table does not have
         raise in either case.  A file without changes commits nothing.  Needs
-        no Spark.
+        no Spark.  ``progress`` is told of each batch applied.
         """
         from idivm.ingest import ingest_feed
 
         catalog = self.catalog
         entry = catalog.table(table)
         return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key), format=format,
-                           element_keys=entry.element_keys, strict=strict, table=table)
+                           element_keys=entry.element_keys, strict=strict, table=table, progress=progress)
 
     def _quarantine(self, table: str) -> "Quarantine":
         from idivm.catalog import QUARANTINE_DIR
@@ -386,7 +390,8 @@ class Warehouse:
 
     # --- views -----------------------------------------------------------------------------------
 
-    def define(self, text_or_path: str | os.PathLike, strategy: str = "auto", *, replace: bool = False) -> "ViewInfo":
+    def define(self, text_or_path: str | os.PathLike, strategy: str = "auto", *, replace: bool = False,
+               progress: Callable[[str], None] | None = None) -> "ViewInfo":
         """Plan and materialize the view of a ``CREATE VIEW`` text (or a ``.sqlpp`` file).
 
         ``strategy`` is how :meth:`maintain` keeps it fresh: ``id`` (ID-based i-diffs,
@@ -404,7 +409,7 @@ class Warehouse:
         is materialized beside the old one (``views/<name>.<generation>``), and the catalog
         switched to it in one atomic save; only then are the old one's files removed.  Until
         the switch the old view stays whole and readable (a crash leaves it, and the new
-        files, which no entry points to, are removed by the next drop or replace of the view).
+        files, which no entry points to, are removed by the next drop or replace of the view).  ``progress`` is told of each step.
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
@@ -413,6 +418,8 @@ class Warehouse:
         text, filename = sqlpp_source(text_or_path)
         replace = replace or parse_view(text, filename).replace
         catalog = self.catalog
+        if progress:
+            progress(f"{filename or 'view'}: planning")
         program = programs.compile_program(catalog, text, filename, strategy, strict=True)
         view_name, script = program.name, program.script
         replaced = catalog.views.get(view_name) if replace else None
@@ -421,6 +428,8 @@ class Warehouse:
             rel = catalog.new_view_path(view_name)
         else:
             rel = catalog.new_view_path(view_name, generation=uuid.uuid4().hex[:12])
+        if progress:
+            progress(f"{view_name}: materializing")
         writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
         entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
@@ -443,7 +452,8 @@ class Warehouse:
             if script is not None and script.strategy == "id":
                 # the global provenance indexes (§2.15), from the view just written; a crash
                 # before they land leaves them to the next maintenance run, which builds them
-                self._runtime.build_indexes(program, self.catalog.path_of(self.catalog.view(view_name)), metadata)
+                self._runtime.build_indexes(program, self.catalog.path_of(self.catalog.view(view_name)), metadata,
+                                            progress)
         return self.view_info(view_name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None,
@@ -501,9 +511,14 @@ class Warehouse:
         started = time.monotonic()
         return MaintenanceResult.of(name, self._runtime.refresh(self.catalog, name), started)
 
-    def verify(self, name: str, limit: int = 5) -> "Verification":
+    def verify(self, name: str, limit: int = 5, progress: Callable[[str], None] | None = None) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
-        reflects) and compare it with the stored view, hidden IDs included, as bags."""
+        reflects) and compare it with the stored view, hidden IDs included, as bags.
+        ``progress`` is told of each comparison."""
+        def step(message: str) -> None:
+            if progress:
+                progress(message)
+
         from idivm.exec.materialize import tables_read
 
         catalog = self.catalog
@@ -519,6 +534,7 @@ class Warehouse:
             for cache in program.script.caches if program.script is not None else ():
                 cpath = catalog.root / entry.extra["caches"][cache.name]
                 at = view_watermark(cpath)
+                step(f"{name}: comparing cache {cache.name} with its recomputation")
                 caches.append(self._compare(cache.name, self._runtime.evaluate_at(catalog, cache.plan, at), cpath, None,
                                             at, limit, "cache"))
         if program.maps is not None:
@@ -529,11 +545,21 @@ class Warehouse:
             reflected = commit_json(catalog.path_of(entry), "idivm.maps") or {}
             expected = initial_maps(self.spark, program.maps, self._runtime.reader(catalog, watermark))
             for m, rel in sorted(entry.extra.get("maps", {}).items()):
+                step(f"{name}: comparing map {m} with its recomputation")
                 caches.append(self._compare(f"{name}.{m}", expected[m], catalog.root / rel, reflected.get(m),
                                             watermark, limit, "map"))
+        step(f"{name}: comparing the view with its recomputation")
         own = self._compare(name, self._runtime.evaluate_at(catalog, prov.plan, watermark), catalog.path_of(entry),
                             None, watermark, limit)
         return replace(own, caches=tuple(caches))
+
+    def recomputed(self, name: str) -> "DataFrame":
+        """View ``name`` computed from scratch from its base tables at the versions it reflects
+        (its watermark), hidden IDs included: what :meth:`verify` compares the view with."""
+        catalog = self.catalog
+        entry = catalog.view(name)
+        program = programs.load_program(catalog, entry)
+        return self._runtime.evaluate_at(catalog, program.prov.plan, view_watermark(catalog.path_of(entry), entry))
 
     def _compare(self, name: str, expected: "DataFrame", path: Path, version: int | None,
                  watermark: Mapping[str, int], limit: int, kind: str = "view") -> "Verification":

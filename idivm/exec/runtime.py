@@ -298,12 +298,14 @@ class Runtime:
         base_rows = sum(delta.row_count(catalog.path_of(catalog.table(t)), v) for t, v in watermark.items())
         history.record(catalog.root / program_folder(entry.path), history.Record("recompute", seconds, 0, base_rows))
 
-    def build_indexes(self, program: "Program", path: Path, metadata: Mapping) -> None:
+    def build_indexes(self, program: "Program", path: Path, metadata: Mapping, progress=None) -> None:
         """Build the global provenance indexes (§2.15) of the view of ``program`` stored at
         ``path`` from its current version."""
         from idivm.exec import indexes
 
         for index in stored_indexes(program, path):
+            if progress:
+                progress(f"{program.name}: building index {index.index}")
             indexes.build(index, path, delta.version(path), metadata, self.storage)
 
     def maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True,

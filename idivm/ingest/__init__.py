@@ -7,7 +7,7 @@ commit (:mod:`~idivm.ingest.apply`).  Uses delta-rs and pyarrow only (no Spark).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,7 +38,7 @@ def _reader(format: str):
 def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Path,
                 key: tuple[str, ...] | list[str], format: str = "debezium",
                 element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False,
-                table: str | None = None) -> IngestResult:
+                table: str | None = None, progress: Callable[[str], None] | None = None) -> IngestResult:
     """Ingest every batch of ``source`` (a file, a directory, ``-`` or a Kafka topic
     ``kafka://HOST:PORT/TOPIC``; :mod:`~idivm.ingest.feeds`) in order, each in one commit,
     skipping batches already taken.
@@ -50,6 +50,7 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     Columns the table does not have raise in either case.  A Kafka topic is read by the
     consumer group ``idivm.<table>`` (``table``: by default the name of the quarantine's
     directory, which is the table's), whose offsets are committed after each batch's commit.
+    ``progress`` is told of each batch applied.
     """
     read = _reader(format)
     if kafka.is_kafka(source):
@@ -63,6 +64,10 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
                                         strict))
             if batch.done is not None:
                 batch.done()
+            if progress:
+                r = results[-1]
+                progress(f"{table or quarantine.path.name}: {r.source or 'batch'} applied ({r.changes} changes), "
+                         f"{len(results)} batch{'es' if len(results) > 1 else ''} so far")
     finally:
         feed.close()
     if len(results) == 1:
