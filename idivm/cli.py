@@ -194,7 +194,8 @@ QUARANTINED = 3
 @click.argument("source", metavar="SOURCE")
 @click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="debezium", show_default=True,
               help="debezium: Debezium change events; rows: whole rows (upserts) and "
-                   '{"__delete": {KEY...}} lines.')
+                   '{"__delete": {KEY...}} lines; idiff: i-diffs of rows (provenance: the key), '
+                   "updates by path included.")
 @click.option("--strict", is_flag=True, help="A bad record fails its file (nothing of it applied) "
               "instead of going to the table's quarantine.")
 @click.option("--follow", is_flag=True, help="Keep ingesting: read SOURCE again every --interval seconds "

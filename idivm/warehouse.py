@@ -346,8 +346,10 @@ class Warehouse:
         or each partition's new messages, one commit.
 
         ``format`` is ``debezium`` (Debezium change events, bare or in the
-        Kafka Connect envelope) or ``rows`` (whole rows are upserts, a line
-        ``{"__delete": {<key columns>}}`` deletes); see :mod:`idivm.ingest`.
+        Kafka Connect envelope), ``rows`` (whole rows are upserts, a line
+        ``{"__delete": {<key columns>}}`` deletes) or ``idiff`` (i-diffs of rows in
+        the package's JSON encoding, updates by path of nested elements included);
+        see :mod:`idivm.ingest`.
         A file already ingested (the same bytes) is skipped.  Bad records go
         to the table's quarantine (:meth:`quarantined`, :meth:`retry_quarantined`)
         with their ``file:line`` and reason, and the valid ones are applied;

@@ -1,6 +1,7 @@
 """Modification logs into base tables: change files (or the messages of a Kafka topic,
 :mod:`~idivm.ingest.kafka`) are read and checked against the table's schema and key
-(:mod:`~idivm.ingest.debezium`, :mod:`~idivm.ingest.rows`), then applied as one Delta MERGE
+(:mod:`~idivm.ingest.debezium`, :mod:`~idivm.ingest.rows`, :mod:`~idivm.ingest.idiff`; the
+updates by path of i-diffs made whole rows from the rows the table holds), then applied as one Delta MERGE
 commit (:mod:`~idivm.ingest.apply`).  Uses delta-rs and pyarrow only (no Spark).
 """
 
@@ -18,15 +19,16 @@ from idivm.ingest import kafka
 from idivm.ingest.apply import IngestResult, apply_changes, condense
 from idivm.ingest.debezium import read_debezium
 from idivm.ingest.feeds import ORIGIN, QUARANTINE_SCHEMA, VALID, Batch, Quarantine, batches, taken_in
+from idivm.ingest.idiff import read_idiff, resolve_patches
 from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected
 from idivm.ingest.rows import read_rows
 from idivm.storage import delta
 
-READERS = {"debezium": read_debezium, "rows": read_rows}
+READERS = {"debezium": read_debezium, "rows": read_rows, "idiff": read_idiff}
 INGEST_FORMATS = tuple(READERS)
 
 __all__ = ["INGEST_FORMATS", "Change", "ChangeSet", "IngestResult", "Quarantine", "apply_changes", "condense",
-           "ingest_feed", "read_debezium", "read_rows", "retry_quarantined"]
+           "ingest_feed", "read_debezium", "read_idiff", "read_rows", "retry_quarantined"]
 
 
 def _reader(format: str):
@@ -84,9 +86,8 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
     if taken is not None:
         return IngestResult(0, 0, 0, 0, 0, delta.version(table_path), source=batch.name,
                             replayed=int(taken["version"]))
-    schema = delta.schema(table_path)
     try:
-        change_set = read_checked(read, batch.text, batch.name, schema, key, element_keys, strict)
+        change_set = read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict)
     except RecordError as e:
         if batch.offsets is None:
             raise
@@ -141,7 +142,7 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     results, left = [], []
     done = taken_in(Path(table_path), origin)
     for fmt, name, text, positions in texts:
-        change_set = read_checked(_reader(fmt), text, name, delta.schema(table_path), key, element_keys, False)
+        change_set = read_checked(_reader(fmt), text, name, table_path, key, element_keys, False)
         for r in change_set.rejected:
             source, line, at = positions[r.line - 1]
             left.append({"origin": origin, "source": source, "line": line, "format": fmt, "reason": r.problem,
@@ -157,25 +158,45 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     return result if done is None else replace(result, replayed=int(done["version"]))
 
 
-def read_checked(read, text: str, name: str, schema, key: tuple[str, ...],
+def read_checked(read, text: str, name: str, table_path: str | Path, key: tuple[str, ...],
                  element_keys: Mapping[str, Sequence[str]] | None, strict: bool) -> ChangeSet:
-    """The changes of ``text`` (file ``name``) as ``read`` gives them, the upserts whose nested
-    collections break their ``element_keys`` rejected too (``strict``: raised)."""
+    """The changes of ``text`` (file ``name``) as ``read`` gives them for the table at
+    ``table_path``, the upserts whose nested collections break their ``element_keys`` rejected
+    too (``strict``: raised), and the updates by path made upserts of the rows they give
+    (:func:`~idivm.ingest.idiff.resolve_patches`, which reads those rows)."""
+    schema = delta.schema(table_path)
     change_set = read(text, name, schema, key, strict=strict)
-    return _check_element_keys(change_set, schema, element_keys, strict, text) if element_keys else change_set
+    if element_keys:
+        change_set = _check_element_keys(change_set, schema, element_keys, strict, text)
+
+    def rows_of(keys: Sequence[tuple]) -> dict[tuple, dict]:
+        wanted = set(keys)
+        held = delta.read_arrow(table_path, holding=(key[0], list({k[0] for k in keys})))
+        return {k: r for r in held.to_pylist() if (k := tuple(r[c] for c in key)) in wanted}
+
+    def check_row(change: Change) -> None:
+        if element_keys:
+            _check_rows(schema, element_keys, name, [change])
+
+    return resolve_patches(change_set, rows_of, element_keys, strict, check_row, text)
+
+
+def _check_rows(schema, element_keys: Mapping[str, Sequence[str]], source: str, upserts: Sequence[Change]) -> None:
+    """:class:`DataError` unless the nested collections of the rows of ``upserts`` keep their element keys."""
+    from idivm.ingest.load import Rows, check_element_key
+
+    rows = Rows(pa.Table.from_pylist([dict(c.row) for c in upserts], schema=schema), source, "line",
+                [c.line for c in upserts])
+    for path, cols in element_keys.items():
+        check_element_key(rows, path, tuple(cols))
 
 
 def _check_element_keys(change_set: ChangeSet, schema, element_keys: Mapping[str, Sequence[str]],
                         strict: bool, text: str) -> ChangeSet:
     """``change_set`` with the upserts whose nested collections break their element keys
     rejected (``strict``: the first such row raises)."""
-    from idivm.ingest.load import Rows, check_element_key
-
     def check(upserts: Sequence[Change]) -> None:
-        rows = Rows(pa.Table.from_pylist([dict(c.row) for c in upserts], schema=schema),
-                    change_set.source, "line", [c.line for c in upserts])
-        for path, cols in element_keys.items():
-            check_element_key(rows, path, tuple(cols))
+        _check_rows(schema, element_keys, change_set.source, upserts)
 
     upserts = [c for c in change_set.changes if c.op == "upsert"]
     if not upserts:

@@ -40,6 +40,9 @@ from idivm.errors import DataError
 
 UPSERT = "upsert"
 DELETE = "delete"
+#: a change of some attributes of a row (an i-diff's update by path), made an upsert of the whole
+#: row once the row is read (:func:`idivm.ingest.idiff.resolve_patches`)
+PATCH = "patch"
 
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -49,18 +52,22 @@ class Change:
     """One change of a base table, from line ``line`` of its file.
 
     An upsert carries the whole new row (every table column; absent ones are
-    null); a delete carries only the key columns.  ``key`` is the row's key
-    as a hashable tuple, in the order of the table's key columns.
+    null); a delete carries only the key columns, and so does a patch, whose
+    ``patch`` says what changes in the row.  ``key`` is the row's key as a
+    hashable tuple, in the order of the table's key columns.
     """
 
-    op: Literal["upsert", "delete"]
+    op: Literal["upsert", "delete", "patch"]
     key: tuple
     row: Mapping[str, Any]
     line: int
+    patch: Any = None
 
     def __post_init__(self):
-        if self.op not in (UPSERT, DELETE):
+        if self.op not in (UPSERT, DELETE, PATCH):
             raise ValueError(f"unknown change op {self.op!r}")
+        if (self.op == PATCH) != (self.patch is not None):
+            raise ValueError("a patch, and only a patch, carries what it changes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +175,7 @@ class RowChecker:
             ) -> tuple[tuple, dict[str, Any]]:
         """(key, row) of a whole row: every column of the table, absent ones null."""
         fields = self._fields(value, line, what)
-        converted = {f.name: self._value(fields.get(f.name), f.type, f.name, line, what,
+        converted = {f.name: self.value(fields.get(f.name), f.type, f.name, line, what,
                                          (timestamp_units or {}).get(f.name)) for f in self.schema}
         return self._key(fields, converted, line, what), converted
 
@@ -177,7 +184,7 @@ class RowChecker:
         """(key, key columns) of a row that only has to identify one: non-key columns
         must be table columns but are otherwise ignored."""
         fields = self._fields(value, line, what)
-        converted = {k: self._value(fields.get(k), self.schema.field(k).type, k, line, what,
+        converted = {k: self.value(fields.get(k), self.schema.field(k).type, k, line, what,
                                     (timestamp_units or {}).get(k)) for k in self.key}
         return self._key(fields, converted, line, what), converted
 
@@ -200,7 +207,9 @@ class RowChecker:
         except TypeError:
             raise self.error(line, f"{what}: key columns must hold scalar values") from None
 
-    def _value(self, v: Any, t: pa.DataType, path: str, line: int, what: str, unit: str | None = None) -> Any:
+    def value(self, v: Any, t: pa.DataType, path: str, line: int, what: str, unit: str | None = None) -> Any:
+        """JSON value ``v`` converted to type ``t`` of column ``path`` (:func:`convert`); a bad one is
+        an error of ``line`` whose message starts with ``what``."""
         try:
             return convert(v, t, path, unit)
         except _Mismatch as e:
