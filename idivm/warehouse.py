@@ -331,11 +331,10 @@ class Warehouse:
                            element_keys=entry.element_keys, strict=strict, table=table)
 
     def _quarantine(self, table: str) -> "Quarantine":
-        from idivm.catalog import QUARANTINE_DIR
         from idivm.ingest import Quarantine
 
-        self.catalog.table(table)
-        return Quarantine(self.catalog.root / QUARANTINE_DIR / table)
+        catalog = self.catalog
+        return Quarantine(catalog.quarantine_path(catalog.table(table)))
 
     def quarantined(self, table: str) -> "pa.Table":
         """The records of base table ``table`` that ingest quarantined: ``origin`` (the batch's

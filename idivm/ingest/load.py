@@ -324,21 +324,20 @@ def _type_conflict(path: str, items: list[tuple[int, Any]], where: Callable[[int
 
 # --- validation --------------------------------------------------------------------------------------
 
-# Characters Delta Lake (without column mapping) and Spark's Parquet writer reject in names; '.'
-# would make Spark column paths ambiguous.
-_BAD_NAME_CHARS = set(" ,;{}()\n\t=.")
-
-
 def check_columns(schema: pa.Schema, origin: str) -> None:
-    """Column and field names must be non-empty, free of `` ,;{}()\\n\\t=.`` and
-    distinct ignoring case (Spark resolves names case-insensitively)."""
+    """Column and field names must be valid names (:func:`idivm.catalog.name_problem`: not
+    empty, no control characters, not the reserved prefix ``__``, ...; spaces, quotes, dots and
+    non-ASCII letters are fine) and distinct ignoring case (Spark resolves names
+    case-insensitively)."""
+    from idivm.catalog import name_problem
+
     def check(fields: Sequence[pa.Field], where: str) -> None:
         seen: dict[str, str] = {}
         for f in fields:
             full = f"{where}{f.name}"
-            if not f.name or set(f.name) & _BAD_NAME_CHARS:
-                raise DataError(f"{origin}: column name {full!r} is not allowed: names must be non-empty and "
-                                "contain none of: space , ; { } ( ) = . tab newline")
+            problem = name_problem(f.name, path_safe=False)
+            if problem is not None:
+                raise DataError(f"{origin}: column name {full!r} is not allowed: {problem}")
             low = f.name.lower()
             if seen.get(low) == f.name:
                 raise DataError(f"{origin}: column {full!r} appears twice")
