@@ -355,6 +355,24 @@ def check_columns(schema: pa.Schema, origin: str) -> None:
     check(list(schema), "")
 
 
+def added_columns(values: Mapping[str, Sequence[Any]], origin: str) -> pa.Schema:
+    """The Delta schema of new columns given their JSON ``values`` in a batch (``ingest
+    --evolve``): each column's type inferred as ``table create`` infers it from a file
+    (:func:`table_from_records`, :func:`idivm.storage.schema.delta_schema`), nullable, its
+    name checked (:func:`check_columns`); a column null in every record has no type to infer."""
+    empty = [c for c, vs in values.items() if all(v is None for v in vs)]
+    if empty:
+        raise DataError(f"{origin}: new column {empty[0]!r} is null in every record; its type cannot be inferred "
+                        "(add it with a value, or to the table by hand)")
+    columns = list(values)
+    records = [{c: v} for c in columns for v in values[c]]
+    table = table_from_records(records, origin, lambda i: "one of its records")
+    schema = schemas.delta_schema(table.schema)
+    check_columns(schema, origin)
+    idivm_schema(schema, origin)
+    return schema
+
+
 def idivm_schema(schema: pa.Schema, origin: str) -> T.TupleType:
     """The idivm static type of a (Delta-ready) Arrow schema; DataError for unsupported types."""
     for f in schema:
