@@ -90,6 +90,40 @@ def tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
+def test_an_exotic_table_and_view_through_every_command(tmp_path, run):
+    """The quick version of the test below: one table, one view by ID, an evolving ingest."""
+    wh = tmp_path / "wh"
+    src = jsonl(tmp_path / "orders.jsonl", ORDER_ROWS)
+    code, out, err = run("--warehouse", wh, "table", "create", ORDERS, "--key", LINE, "--from", src)
+    assert (code, err) == (0, ""), err
+    view = tmp_path / "v.sqlpp"
+    view.write_text(f"CREATE VIEW `Ünïcode view; --` AS SELECT o.{q(LINE)}, o.{q(PRICE)} * o.{q(QTY)} AS `a.b`, "
+                    f"(SELECT t.{q(TAG)} FROM o.{q(TAGS)} AS t WHERE t.{q(WEIGHT)} > 1) AS {q(TAGS)} "
+                    f"FROM {q(ORDERS)} AS o", encoding="utf-8")
+    assert run("--warehouse", wh, "define", view, "--strategy", "id")[0] == 0
+    new = "new col.ü`"
+    changes = jsonl(tmp_path / "c.jsonl", [
+        event("u", before={LINE: 1}, after={**ORDER_ROWS[0], QTY: 4, new: "n'1"}),
+        event("d", before={LINE: 2}), event("c", after={LINE: 7, QTY: None, TAGS: [{TAG: "x", WEIGHT: 2}]}),
+        "[]"])
+    code, out, err = run("--warehouse", wh, "ingest", ORDERS, changes, "--evolve")
+    assert code == 3 and f"added column {new!r}" in out, (out, err)
+    code, out, err = run("--warehouse", wh, "quarantine", "show", ORDERS)
+    assert code == 0 and "c.jsonl:4:" in out
+    code, out, err = run("--warehouse", wh, "maintain", "Ünïcode view; --")
+    assert code == 0 and "Traceback" not in err, err
+    code, out, err = run("--warehouse", wh, "verify", "Ünïcode view; --")
+    assert (code, err) == (0, "") and "matches its recomputation" in out
+    rows = [json.loads(line) for line in
+            run("--warehouse", wh, "show", "Ünïcode view; --", "--format", "jsonl")[1].splitlines()]
+    assert sorted((r[LINE], r["a.b"], sorted(t[TAG] for t in r[TAGS])) for r in rows) == [
+        (1, 10.0, []), (3, 4.0, ["b'", "c"]), (7, None, ["x"])]
+    code, out, err = run("--warehouse", wh, "explain", "Ünïcode view; --")
+    assert code == 0 and "Ünïcode view; --" in out
+    assert set(tmp_path.iterdir()) == {wh, src, view, changes}
+
+
+@pytest.mark.slow
 def test_exotic_names_work_end_to_end(tmp_path, run):
     data = tmp_path / "data"
     data.mkdir()
@@ -134,7 +168,7 @@ def test_exotic_names_work_end_to_end(tmp_path, run):
     assert code == 0, err
 
     code, out, err = run("--warehouse", wh, "maintain", "--all")
-    assert (code, err) == (0, ""), err
+    assert code == 0 and "Traceback" not in err, err
     assert all(f"{name}: " in out for name in VIEWS)
     for name in VIEWS:
         code, out, err = run("--warehouse", wh, "verify", name)
