@@ -377,10 +377,12 @@ def test_drift_is_an_error_naming_the_columns_and_evolve_adds_them_in_one_commit
     result = wh.ingest("users", path, evolve=True)
     assert (result.inserted, result.updated, result.version, result.added) == (2, 1, 1, ("email", "age"))
     schema = delta.schema(wh.table_path("users"))
-    assert [(f.name, str(f.type), f.nullable) for f in schema][-2:] == [("email", "string", True),
-                                                                        ("age", "int64", True)]
+    # after the columns there were (delta-rs adds them in an order of its own)
+    assert sorted((f.name, str(f.type), f.nullable) for f in list(schema)[4:]) == [("age", "int64", True),
+                                                                             ("email", "string", True)]
     info = wh.table_info("users")
-    assert info.schema.names == ("id", "name", "tags", "hours", "email", "age")
+    assert info.schema.names[:4] == ("id", "name", "tags", "hours")
+    assert set(info.schema.names[4:]) == {"email", "age"} and len(info.schema.names) == 6
     assert str(info.schema.field("age")) == str(wh.table_info("users").schema.field("id"))  # both integers
     got = {r["id"]: (r["email"], r["age"]) for r in content(wh)}
     assert got == {1: ("a@x", None), 2: (None, None), 3: (None, None), 4: ("d@x", 40), 5: (None, 7)}
