@@ -198,6 +198,9 @@ QUARANTINED = 3
                    "updates by path included.")
 @click.option("--strict", is_flag=True, help="A bad record fails its file (nothing of it applied) "
               "instead of going to the table's quarantine.")
+@click.option("--evolve", is_flag=True, help="Add the columns the records have and TABLE lacks (schema "
+              "drift) to TABLE, nullable, typed from their values, in the commit of their batch; without it "
+              "they are an error.")
 @click.option("--follow", is_flag=True, help="Keep ingesting: read SOURCE again every --interval seconds "
               "(a directory's new files, a topic's new messages) until SIGINT or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
@@ -205,7 +208,7 @@ QUARANTINED = 3
 @click.option("--output", "output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: a JSON object per file or partition batch (JSON lines), for programs.")
 @click.pass_context
-def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, follow: bool,
+def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, evolve: bool, follow: bool,
            interval: float, output: str) -> int:
     """Apply the changes in SOURCE to base table TABLE: a JSON Lines file, a directory of them
     (name order), - (standard input) or a Kafka topic (kafka://HOST:PORT/TOPIC), each file or
@@ -220,7 +223,7 @@ def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, f
     def one_round() -> None:
         nonlocal quarantined
         with Progress(f"ingest {name}") as bar:
-            r = wh.ingest(name, source, format=fmt, strict=strict, progress=bar)
+            r = wh.ingest(name, source, format=fmt, strict=strict, evolve=evolve, progress=bar)
         for b in r.batches or (r,):
             if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):  # following: what is new
                 if output == "json":
@@ -256,8 +259,9 @@ def ingest_line(r, table: str) -> str:
     if r.replayed is not None:
         return f"{r.source}: already ingested into {table} (version {r.replayed}), skipped"
     counts = ingest_counts(r, f" from {r.source} into {table}")
+    added = f"; added column{'s' if len(r.added) > 1 else ''} {', '.join(map(repr, r.added))}" if r.added else ""
     return f"ingested {counts}: nothing to commit, version {r.version}" if not r.changes else \
-        f"ingested {counts}; version {r.version}"
+        f"ingested {counts}{added}; version {r.version}"
 
 
 @cli.group()

@@ -339,7 +339,8 @@ class Warehouse:
         return delta.read_spark(self.spark, path, version, engine=self.storage)
 
     def ingest(self, table: str, source: str | os.PathLike, format: str = "debezium",
-               strict: bool = False, progress: Callable[[str], None] | None = None) -> "IngestResult":
+               strict: bool = False, evolve: bool = False,
+               progress: Callable[[str], None] | None = None) -> "IngestResult":
         """Apply the changes of ``source`` to base table ``table``: a file (JSON Lines), a
         directory (its files in name order), ``-`` (standard input) or a Kafka topic
         (``kafka://HOST:PORT/TOPIC``, read by the consumer group ``idivm.<table>``); each file,
@@ -355,22 +356,45 @@ class Warehouse:
         with their ``file:line`` and reason, and the valid ones are applied;
         ``strict``: a bad record raises :class:`DataError` naming ``file:line``
         and nothing of its file is applied.  Columns the table does not have
-        raise in either case.  A file without changes commits nothing.  Needs
-        no Spark.  ``progress`` is told of each batch applied.
+        (schema drift) raise in either case, unless ``evolve``: then the batch's commit adds
+        them to the table, nullable (the rows before it have nulls there), each typed from its
+        values in the batch as ``create_table`` types a file's columns, and the catalog's
+        schema of the table follows; views defined before do not read them, views defined
+        after may.  A file without changes commits nothing.  Needs no Spark.
+        ``progress`` is told of each batch applied.
         """
         from idivm.ingest import ingest_feed
 
         catalog = self.catalog
         entry = catalog.table(table)
-        return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key), format=format,
-                           element_keys=entry.element_keys, strict=strict, table=table, progress=progress)
+        try:
+            return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key),
+                               format=format, element_keys=entry.element_keys, strict=strict, table=table,
+                               evolve=evolve, progress=progress)
+        finally:
+            self._follow_table_schema(table)
+
+    def _follow_table_schema(self, table: str) -> None:
+        """Add to the catalog's schema of base table ``table`` the columns its Delta table has
+        and the catalog lacks (added by ``ingest --evolve``; also after a crash between the
+        commit that added them and the catalog's save)."""
+        import pyarrow as pa
+
+        catalog = self.catalog
+        entry = catalog.table(table)
+        stored = delta.schema(catalog.path_of(entry))
+        added = [f for f in stored if f.name not in entry.schema.names]
+        if not added:
+            return
+        schema = T.TupleType((*entry.schema.fields, *idivm_schema(pa.schema(added), table).fields))
+        catalog.update_table(replace(entry, schema=schema))
+        catalog.save()
 
     def _quarantine(self, table: str) -> "Quarantine":
-        from idivm.catalog import QUARANTINE_DIR
         from idivm.ingest import Quarantine
 
-        self.catalog.table(table)
-        return Quarantine(self.catalog.root / QUARANTINE_DIR / table)
+        catalog = self.catalog
+        return Quarantine(catalog.quarantine_path(catalog.table(table)))
 
     def quarantined(self, table: str) -> "pa.Table":
         """The records of base table ``table`` that ingest quarantined: ``origin`` (the batch's
@@ -720,8 +744,6 @@ class Warehouse:
         catalog entries in one save of the catalog, then their files.  A crash between the two
         leaves files no entry points to (which a later ``define`` of that name replaces), never
         an entry pointing to removed files."""
-        from idivm.catalog import QUARANTINE_DIR
-
         kind = "table" if name in catalog.tables else "view"
         dependents = catalog.dependents(name)
         if dependents and not cascade:
@@ -737,7 +759,8 @@ class Warehouse:
             catalog.drop_view(name)
             files += catalog.view_files(name)
         else:
-            files += [catalog.path_of(catalog.drop_table(name)), catalog.root / QUARANTINE_DIR / name]
+            quarantine = catalog.quarantine_path(catalog.table(name))
+            files += [catalog.path_of(catalog.drop_table(name)), quarantine]
         catalog.save()
         for f in files:
             shutil.rmtree(f, ignore_errors=True)

@@ -28,7 +28,7 @@ from idivm.exec.programs import load_program, program_folder, stored_indexes, wr
 from idivm.script import PRE, StateRef
 from idivm.storage import delta
 from idivm.storage import layout as layouts
-from idivm.storage.spark import to_arrow
+from idivm.storage.spark import by_name, to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -519,7 +519,7 @@ class Runtime:
             ids = [c for c, _ in program.prov.view_ids]
             view = delta.read_spark(spark, path, engine=self.storage)
             if keys is None:
-                upserts, deleted = view.where(F.lit(False)), view.select(*ids).where(F.lit(False))
+                upserts, deleted = view.where(F.lit(False)), view.select(*by_name(ids)).where(F.lit(False))
             else:
                 schema = self.group_schema(mp, self.reader(catalog, new))
 
@@ -531,8 +531,8 @@ class Runtime:
                     compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
                     return compiler.evaluate(program.prov.plan)
 
-                upserts = view_rows(versions).select(*view.columns)
-                deleted = view_rows(reflected).select(*ids)
+                upserts = view_rows(versions).select(*by_name(view.columns))
+                deleted = view_rows(reflected).select(*by_name(ids))
             target = commit.Target(name, tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"), delta.pinned(path, view_version):
@@ -725,7 +725,7 @@ class Runtime:
             found = indexes.locate(stored, path, statement, to_arrow(named), progress, script.view)
             if found is None or found.num_rows:
                 return found if found is None else self.spark.createDataFrame(found)
-            return self.spark.createDataFrame([], view.select(*found.column_names).schema)
+            return self.spark.createDataFrame([], view.select(*by_name(found.column_names)).schema)
 
         def read_view(column: str, values: Sequence) -> "DataFrame":
             """The view's rows in the files that may hold these values of ``column``."""

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from idivm.errors import DataError
+from idivm.errors import DataError, InternalError
 from idivm.ingest import kafka
 from idivm.ingest.apply import IngestResult, apply_changes, condense
 from idivm.ingest.debezium import read_debezium
 from idivm.ingest.feeds import ORIGIN, QUARANTINE_SCHEMA, VALID, Batch, Quarantine, batches, taken_in
 from idivm.ingest.idiff import read_idiff, resolve_patches
-from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected
+from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected, SchemaDrift, SchemaDriftError
 from idivm.ingest.rows import read_rows
 from idivm.storage import delta
 
@@ -40,7 +40,8 @@ def _reader(format: str):
 def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Path,
                 key: tuple[str, ...] | list[str], format: str = "debezium",
                 element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False,
-                table: str | None = None, progress: Callable[[str], None] | None = None) -> IngestResult:
+                table: str | None = None, evolve: bool = False,
+                progress: Callable[[str], None] | None = None) -> IngestResult:
     """Ingest every batch of ``source`` (a file, a directory, ``-`` or a Kafka topic
     ``kafka://HOST:PORT/TOPIC``; :mod:`~idivm.ingest.feeds`) in order, each in one commit,
     skipping batches already taken.
@@ -49,10 +50,11 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     whose nested collections break their declared ``element_keys``) go to ``quarantine`` and
     its valid ones are applied; ``strict``: a bad record raises :class:`DataError` naming
     ``file:line`` (``topic[partition]@offset``) instead, and nothing of the batch is applied.
-    Columns the table does not have raise in either case.  A Kafka topic is read by the
-    consumer group ``idivm.<table>`` (``table``: by default the name of the quarantine's
-    directory, which is the table's), whose offsets are committed after each batch's commit.
-    ``progress`` is told of each batch applied.
+    Columns the table does not have raise in either case, unless ``evolve``: then they are
+    added to the table (nullable, typed from the batch's values, :func:`added_columns`) in the
+    commit that applies the batch.  A Kafka topic is read by the consumer group
+    ``idivm.<table>`` (``table``: by default the name of the quarantine's directory), whose
+    offsets are committed after each batch's commit.  ``progress`` is told of each batch applied.
     """
     read = _reader(format)
     if kafka.is_kafka(source):
@@ -63,7 +65,7 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     try:
         for batch in feed:
             results.append(ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys,
-                                        strict))
+                                        strict, evolve))
             if batch.done is not None:
                 batch.done()
             if progress:
@@ -78,7 +80,8 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
 
 
 def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
-                 read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool) -> IngestResult:
+                 read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
+                 evolve: bool = False) -> IngestResult:
     taken = taken_in(Path(table_path), batch.origin)
     if taken is None:
         q = taken_in(quarantine.path, batch.origin)
@@ -86,8 +89,9 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
     if taken is not None:
         return IngestResult(0, 0, 0, 0, 0, delta.version(table_path), source=batch.name,
                             replayed=int(taken["version"]))
+    table_schema = delta.schema(table_path)
     try:
-        change_set = read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict)
+        schema, change_set = _read_batch(read, batch, table_path, table_schema, key, element_keys, strict, evolve)
     except RecordError as e:
         if batch.offsets is None:
             raise
@@ -101,7 +105,31 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
         change_set = _rejected_by_feed(change_set, batch.rejected)
     if change_set.rejected:
         quarantine.add(batch, change_set.rejected, format, len(change_set.changes))
-    return apply_changes(table_path, change_set, key, {ORIGIN: batch.origin})
+    if schema == table_schema:
+        return apply_changes(table_path, change_set, key, {ORIGIN: batch.origin})
+    result = apply_changes(table_path, change_set, key, {ORIGIN: batch.origin}, schema=schema)
+    return replace(result, added=tuple(schema.names[len(table_schema):]))
+
+
+def _read_batch(read, batch: Batch, table_path: str | Path, schema: pa.Schema, key: tuple[str, ...],
+                element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
+                evolve: bool) -> tuple[pa.Schema, ChangeSet]:
+    """(the schema the batch is applied with, its changes): the table's ``schema``, or, when
+    ``evolve`` and its records have columns the table lacks, ``schema`` with those added at its
+    end (nullable, their types inferred from their values: :func:`added_columns`)."""
+    try:
+        return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict)
+    except (SchemaDrift, SchemaDriftError):
+        if not evolve:
+            raise
+    from idivm.ingest.load import added_columns
+
+    try:
+        read(batch.text, batch.name, schema, key, strict=False)  # every new column and its values
+        raise InternalError(f"{batch.name}: schema drift seen reading strictly but not otherwise")
+    except SchemaDriftError as e:
+        schema = pa.schema([*schema, *added_columns(e.values, batch.name)])
+    return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict, schema)
 
 
 def _rejected_by_feed(change_set: ChangeSet, rejected: Sequence[Rejected]) -> ChangeSet:
@@ -159,12 +187,14 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
 
 
 def read_checked(read, text: str, name: str, table_path: str | Path, key: tuple[str, ...],
-                 element_keys: Mapping[str, Sequence[str]] | None, strict: bool) -> ChangeSet:
+                 element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
+                 schema: pa.Schema | None = None) -> ChangeSet:
     """The changes of ``text`` (file ``name``) as ``read`` gives them for the table at
     ``table_path``, the upserts whose nested collections break their ``element_keys`` rejected
     too (``strict``: raised), and the updates by path made upserts of the rows they give
-    (:func:`~idivm.ingest.idiff.resolve_patches`, which reads those rows)."""
-    schema = delta.schema(table_path)
+    (:func:`~idivm.ingest.idiff.resolve_patches`, which reads those rows).  ``schema``: the
+    table's schema widened by the batch's new columns (``ingest --evolve``)."""
+    schema = schema or delta.schema(table_path)
     change_set = read(text, name, schema, key, strict=strict)
     if element_keys:
         change_set = _check_element_keys(change_set, schema, element_keys, strict, text)

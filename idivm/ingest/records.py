@@ -8,7 +8,8 @@ that starts with ``file:line:``.  :func:`read_records` reads a whole file
 before anything is applied: its bad records come out as :class:`Rejected`
 (which ingest quarantines), or, read strictly, the first one is raised; a
 column the table does not have (schema drift) is always an error of the
-whole file, naming every such column.
+whole file, naming every such column (:class:`SchemaDriftError`, which also carries
+the values of those columns, so that ``ingest --evolve`` can infer their types).
 
 Value rules (JSON value → column type): ``null`` fits every type; booleans
 only ``bool``; integers fit integer columns of their width, floating point
@@ -101,11 +102,21 @@ class RecordError(DataError):
 
 
 class SchemaDrift(RecordError):
-    """A record with columns the table does not have."""
+    """A record with columns the table does not have, and their values in it."""
 
-    def __init__(self, source: str, line: int, problem: str, columns: list[str]):
+    def __init__(self, source: str, line: int, problem: str, values: Mapping[str, Any]):
         super().__init__(source, line, problem)
-        self.columns = columns
+        self.columns = list(values)
+        self.values = values
+
+
+class SchemaDriftError(DataError):
+    """The records of a file have columns the table does not have: each with the line it first
+    appears on (``columns``) and its values in the file's records (``values``)."""
+
+    def __init__(self, message: str, columns: Mapping[str, int], values: Mapping[str, list]):
+        super().__init__(message)
+        self.columns, self.values = dict(columns), dict(values)
 
 
 #: what a reader makes of one record (a JSON value, never a blank line): its changes, or None
@@ -125,6 +136,7 @@ def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...]
     changes: list[Change] = []
     rejected: list[Rejected] = []
     drift: dict[str, int] = {}
+    drift_values: dict[str, list] = {}
     records = skipped = 0
     for n, line, value in json_lines(text, source):
         if line is None:
@@ -137,8 +149,9 @@ def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...]
         except SchemaDrift as e:
             if strict:
                 raise
-            for c in e.columns:
+            for c, v in e.values.items():
                 drift.setdefault(c, n)
+                drift_values.setdefault(c, []).append(v)
             continue
         except RecordError as e:
             if strict:
@@ -152,8 +165,9 @@ def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...]
             records += 1
     if drift:
         named = ", ".join(f"{c!r} (line {n})" for c, n in drift.items())
-        raise DataError(f"{source}: column{'s' if len(drift) > 1 else ''} {named} not in the table "
-                        f"(columns: {', '.join(schema.names)}); nothing was applied")
+        raise SchemaDriftError(f"{source}: column{'s' if len(drift) > 1 else ''} {named} not in the table "
+                               f"(columns: {', '.join(schema.names)}); nothing was applied "
+                               "(ingest --evolve adds them)", drift, drift_values)
     return ChangeSet(source, tuple(changes), records, skipped, tuple(rejected))
 
 
@@ -191,9 +205,9 @@ class RowChecker:
     def _fields(self, value: Any, line: int, what: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise self.error(line, f"{what} is {json_kind(value)}, not an object")
-        unknown = [k for k in value if k not in self.schema.names]
+        unknown = {k: v for k, v in value.items() if k not in self.schema.names}
         if unknown:
-            raise SchemaDrift(self.source, line, f"{what} has column {unknown[0]!r}, which table columns "
+            raise SchemaDrift(self.source, line, f"{what} has column {next(iter(unknown))!r}, which table columns "
                                                  f"({', '.join(self.schema.names)}) do not include", unknown)
         return value
 

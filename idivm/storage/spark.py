@@ -25,7 +25,7 @@ from idivm.provenance.ids import HIDDEN
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "IDIVM_SPARK_MASTER"
@@ -218,6 +218,17 @@ def remember_jars(spark: "SparkSession") -> None:
         temporary.replace(target)
     except OSError:
         pass
+
+
+def by_name(names) -> list["Column"]:
+    """The columns ``names`` of a DataFrame, each quoted (:func:`idivm.storage.delta.quoted`):
+    a name with dots, backquotes or spaces is one column, never a path into a struct.  Every
+    selection of columns by name whose names come from users goes through here."""
+    from pyspark.sql import functions as F
+
+    from idivm.storage.delta.merge import quoted
+
+    return [F.col(quoted(n)) for n in names]
 
 
 def is_local(df: "DataFrame") -> bool:
