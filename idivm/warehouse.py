@@ -397,6 +397,11 @@ class Warehouse:
                  max_changes: int | None = None) -> list["MaintenanceResult"]:
         """Bring view ``name`` (default: every view) up to date with its base tables.
 
+        A view that reads other views reads them like base tables, at their last committed
+        versions: ``maintain(name)`` does not maintain the views ``name`` reads (maintain them
+        first, or use ``maintain()``); ``maintain()`` runs every view after the views it reads
+        (:meth:`~idivm.catalog.Catalog.dependency_order`), so each sees its inputs up to date.
+
         The current version of every base table the view reads is pinned (the new
         watermark); if none moved since the view's watermark nothing is committed.
         Otherwise the view's strategy computes its changes — the Δ-script's i-diffs
@@ -424,7 +429,7 @@ class Warehouse:
         if max_changes is not None and max_changes < 1:
             raise ValueError(f"max_changes must be a positive number of rows, not {max_changes}")
         catalog = self.catalog
-        names = [name] if name is not None else sorted(catalog.views)
+        names = [name] if name is not None else catalog.dependency_order()
         results = []
         for n in names:
             started = time.monotonic()
@@ -448,8 +453,9 @@ class Warehouse:
         return MaintenanceResult.of(name, self._runtime.refresh(self.catalog, name), started)
 
     def verify(self, name: str, limit: int = 5) -> "Verification":
-        """Recompute view ``name`` from scratch at its watermark (the base-table versions it
-        reflects) and compare it with the stored view, hidden IDs included, as bags."""
+        """Recompute view ``name`` from scratch at its watermark (the versions of the base tables
+        and views it reads that it reflects) and compare it with the stored view, hidden IDs
+        included, as bags."""
         from idivm.exec.materialize import tables_read
 
         catalog = self.catalog
