@@ -379,7 +379,7 @@ class Warehouse:
         catalog.check_new_name(view_name, "view")
         rel = catalog.new_view_path(view_name)
         writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
-        entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
+        entry = ViewEntry(name=view_name, text=text, schema=programs.visible_type(program.type), path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
         with data_errors(view_name):

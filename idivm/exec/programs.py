@@ -9,7 +9,7 @@ the view's text, once, and stored again.  Nothing here starts Spark.
 
 A view reads base tables and views defined before it (:func:`input_relations`): a view it
 reads is an input relation like a base table, with the rows of its Delta table, keyed by its
-hidden ID columns, its nested collections of tuples keyed by their elements' hidden provenance.
+hidden ID columns.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from idivm import types as T
 from idivm.catalog import BaseTables, Catalog, ViewEntry
 from idivm.errors import CatalogError
-from idivm.provenance.ids import HIDDEN, PROV_FIELD
+from idivm.provenance.ids import HIDDEN
 from idivm.storage import delta
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def plan_view(catalog: Catalog, text: str, filename: str | None):
         try:
             return view, infer_provenance(view.plan, base.keys, base.types, base.element_keys)
         except UnknownIdsError as e:  # recomputed (auto, recompute); id and tuple refuse it
-            return view, without_ids(view.plan, e.with_source(text, filename))
+            return view, without_ids(view.plan, _about_views_read(catalog, view.plan, e).with_source(text, filename))
     except IdivmError as e:
         raise e.with_source(text, filename)
 
@@ -184,10 +184,11 @@ def input_relations(catalog: Catalog) -> BaseTables:
     types, primary keys and declared element keys) and the views of the catalog.
 
     A view is read as the rows of its Delta table: its user-visible columns and its hidden ID
-    columns (``__idivm_id_*``), which are its key; the elements of its nested collections of
-    tuples carry their provenance as a hidden field (``__idivm_prov``), which is their element
-    key.  The hidden columns keep their names, so a view reading another one reads its IDs as
-    it reads any column."""
+    columns (``__idivm_id_*``), which are its key; the hidden columns keep their names.  The
+    elements of its nested collections of tuples carry their provenance as a hidden field
+    (``__idivm_prov``), a tuple, which is not (yet) usable as an element key: they have none,
+    so a view that needs their IDs (one that returns a row per element) is recomputed, and
+    ``id`` or ``tuple`` refuse it (:func:`_about_views_read`)."""
     base = catalog.base_tables()
     types, keys, element_keys = dict(base.types), dict(base.keys), dict(base.element_keys)
     for name, entry in catalog.views.items():
@@ -196,24 +197,52 @@ def input_relations(catalog: Catalog) -> BaseTables:
         assert isinstance(relation, T.TupleType)
         types[name] = relation
         keys[name] = tuple(i["column"] for i in entry.extra.get("ids") or ())
-        element_keys[name] = {path: (PROV_FIELD,) for path in _provenanced_collections(relation)}
+        element_keys[name] = {}  # nested elements of views have no key to read them by (see above)
     return BaseTables(types, keys, element_keys)
+
+
+def _views_read(catalog: Catalog, plan) -> list:
+    """(scan, view entry) of each view ``plan`` reads."""
+    from idivm.algebra import operators as O
+    from idivm.algebra.expressions import TableRef
+
+    return [(op, catalog.views[op.source.name]) for op in O.walk(plan)
+            if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)
+            and op.source.name in catalog.views]
+
+
+def _about_views_read(catalog: Catalog, plan, error):
+    """``error`` (IDs that cannot be inferred), saying which views read have nested collections
+    of tuples, whose elements have no key another view can use yet."""
+    from idivm.errors import UnknownIdsError
+
+    nested = sorted({entry.name for _, entry in _views_read(catalog, plan) if _has_tuple_collections(entry.schema)})
+    if not nested:
+        return error
+    return UnknownIdsError(f"{error.message} (the elements of the nested collections of view "
+                           f"{', '.join(nested)} have no key that a view reading it can use yet)", error.span)
 
 
 def check_views_read(catalog: Catalog, plan) -> None:
     """An :class:`UnsupportedError` (at the name in the view's text) for a view read by
     ``plan`` that cannot be an input relation: one without IDs, whose rows have no key."""
-    from idivm.algebra import operators as O
-    from idivm.algebra.expressions import TableRef
     from idivm.errors import UnsupportedError
 
-    for op in O.walk(plan):
-        if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef) and op.source.name in catalog.views:
-            entry = catalog.views[op.source.name]
-            if not entry.extra.get("ids"):
-                why = entry.extra.get("strategy_note") or "it has a single row or its IDs are unknown"
-                raise UnsupportedError(f"view {entry.name} cannot be read by another view: its rows have no IDs "
-                                       f"to key them by ({why})", op.source.span)
+    for op, entry in _views_read(catalog, plan):
+        if not entry.extra.get("ids"):
+            why = entry.extra.get("strategy_note") or "it has a single row or its IDs are unknown"
+            raise UnsupportedError(f"view {entry.name} cannot be read by another view: its rows have no IDs "
+                                   f"to key them by ({why})", op.source.span)
+
+
+def visible_type(t: T.Type) -> T.Type:
+    """``t`` without hidden columns and fields (those of the views a view reads that it copies):
+    the user-visible type of a view's rows."""
+    if isinstance(t, T.TupleType):
+        return T.TupleType(tuple((n, visible_type(ft)) for n, ft in t.fields if not n.startswith(HIDDEN)))
+    if isinstance(t, T.CollectionType):
+        return T.CollectionType(visible_type(t.element), t.ordered)
+    return t
 
 
 def _with_hidden(visible: T.Type, stored: T.Type) -> T.Type:
@@ -228,16 +257,10 @@ def _with_hidden(visible: T.Type, stored: T.Type) -> T.Type:
     return visible
 
 
-def _provenanced_collections(t: T.TupleType, prefix: str = "") -> list[str]:
-    """The paths (``a``, ``a.b``) of the collections of tuples in ``t`` whose elements carry
-    their provenance field."""
-    found = []
-    for name, ft in t.fields:
-        path = f"{prefix}{name}"
-        if isinstance(ft, T.CollectionType) and isinstance(ft.element, T.TupleType):
-            if ft.element.field(PROV_FIELD) is not None:
-                found.append(path)
-            found += _provenanced_collections(ft.element, f"{path}.")
-        elif isinstance(ft, T.TupleType):
-            found += _provenanced_collections(ft, f"{path}.")
-    return found
+def _has_tuple_collections(t: T.Type) -> bool:
+    """Whether type ``t`` holds a collection of tuples, at any depth."""
+    if isinstance(t, T.TupleType):
+        return any(_has_tuple_collections(ft) for _, ft in t.fields)
+    if isinstance(t, T.CollectionType):
+        return isinstance(t.element, T.TupleType) or _has_tuple_collections(t.element)
+    return False
