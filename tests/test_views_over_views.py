@@ -61,8 +61,9 @@ CHAIN = [
 ]
 
 #: the views of the default run: every strategy once, each shape of the chain
-QUICK = ("phone_parts", "phone_parts_rc", "cheap_parts", "cheap_count", "phone_cost_auto", "phone_cost_maps",
-         "part_prices", "dear_parts")
+#: (the maps view, the dearest to define, maintain and verify, runs in the slow test)
+QUICK = ("phone_parts", "phone_parts_rc", "cheap_parts", "cheap_count", "phone_cost_auto", "part_prices",
+         "dear_parts")
 
 
 # --- the test's own copy of the base tables and random batches of changes ------------------------------
@@ -206,9 +207,9 @@ def test_relational_chain_random_batches(make_warehouse, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_relational_chain_many_random_batches(make_warehouse, tmp_path, seed):
-    """Every view of :data:`CHAIN`, larger tables, eight batches, all checked after each."""
+    """Every view of :data:`CHAIN`, larger tables, four batches, all checked after each."""
     wh, changes = chain_warehouse(make_warehouse, random.Random(seed), devices=60, parts=80, links=250)
-    run_batches(wh, changes, tmp_path, batches=8, size=40)
+    run_batches(wh, changes, tmp_path, batches=4, size=40)
 
 
 # --- dependency order ------------------------------------------------------------------------------------
