@@ -1,8 +1,9 @@
 """The maintenance of a view (thesis §2.4 pass 3): a run from the view's watermark to the
 current versions of its base tables.
 
-A run pins the current version of every base table the view reads (the new watermark),
-reads each table's change data feed since the view's watermark, and, by the view's strategy,
+A run pins the current version of every base table the view reads (the new watermark; a view
+read by another counts as one of its base tables, at its last committed version), reads each
+table's change data feed since the view's watermark, and, by the view's strategy,
 evaluates the Δ-script of its stored program (:mod:`idivm.exec.programs`) on the condensed
 changes (:mod:`idivm.exec.delta_script`) or recomputes the view.  The intermediate caches are
 maintained first, each in its own commit recording what it reflects; then the view's
