@@ -696,6 +696,8 @@ def test_spans_do_not_affect_equality():
      "unexpected 'RIGHT': RIGHT JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
     ("SELECT * FROM a full outer JOIN b ON x", 1, 17,
      "unexpected 'full': FULL JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
+    ("SELECT * FROM a LEFT OUTER UNNEST a.l AS x", 1, 28,
+     "unexpected 'UNNEST': LEFT [OUTER] UNNEST is not supported; only [INNER] UNNEST is"),
     ("SELECT a FROM t UNION SELECT b FROM u", 1, 17,
      "UNION without ALL is not supported; only UNION ALL is (wrap it in SELECT DISTINCT to remove duplicates)"),
     ("SELECT a FROM t INTERSECT SELECT b FROM u", 1, 17, "INTERSECT is not supported; only UNION ALL is"),

@@ -206,6 +206,8 @@ def _syntax_error(e: UnexpectedInput, text: str, start: str, context: str) -> Sq
         else:
             why = f"{clause} is not supported {context}: results are unordered bags; {advice}"
         return SqlppSyntaxError(why, span)
+    if tok.type == "UNNEST" and expected == {"JOIN"}:
+        return SqlppSyntaxError(f"{found}: LEFT [OUTER] UNNEST is not supported; only [INNER] UNNEST is", span)
     if tok.type in {"RIGHT", "FULL"}:
         return SqlppSyntaxError(
             f"{found}: {tok.value.upper()} JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN "
