@@ -6,10 +6,13 @@ composed: selections, generalized projections (arithmetic, string functions, FLO
 CASE), 2- and 3-way joins (comma + WHERE, JOIN ON, NATURAL JOIN), LEFT JOIN, self-joins
 (parts of the same price band, devices sharing a part), SUM/COUNT/AVG/MIN/MAX over joins,
 GROUP BY with HAVING, aggregates of aggregates through FROM subqueries, global aggregates,
-EXISTS and IN (semijoins), NOT EXISTS (antijoins), UNION ALL and SELECT DISTINCT.  Each is
+EXISTS and IN (semijoins), NOT EXISTS (antijoins), UNION ALL and SELECT DISTINCT, and AsterixDB's
+spellings: FROM-first blocks, LET after FROM and after GROUP BY, WITH, CROSS JOIN, comma joins of
+subqueries, [NOT] IN over arrays, ORDER BY in a FROM subquery.  Each is
 defined once per maintenance strategy of :data:`STRATEGIES` (``id`` and ``tuple``), under the
 names ``<view>_id`` and ``<view>_tuple``.  The nested views over the Yelp tables (the thesis'
-V and V1, an unnest of ``users.elite``, a GROUP AS with ARRAY_COUNT) are defined once, with
+V and V1, an unnest of ``users.elite``, a GROUP AS with ARRAY_COUNT, [NOT] IN over a
+collection-valued variable and field) are defined once, with
 the default strategy.  Then, batch after batch, the changes are ingested (one file per
 table), every view is maintained and checked:
 

@@ -15,7 +15,7 @@ Name rules (DESIGN.md "SQL++ scope"):
 * an unaliased projection of a path is named after its last step;
 * after GROUP BY only grouping keys (by their ``AS`` name, their implicit
   name, or an expression identical to the key, SQL-92 style), the GROUP AS
-  variable and aggregates are visible.
+  variable, aggregates and the LET variables after GROUP BY are visible.
 
 Every variable of the plan gets a name unique in the whole query, so nested
 plans never shadow the environment they run in.  Subqueries, aggregates,
