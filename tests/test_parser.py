@@ -231,6 +231,11 @@ def test_let_where_group_having():
         having=op(">", A.FunctionCall("COUNT", (), star=True), num(1)))
 
 
+def test_a_grouping_key_alias_may_omit_as():
+    assert parse_query("SELECT k, j FROM t GROUP BY t.a k, t.b AS j") == \
+        parse_query("SELECT k, j FROM t GROUP BY t.a AS k, t.b AS j")
+
+
 def test_group_as_and_into_mean_the_same():
     a = parse_query("SELECT VALUE g FROM t GROUP BY t.k GROUP AS g")
     b = parse_query("SELECT VALUE g FROM t GROUP BY t.k INTO g")
