@@ -120,7 +120,15 @@ def test_an_exotic_table_and_view_through_every_command(tmp_path, run):
         (1, 10.0, []), (3, 4.0, ["b'", "c"]), (7, None, ["x"])]
     code, out, err = run("--warehouse", wh, "explain", "Ünïcode view; --")
     assert code == 0 and "Ünïcode view; --" in out
+    code, out, err = run("--warehouse", wh, "view", "list", "--format", "json")
+    assert code == 0 and [v["name"] for v in json.loads(out)] == ["Ünïcode view; --"]
+    code, out, err = run("--warehouse", wh, "table", "describe", ORDERS)
+    assert code == 0 and "Ünïcode view; --" in out  # the view that reads it
+    assert run("--warehouse", wh, "drop", "table", ORDERS)[0] == 1  # read by the view
+    code, out, err = run("--warehouse", wh, "drop", "table", ORDERS, "--cascade")
+    assert (code, err) == (0, ""), err
     assert set(tmp_path.iterdir()) == {wh, src, view, changes}
+    assert not [p for d in ("tables", "views", "quarantine") for p in (wh / d).glob("*")]
 
 
 @pytest.mark.slow
@@ -252,7 +260,8 @@ def test_invalid_column_names_fail_with_one_line(tmp_path, run, column, message)
 @pytest.mark.parametrize("args", [
     ["ingest", "{name}", "{file}"], ["quarantine", "show", "{name}"], ["quarantine", "retry", "{name}"],
     ["quarantine", "list", "{name}"], ["show", "{name}"], ["verify", "{name}"], ["maintain", "{name}"],
-    ["refresh", "{name}", "--full"], ["explain", "{name}"],
+    ["refresh", "{name}", "--full"], ["explain", "{name}"], ["table", "describe", "{name}"],
+    ["view", "describe", "{name}"], ["drop", "table", "{name}"], ["drop", "view", "{name}"],
 ])
 @pytest.mark.parametrize("name", ["../t", "t'; DROP TABLE t; --", "`t`", "t.k"])
 def test_unknown_hostile_names_in_every_command(tmp_path, run, args, name):
