@@ -223,10 +223,17 @@ def ingest_counts(r, where: str = "") -> str:
     """``N changes[ from F into T]: I inserted, U updated, D deleted[, S skipped][, Q quarantined]``."""
     skipped = f", {r.skipped} skipped" if r.skipped else ""
     quarantined = f", {r.quarantined} quarantined" if r.quarantined else ""
+    quarantined += f" ({undeclared_text(r.undeclared)})" if r.undeclared else ""
     changes = f"{r.changes} change{'' if r.changes == 1 else 's'}{where}"
     if not r.changes and where:
         return f"{changes}{skipped}{quarantined}"
     return f"{changes}: {r.inserted} inserted, {r.updated} updated, {r.deleted} deleted{skipped}{quarantined}"
+
+
+def undeclared_text(undeclared: Sequence[tuple[str, int]]) -> str:
+    """``fields the schema does not declare, not stored: extra (3 rows), address.note (1 row)``."""
+    fields = ", ".join(f"{path} ({rows} row{'' if rows == 1 else 's'})" for path, rows in undeclared)
+    return f"fields the schema does not declare, not stored: {fields}"
 
 
 def ingest_line(r, table: str) -> str:

@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -21,6 +22,9 @@ from idivm.ingest.feeds import ORIGIN, QUARANTINE_SCHEMA, VALID, Batch, Quaranti
 from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected
 from idivm.ingest.rows import read_rows
 from idivm.storage import delta
+
+if TYPE_CHECKING:
+    from idivm.declared_schema import DeclaredSchema
 
 READERS = {"debezium": read_debezium, "rows": read_rows}
 INGEST_FORMATS = tuple(READERS)
@@ -38,7 +42,7 @@ def _reader(format: str):
 def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Path,
                 key: tuple[str, ...] | list[str], format: str = "debezium",
                 element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False,
-                table: str | None = None) -> IngestResult:
+                table: str | None = None, declared: "DeclaredSchema | None" = None) -> IngestResult:
     """Ingest every batch of ``source`` (a file, a directory, ``-`` or a Kafka topic
     ``kafka://HOST:PORT/TOPIC``; :mod:`~idivm.ingest.feeds`) in order, each in one commit,
     skipping batches already taken.
@@ -50,6 +54,8 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     Columns the table does not have raise in either case.  A Kafka topic is read by the
     consumer group ``idivm.<table>`` (``table``: by default the name of the quarantine's
     directory, which is the table's), whose offsets are committed after each batch's commit.
+    Records are checked against the table's ``declared`` schema, if it has one
+    (:mod:`~idivm.ingest.records`).
     """
     read = _reader(format)
     if kafka.is_kafka(source):
@@ -60,7 +66,7 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     try:
         for batch in feed:
             results.append(ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys,
-                                        strict))
+                                        strict, declared))
             if batch.done is not None:
                 batch.done()
     finally:
@@ -71,7 +77,8 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
 
 
 def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
-                 read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool) -> IngestResult:
+                 read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
+                 declared: "DeclaredSchema | None" = None) -> IngestResult:
     taken = taken_in(Path(table_path), batch.origin)
     if taken is None:
         q = taken_in(quarantine.path, batch.origin)
@@ -81,7 +88,7 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
                             replayed=int(taken["version"]))
     schema = delta.schema(table_path)
     try:
-        change_set = read_checked(read, batch.text, batch.name, schema, key, element_keys, strict)
+        change_set = read_checked(read, batch.text, batch.name, schema, key, element_keys, strict, declared)
     except RecordError as e:
         if batch.offsets is None:
             raise
@@ -108,7 +115,8 @@ def _rejected_by_feed(change_set: ChangeSet, rejected: Sequence[Rejected]) -> Ch
 
 def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple[str, ...] | list[str],
                       element_keys: Mapping[str, Sequence[str]] | None = None,
-                      fixed: str | Path | None = None, format: str | None = None) -> IngestResult:
+                      fixed: str | Path | None = None, format: str | None = None,
+                      declared: "DeclaredSchema | None" = None) -> IngestResult:
     """Replay the records of ``quarantine`` (those of each format in the order they were
     quarantined), or, given ``fixed``, the records of that feed in their place (read in
     ``format``): the ones that are valid now are applied in one commit, the others stay
@@ -136,7 +144,8 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     results, left = [], []
     done = taken_in(Path(table_path), origin)
     for fmt, name, text, positions in texts:
-        change_set = read_checked(_reader(fmt), text, name, delta.schema(table_path), key, element_keys, False)
+        change_set = read_checked(_reader(fmt), text, name, delta.schema(table_path), key, element_keys, False,
+                                  declared)
         for r in change_set.rejected:
             source, line, at = positions[r.line - 1]
             left.append({"origin": origin, "source": source, "line": line, "format": fmt, "reason": r.problem,
@@ -153,10 +162,12 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
 
 
 def read_checked(read, text: str, name: str, schema, key: tuple[str, ...],
-                 element_keys: Mapping[str, Sequence[str]] | None, strict: bool) -> ChangeSet:
-    """The changes of ``text`` (file ``name``) as ``read`` gives them, the upserts whose nested
-    collections break their ``element_keys`` rejected too (``strict``: raised)."""
-    change_set = read(text, name, schema, key, strict=strict)
+                 element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
+                 declared: "DeclaredSchema | None" = None) -> ChangeSet:
+    """The changes of ``text`` (file ``name``) as ``read`` gives them (checked against the
+    ``declared`` schema too), the upserts whose nested collections break their
+    ``element_keys`` rejected too (``strict``: raised)."""
+    change_set = read(text, name, schema, key, strict=strict, declared=declared)
     return _check_element_keys(change_set, schema, element_keys, strict, text) if element_keys else change_set
 
 
