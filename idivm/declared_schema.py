@@ -53,6 +53,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from idivm import types as T
 from idivm.errors import DataError, SemanticError, Span, SqlppSyntaxError
 from idivm.grammars import parse_text, read_grammar
+from idivm.storage.schema import BAD_NAME_CHARS
 
 __all__ = ["LANGUAGES", "DeclaredSchema", "parse_schema", "read_schema", "path_text"]
 
@@ -347,8 +348,6 @@ def _collection(element: _Declared) -> _Declared:
 
 
 def _checked_name(name: str, span: Span) -> str:
-    from idivm.ingest.load import BAD_NAME_CHARS
-
     if not name or set(name) & BAD_NAME_CHARS:
         raise SemanticError(f"field name {name!r} is not allowed: names must be non-empty and contain none of: "
                             "space , ; { } ( ) = . tab newline", span)

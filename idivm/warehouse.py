@@ -607,7 +607,7 @@ class Warehouse:
 
     def explain(self, name_or_text: str | os.PathLike, format: str = "text") -> str:
         """What idivm knows about a defined view (by name) or a ``CREATE VIEW`` text or file:
-        plan, IDs, base-table signatures, global provenance indexes and Δ-script, as text or JSON
+        the declared schemas of the base tables it reads, plan, IDs, base-table signatures, global provenance indexes and Δ-script, as text or JSON
         (``format="json"``)."""
         catalog = self.catalog
         if isinstance(name_or_text, str) and name_or_text in catalog.views:
@@ -645,8 +645,12 @@ class Warehouse:
                 maps = str(programs.plan_maps(catalog, prov, text, filename).program)
             except IdivmError as e:
                 no_maps = e.message
+        from idivm.exec.materialize import tables_read
+
+        declared = {t: declared_schema(catalog.tables[t]) for t in tables_read(view.plan)
+                    if t in catalog.tables and catalog.tables[t].declared_schema is not None}
         return Explanation(view, prov, signatures, script, note, indexes, notes, strategy, maps,
-                           no_maps).render(format)
+                           no_maps, declared).render(format)
 
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
         from idivm.describe import commit_time
@@ -664,8 +668,8 @@ class Warehouse:
     # --- describing and dropping -----------------------------------------------------------------
 
     def describe_table(self, name: str, history: int | None = None) -> "Description":
-        """Base table ``name``: schema, key and element keys, storage features, the views that
-        read it, and its latest ``history`` commits (default :data:`idivm.describe.HISTORY`;
+        """Base table ``name``: schema (and the schema it was declared with, as written), key and
+        element keys, storage features, the views that read it, and its latest ``history`` commits (default :data:`idivm.describe.HISTORY`;
         each with its idivm metadata, e.g. the ``origin`` of an ingested batch).  Needs no Spark."""
         from idivm.describe import Description
 
@@ -674,7 +678,8 @@ class Warehouse:
         path = catalog.path_of(entry)
         return Description("table", name, path, entry.schema, delta.row_count(path), delta.version(path),
                            entry.created, tuple(entry.key), delta.features(path), tuple(catalog.readers(name)),
-                           _history(path, history), {p: tuple(k) for p, k in entry.element_keys.items()})
+                           _history(path, history), {p: tuple(k) for p, k in entry.element_keys.items()},
+                           declared_schema=declared_schema(entry))
 
     def describe_view(self, name: str, history: int | None = None) -> "Description":
         """View ``name``: schema, IDs, strategy, what it reads and the versions it reflects, its

@@ -455,9 +455,6 @@ def _type_conflict(path: str, items: list[tuple[int, Any]], where: Callable[[int
 
 # --- validation --------------------------------------------------------------------------------------
 
-# Characters Delta Lake (without column mapping) and Spark's Parquet writer reject in names; '.'
-# would make Spark column paths ambiguous.
-BAD_NAME_CHARS = set(" ,;{}()\n\t=.")
 
 
 def check_columns(schema: pa.Schema, origin: str) -> None:
@@ -467,7 +464,7 @@ def check_columns(schema: pa.Schema, origin: str) -> None:
         seen: dict[str, str] = {}
         for f in fields:
             full = f"{where}{f.name}"
-            if not f.name or set(f.name) & BAD_NAME_CHARS:
+            if not f.name or set(f.name) & schemas.BAD_NAME_CHARS:
                 raise DataError(f"{origin}: column name {full!r} is not allowed: names must be non-empty and "
                                 "contain none of: space , ; { } ( ) = . tab newline")
             low = f.name.lower()
