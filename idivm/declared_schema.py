@@ -121,12 +121,12 @@ class DeclaredSchema:
         return _record_validator(self.text)
 
     def summary(self) -> str:
-        """``DDL, open`` / ``JSON Schema, closed (open records: address)``: the language and
-        which records accept undeclared fields."""
+        """``DDL, open`` / ``JSON Schema, closed; open records inside: address``: the language
+        and which records accept undeclared fields."""
         language = "DDL" if self.language == "ddl" else "JSON Schema"
         nested = sorted(p for p in self.open_records if p)
         top = "open" if self.open else "closed"
-        return f"{language}, {top}" + (f" (open records: {', '.join(nested)})" if nested else "")
+        return f"{language}, {top}" + (f"; open records inside: {', '.join(nested)}" if nested else "")
 
 
 def path_text(steps: tuple[str, ...]) -> str:
