@@ -42,6 +42,7 @@ import difflib
 import functools
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,14 +141,13 @@ def path_text(steps: tuple[str, ...]) -> str:
 
 def read_schema(schema: "str | os.PathLike | DeclaredSchema") -> DeclaredSchema:
     """A declared schema given as text, as the path of a file holding it (a
-    :class:`os.PathLike`, or a one-line string naming an existing file or ending in
-    ``.json``), or already parsed."""
+    :class:`os.PathLike`, or a one-line string naming an existing file, or without spaces and
+    with a ``/`` or a file extension: ``orders.json``, ``schemas/orders.ddl``), or already
+    parsed."""
     if isinstance(schema, DeclaredSchema):
         return schema
-    if isinstance(schema, os.PathLike) or (
-            isinstance(schema, str) and "\n" not in schema and schema.strip()
-            and (os.path.isfile(schema) or (schema.strip().lower().endswith(".json") and " " not in schema.strip()))):
-        path = os.fspath(schema)
+    if isinstance(schema, os.PathLike) or (isinstance(schema, str) and _names_a_file(schema.strip())):
+        path = os.fspath(schema).strip()
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -157,6 +157,12 @@ def read_schema(schema: "str | os.PathLike | DeclaredSchema") -> DeclaredSchema:
     if not isinstance(schema, str):
         raise DataError(f"a schema is text or a file path, not a {type(schema).__name__}")
     return parse_schema(schema)
+
+
+def _names_a_file(text: str) -> bool:
+    if not text or "\n" in text:
+        return False
+    return os.path.isfile(text) or (not re.search(r"\s", text) and ("/" in text or re.search(r"\.\w+$", text)))
 
 
 def parse_schema(text: str, filename: str | None = None, language: str | None = None) -> DeclaredSchema:

@@ -108,6 +108,14 @@ def test_ddl_error_in_a_file_names_the_file(tmp_path):
     assert e.value.one_line() == f"{path}:3:10: unknown type DAT; did you mean DATE?"
 
 
+def test_a_schema_argument_names_a_file_or_is_text(tmp_path):
+    assert read_schema("CLOSED{id:bigint}").arrow.names == ["id"]
+    with pytest.raises(DataError, match="^cannot read schema missing/orders.ddl: No such file"):
+        read_schema("missing/orders.ddl")
+    with pytest.raises(DataError, match="^cannot read schema orders.json: No such file"):
+        read_schema("orders.json")
+
+
 def test_declared_schema_round_trips_through_its_catalog_form():
     text = "CLOSED {id BIGINT,\n  tags ARRAY<STRING>}"
     d = parse_schema(text)
