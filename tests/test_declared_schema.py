@@ -296,6 +296,18 @@ def test_arrow_and_csv_data_are_cast_to_the_declared_types(warehouse, tmp_path):
     assert read_back(warehouse, "c") == [{"id": 1, "code": "007"}, {"id": 2, "code": "010"}]
 
 
+def test_a_spark_dataframe_gets_the_declared_columns(make_warehouse, spark):
+    wh = make_warehouse()
+    df = spark.createDataFrame([(1, "a", 5), (2, None, 6)], "id BIGINT, name STRING, extra INT")
+    info = wh.create_table("t", "id", df, schema="id BIGINT, name STRING, day DATE")
+    assert info.undeclared == (("extra", 2),)
+    assert read_back(wh, "t") == [{"id": 1, "name": "a", "day": None}, {"id": 2, "name": None, "day": None}]
+    with pytest.raises(DataError, match="^DataFrame: column 'extra' is not declared by the closed schema"):
+        wh.create_table("u", "id", df, schema="CLOSED {id BIGINT, name STRING}")
+    with pytest.raises(DataError, match="^DataFrame: column 'name' is string but the schema declares int32"):
+        wh.create_table("u", "id", df, schema="id BIGINT, name INT")
+
+
 # --- ingest against the declared schema (no Spark) -------------------------------------------------------
 
 def test_ingest_quarantines_records_that_break_the_declared_schema(warehouse, tmp_path):
