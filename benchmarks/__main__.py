@@ -1,9 +1,12 @@
-"""``python -m benchmarks run``: the benchmark suite (``suite.py``); see ``benchmarks/README.md``."""
+"""``python -m benchmarks run``: the benchmark suite (``suite.py``); ``python -m benchmarks plot``:
+its plots drawn again from its results files; see ``benchmarks/README.md``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,7 +45,32 @@ def parse_axis(text: str) -> tuple[str, tuple | None]:
     return name, parsed
 
 
-def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
+@dataclass(frozen=True)
+class PlotCommand:
+    """``plot``: the results files to draw, and where (None: next to each)."""
+
+    results: tuple[Path, ...]
+    out: Path | None
+
+
+def plot(command: PlotCommand) -> int:
+    for path in command.results:
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            print(f"error: cannot read {path}: {e}", file=sys.stderr)
+            return 1
+        if results.get("suite") != "python -m benchmarks run":
+            print(f"error: {path} is not the results of 'python -m benchmarks run'", file=sys.stderr)
+            return 1
+        out = command.out or path.parent
+        out.mkdir(parents=True, exist_ok=True)
+        for picture in suite.draw(results, out):
+            print(picture)
+    return 0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> "suite.SuiteConfig | PlotCommand":
     parser = argparse.ArgumentParser(prog="python -m benchmarks",
                                      description="idivm's benchmark suite: every maintenance strategy and a "
                                                  "DuckDB recomputation over grids of workload parameters.")
@@ -80,7 +108,16 @@ def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"),
                    help="output directory: results.json, results.md, *.png, work/ (data, warehouses); "
                         "default benchmarks/results")
+    p = commands.add_parser("plot", help="draw the plots of results.json files again",
+                            description="For each RESULTS file (results.json of 'run'): one PNG per workload, "
+                                        "view and axis, the median seconds of each strategy and DuckDB against "
+                                        "the axis's values.")
+    p.add_argument("results", type=Path, nargs="+", metavar="RESULTS", help="results.json files")
+    p.add_argument("--out", type=Path, default=None,
+                   help="directory of the PNGs (default: each results file's own directory)")
     args = parser.parse_args(argv)
+    if args.command == "plot":
+        return PlotCommand(tuple(args.results), args.out)
     if args.runs < 1 or args.scale <= 0 or args.threads < 1:
         parser.error("--runs and --threads must be >= 1 and --scale > 0")
     workloads = tuple(suite.WORKLOADS) if args.workload == "all" else (args.workload,)
@@ -98,6 +135,8 @@ def parse_args(argv: Sequence[str] | None = None) -> suite.SuiteConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
+    if isinstance(config, PlotCommand):
+        return plot(config)
     try:
         suite.run(config)
     except BenchmarkError as e:

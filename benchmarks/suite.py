@@ -602,7 +602,7 @@ def write(config: SuiteConfig, env: Mapping[str, Any], plans: Mapping[str, tuple
         "total_seconds": seconds,
     }
     (config.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    pictures = draw(config, plans, state) if plots else []
+    pictures = draw(results, config.out) if plots else []
     (config.out / "results.md").write_text(markdown(config, env, plans, state, method, pictures), encoding="utf-8")
     return results
 
@@ -641,23 +641,31 @@ def markdown(config: SuiteConfig, env: Mapping[str, Any], plans: Mapping[str, tu
     return "\n".join(lines)
 
 
-def draw(config: SuiteConfig, plans: Mapping[str, tuple[dict, list[Axis]]], state: State) -> list[Path]:
+def draw(results: Mapping[str, Any], out: Path) -> list[Path]:
+    """The plots of a suite's ``results`` (``results.json`` as :func:`write` wrote it): for each
+    workload, view and axis, the median seconds of each strategy (and DuckDB) against the axis's
+    values, as ``out/<workload>-<view>-<axis>.png``; the files written (none without matplotlib)."""
     if not report.have_matplotlib():
         print(report.MATPLOTLIB_MISSING, flush=True)
         return []
+    summary = results["summary"]
     pictures = []
-    for name, (default, axes) in plans.items():
-        w = workload(name, config)
-        for view in w.views:
-            for axis in axes:
-                points = report.axis_points(default, axis.name, axis.values)
-                series = {s: [report.median(state.summary, name, view, p, s) for p in points]
-                          for s in columns(w, config)}
+    for name, plan in results["plans"].items():
+        default = plan["default"]
+        rows = [r for r in summary if r["workload"] == name]
+        views = list(dict.fromkeys(r["view"] for r in rows))
+        strategies = list(dict.fromkeys(r["strategy"] for r in rows if r["strategy"] != "duckdb")) + ["duckdb"]
+        title = WORKLOADS[name].title if name in WORKLOADS else name
+        for view in views:
+            for axis in plan["axes"]:
+                points = report.axis_points(default, axis["name"], axis["values"])
+                series = {s: [report.median(summary, name, view, p, s) for p in points] for s in strategies}
                 if not any(y is not None for ys in series.values() for y in ys):
                     continue
-                path = config.out / f"{name}-{view}-{axis.name}.png"
-                report.plot_axis(path, f"{w.title}: {view}, {point_label({k: v for k, v in default.items() if k != axis.name})}",
-                                 axis.label, axis.values, series, axis.log_x)
+                path = out / f"{name}-{view}-{axis['name']}.png"
+                others = point_label({k: v for k, v in default.items() if k != axis["name"]})
+                report.plot_axis(path, f"{title}: {view}, {others}", axis["label"], axis["values"], series,
+                                 axis.get("log_x", False))
                 pictures.append(path)
     return pictures
 

@@ -3,10 +3,10 @@
 Layout of a warehouse directory ``<wh>``::
 
     <wh>/catalog.json        the catalog: base tables, views (indented JSON)
-    <wh>/tables/<name>/      one Delta table per base table
-    <wh>/views/<name>/       one Delta table per view (``<name>.<generation>`` once redefined), with
-                             its program, caches, maps and indexes beside it (``<name>.program``, ...)
-    <wh>/quarantine/<name>/  the records ingest rejected, per base table
+    <wh>/tables/<dir>/       one Delta table per base table
+    <wh>/views/<dir>/        one Delta table per view (``<dir>.<generation>`` once redefined), with
+                             its program, caches, maps and indexes beside it (``<dir>.program``, ...)
+    <wh>/quarantine/<dir>/   the records ingest rejected, per base table (the table's <dir>)
 
 ``catalog.json`` is rewritten atomically (temporary file in the same
 directory, fsync, ``os.replace``), so a reader sees the old catalog or the
@@ -14,15 +14,23 @@ new one, never a mix.  Entry paths are relative to the warehouse, so a
 warehouse can be moved or copied as a whole.
 
 Tables and views share one namespace: a view may not take a table's name.
-Names are identifiers (letters, digits, ``_``; not starting with a digit).
+A name is any text of at most :data:`MAX_NAME` characters (spaces, quotes, dots and non-ASCII
+letters included; SQL++ backquotes such names) except: empty or blank, leading or trailing
+white space, control characters, ``/`` or ``\\``, ``.`` and ``..``, and the prefix
+:data:`RESERVED_PREFIX` that idivm keeps for its own columns (:func:`check_name`).  A name never
+becomes a path as it is: the directory ``<dir>`` of a name that is a plain identifier is the
+name itself, any other's is a slug of its letters and digits and a hash of the whole name
+(:func:`directory_name`), so no name reaches outside its warehouse directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,14 +45,55 @@ VIEWS_DIR = "views"
 QUARANTINE_DIR = "quarantine"
 FORMAT_VERSION = 1
 
+#: the longest table, view or column name, in characters
+MAX_NAME = 200
+#: the prefix of the names idivm gives its own columns and tables (hidden ID columns
+#: ``__idivm_…``, the working columns of its Spark plans ``__…``, the ``__delete`` lines of
+#: the ``rows`` ingest format): no table, view or column name may start with it
+RESERVED_PREFIX = "__"
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+def name_problem(name: object, *, path_safe: bool = True) -> str | None:
+    """Why ``name`` cannot name a table, a view (``path_safe``) or a column, or None if it can."""
+    if not isinstance(name, str) or not name.strip():
+        return "a name cannot be empty"
+    if name != name.strip():
+        return "a name cannot start or end with white space"
+    if len(name) > MAX_NAME:
+        return f"a name has at most {MAX_NAME} characters, this one {len(name)}"
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in name):
+        return "a name cannot contain control characters (tab, newline, ...)"
+    if name.startswith(RESERVED_PREFIX):
+        return f"names starting with {RESERVED_PREFIX!r} are reserved for idivm's own columns and tables"
+    if path_safe and ("/" in name or "\\" in name or name in (".", "..")):
+        return "a name cannot contain '/' or '\\' or be '.' or '..'"
+    return None
+
+
 def check_name(name: str, what: str = "name") -> str:
-    """Return ``name`` if it is an identifier, else raise :class:`CatalogError`."""
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
-        raise CatalogError(f"invalid {what} {name!r}: use letters, digits and '_', not starting with a digit")
+    """Return ``name`` if it can name a table or a view (:func:`name_problem`), else raise
+    :class:`CatalogError`."""
+    problem = name_problem(name)
+    if problem is not None:
+        shown = repr(name) if not isinstance(name, str) or len(name) <= 60 else repr(name[:57]) + "..."
+        raise CatalogError(f"invalid {what} {shown}: {problem}")
     return name
+
+
+def directory_name(name: str) -> str:
+    """The directory of table or view ``name`` under ``tables/`` or ``views/``: the name itself
+    when it is an identifier of at most 64 characters (as warehouses have always had), else its ASCII letters, digits,
+    ``_`` and ``-`` (at most 40), ``-`` and 12 hex digits of the SHA-256 of the whole name, so
+    that two names never share a directory and no name escapes its parent."""
+    check_name(name)
+    if _IDENTIFIER.match(name) and len(name) <= 64:
+        return name
+    ascii_text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", ascii_text).strip("_-")[:40]
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    return f"{slug}-{digest}" if slug else digest
 
 
 def now_utc() -> str:
@@ -228,26 +277,33 @@ class Catalog:
         return self.root / entry.path
 
     def new_table_path(self, name: str) -> str:
-        return f"{TABLES_DIR}/{check_name(name, 'table name')}"
+        check_name(name, "table name")
+        return f"{TABLES_DIR}/{directory_name(name)}"
 
     def new_view_path(self, name: str, generation: str | None = None) -> str:
-        """Where view ``name`` is stored: ``views/<name>``, or for a definition that replaces
-        one, ``views/<name>.<generation>`` (beside the one it replaces)."""
+        """Where view ``name`` is stored: ``views/<dir>`` (:func:`directory_name`), or for a
+        definition that replaces one, ``views/<dir>.<generation>`` (beside the one it replaces)."""
         check_name(name, "view name")
-        return f"{VIEWS_DIR}/{name}" if generation is None else f"{VIEWS_DIR}/{name}.{generation}"
+        d = directory_name(name)
+        return f"{VIEWS_DIR}/{d}" if generation is None else f"{VIEWS_DIR}/{d}.{generation}"
 
     def view_files(self, name: str) -> list[Path]:
         """Every directory of view ``name`` under ``views/``, of any of its definitions: its
         table ``<path>`` and the folders beside it (``<path>.program``, ``.caches``, ``.maps``,
-        ``.indexes``), and the staging directories (``.<name>...``) of writes a crash
-        interrupted.  (A view's path is ``views/<name>`` or ``views/<name>.<generation>``, and
-        names have no dots, so these are the names ``<name>``, ``<name>.*`` and ``.<name>.*``.)"""
-        check_name(name, "view name")
+        ``.indexes``), and the staging directories (``.<dir>...``) of writes a crash
+        interrupted.  (A view's path is ``views/<dir>`` or ``views/<dir>.<generation>``, and
+        directory names have no dots, so these are the names ``<dir>``, ``<dir>.*`` and ``.<dir>.*``.)"""
+        d = directory_name(name)
         try:
             found = list((self.root / VIEWS_DIR).iterdir())
         except FileNotFoundError:
             return []
-        return sorted(p for p in found if p.name == name or p.name.startswith((f"{name}.", f".{name}.")))
+        return sorted(p for p in found if p.name == d or p.name.startswith((f"{d}.", f".{d}.")))
+
+    def quarantine_path(self, entry: TableEntry) -> Path:
+        """The absolute directory of the quarantine of a base table: ``quarantine/`` and the
+        last part of the table's own directory."""
+        return self.root / QUARANTINE_DIR / Path(entry.path).name
 
     # --- lookups ---------------------------------------------------------------------------------
 
@@ -338,7 +394,8 @@ class Catalog:
             element_keys={n: {p: tuple(k) for p, k in e.element_keys.items()} for n, e in self.tables.items()})
 
     def check_new_name(self, name: str, what: str = "table") -> None:
-        """Raise :class:`CatalogError` unless ``name`` is an identifier that no table or view has."""
+        """Raise :class:`CatalogError` unless ``name`` is a valid name (:func:`check_name`) that no
+        table or view has."""
         check_name(name, f"{what} name")
         if name in self.tables:
             raise CatalogError(f"a table named {name!r} already exists")

@@ -28,10 +28,12 @@ from typing import Any
 import click
 
 from idivm import __version__
+from idivm.display import format_value, json_text
 from idivm.errors import CatalogError, IdivmError
 from idivm.exec.runtime import versions_text
 from idivm.ingest import INGEST_FORMATS
 from idivm.ingest.load import FORMATS
+from idivm.progress import Progress
 from idivm.storage.delta import ENGINE_ENV, ENGINES
 from idivm.warehouse import DEFAULT_WAREHOUSE, WAREHOUSE_ENV, Warehouse
 
@@ -51,7 +53,10 @@ def open_warehouse(ctx: click.Context) -> Warehouse:
     """The invocation's Warehouse (opened on first use)."""
     state = ctx.find_object(CliState)
     if state.warehouse is None:
-        state.warehouse = Warehouse(state.warehouse_path, spark_master=state.spark_master, storage=state.storage)
+        from idivm.storage.spark import jvm_log_path
+
+        state.warehouse = Warehouse(state.warehouse_path, spark_master=state.spark_master, storage=state.storage,
+                                    spark_log=None if state.debug else jvm_log_path())
     return state.warehouse
 
 
@@ -63,7 +68,8 @@ def open_warehouse(ctx: click.Context) -> Warehouse:
 @click.option("--storage", type=click.Choice(ENGINES), envvar=ENGINE_ENV, default=None,
               help=f"Storage engine of what Spark computes (or ${ENGINE_ENV}); default delta-rs on a "
                    "local master, delta-spark-dv on a cluster.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("--debug", is_flag=True, help="Show tracebacks, and Spark's and Py4J's logs (otherwise Spark's "
+              "driver log goes to ~/.cache/idivm/spark-driver.log).")
 @click.version_option(__version__, prog_name="idivm")
 @click.pass_context
 def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, storage: str | None,
@@ -74,6 +80,20 @@ def cli(ctx: click.Context, warehouse_path: str, spark_master: str | None, stora
     state.spark_master = spark_master
     state.storage = storage
     state.debug = debug
+    quiet_libraries(debug)
+
+
+def quiet_libraries(debug: bool) -> None:
+    """Py4J's and PySpark's Python loggers (the connection to Spark's JVM) silenced, unless
+    ``debug``, when they print from INFO up."""
+    import logging
+
+    for name in ("py4j", "pyspark"):
+        logger = logging.getLogger(name)
+        logger.propagate = debug
+        logger.setLevel(logging.INFO if debug else logging.CRITICAL + 1)
+    if debug and not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s %(message)s")
 
 
 # --- table ---------------------------------------------------------------------------------------
@@ -185,9 +205,13 @@ QUARANTINED = 3
 @click.argument("source", metavar="SOURCE")
 @click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="debezium", show_default=True,
               help="debezium: Debezium change events; rows: whole rows (upserts) and "
-                   '{"__delete": {KEY...}} lines.')
+                   '{"__delete": {KEY...}} lines; idiff: i-diffs of rows (provenance: the key), '
+                   "updates by path included.")
 @click.option("--strict", is_flag=True, help="A bad record fails its file (nothing of it applied) "
               "instead of going to the table's quarantine.")
+@click.option("--evolve", is_flag=True, help="Add the columns the records have and TABLE lacks (schema "
+              "drift) to TABLE, nullable, typed from their values, in the commit of their batch; without it "
+              "they are an error.")
 @click.option("--follow", is_flag=True, help="Keep ingesting: read SOURCE again every --interval seconds "
               "(a directory's new files, a topic's new messages) until SIGINT or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
@@ -195,7 +219,7 @@ QUARANTINED = 3
 @click.option("--output", "output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: a JSON object per file or partition batch (JSON lines), for programs.")
 @click.pass_context
-def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, follow: bool,
+def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, evolve: bool, follow: bool,
            interval: float, output: str) -> int:
     """Apply the changes in SOURCE to base table TABLE: a JSON Lines file, a directory of them
     (name order), - (standard input) or a Kafka topic (kafka://HOST:PORT/TOPIC), each file or
@@ -209,7 +233,8 @@ def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, f
 
     def one_round() -> None:
         nonlocal quarantined
-        r = wh.ingest(name, source, format=fmt, strict=strict)
+        with Progress(f"ingest {name}") as bar:
+            r = wh.ingest(name, source, format=fmt, strict=strict, evolve=evolve, progress=bar)
         for b in r.batches or (r,):
             if not follow or (b.replayed is None and (b.changes or b.skipped or b.quarantined)):  # following: what is new
                 if output == "json":
@@ -252,8 +277,9 @@ def ingest_line(r, table: str) -> str:
     if r.replayed is not None:
         return f"{r.source}: already ingested into {table} (version {r.replayed}), skipped"
     counts = ingest_counts(r, f" from {r.source} into {table}")
+    added = f"; added column{'s' if len(r.added) > 1 else ''} {', '.join(map(repr, r.added))}" if r.added else ""
     return f"ingested {counts}: nothing to commit, version {r.version}" if not r.changes else \
-        f"ingested {counts}; version {r.version}"
+        f"ingested {counts}{added}; version {r.version}"
 
 
 @cli.group()
@@ -332,7 +358,9 @@ def quarantine_retry(ctx: click.Context, name: str, fixed: str | None, fmt: str)
 @click.pass_context
 def define(ctx: click.Context, file: str, strategy: str, replace: bool) -> None:
     """Plan and materialize the view defined in FILE (CREATE [OR REPLACE] VIEW name AS ...)."""
-    info = open_warehouse(ctx).define(Path(file), strategy=strategy, replace=replace)  # a file, never SQL++ text
+    with Progress("define") as bar:
+        info = open_warehouse(ctx).define(Path(file), strategy=strategy, replace=replace,
+                                          progress=bar)  # a file, never SQL++ text
     note = f" ({info.strategy_note})" if info.strategy_note else ""
     click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}, "
                f"strategy {info.strategy}{note}")
@@ -412,15 +440,16 @@ def drop_table(ctx: click.Context, name: str, cascade: bool) -> None:
 def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
     """Print the rows of view (or base table) NAME."""
     wh = open_warehouse(ctx)
-    if name in wh.catalog.tables:
-        from idivm.exec.materialize import collect_rows
+    from idivm.exec.materialize import collect_rows
 
-        rows, columns = collect_rows(wh.read_table(name), limit), wh.catalog.table(name).schema.names
+    if name in wh.catalog.tables:
+        df, columns = wh.read_table(name), wh.catalog.table(name).schema.names
     else:
-        rows, columns = wh.rows(name, limit), wh.catalog.view(name).schema.names
+        df, columns = wh.read(name), wh.catalog.view(name).schema.names
+    rows = collect_rows(df, limit, scalars=False)  # decimals as they are, printed as written
     if fmt == "jsonl":
         for r in rows:
-            click.echo(json.dumps(r, ensure_ascii=False, default=str))
+            click.echo(json_text(r))
         return
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     click.echo(format_table(list(columns), cells))
@@ -428,25 +457,44 @@ def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
 
 
 def _cell(v: Any, width: int = 60) -> str:
-    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    text = format_value(v)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @cli.command()
 @click.argument("target", metavar="FILE|NAME")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot", "svg", "png"]), default="text",
+              show_default=True, help="dot: the plan and the Δ-script as a Graphviz graph; svg, png: that graph "
+              "drawn by Graphviz's dot program.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None, metavar="FILE",
+              help="Write to FILE instead of standard output.")
 @click.pass_context
-def explain(ctx: click.Context, target: str, fmt: str) -> None:
-    """Print the plan, IDs, base-table signatures, indexes and Δ-script of view NAME or of the view in FILE."""
+def explain(ctx: click.Context, target: str, fmt: str, output: str | None) -> None:
+    """Print the plan, IDs, base-table signatures, indexes and Δ-script of view NAME or of the view
+    in FILE; or draw them."""
+    from idivm.explain import PICTURE_FORMATS, draw
+
     wh = open_warehouse(ctx)
     views = wh.catalog.views
-    if target in views:
-        click.echo(wh.explain(target, fmt))
-        return
-    if not os.path.exists(target):
+    if target not in views and not os.path.exists(target):
         known = ", ".join(sorted(views)) or "none"
         raise CatalogError(f"no view named {target!r} and no file {target} (views: {known})")
-    click.echo(wh.explain(Path(target), fmt))
+    text = wh.explain(target if target in views else Path(target), "dot" if fmt in PICTURE_FORMATS else fmt)
+    if fmt not in PICTURE_FORMATS:
+        if output is not None:
+            Path(output).write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+        else:
+            click.echo(text)
+        return
+    picture = draw(text, fmt)
+    if output is not None:
+        Path(output).write_bytes(picture)
+    elif fmt == "png" and sys.stdout.isatty():
+        raise click.UsageError("a PNG is not for a terminal: give --output FILE or redirect standard output")
+    else:
+        stream = click.get_binary_stream("stdout")
+        stream.write(picture)
+        stream.flush()
 
 
 @cli.command()
@@ -485,18 +533,17 @@ def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_ind
     stop = Stop()
 
     def one_round() -> None:
-        for name in names or sorted(wh.catalog.views):
-            if stop.requested:
-                return
-            for result in wh.maintain(name, progress=lambda m: click.echo(m, err=True),
-                                      use_indexes=not no_index, verify_every=verify_every,
-                                      max_changes=max_changes):
-                if fmt == "json":
-                    echo_json(result.as_json())
-                else:
-                    click.echo(result.summary())
-                if result.diverged:
-                    diverged.append(result.name)
+        views = names or sorted(wh.catalog.views)
+        with Progress("maintain", total=len(views), echo=lambda m: click.echo(m, err=True)) as bar:
+            for name in views:
+                if stop.requested:
+                    return
+                for result in wh.maintain(name, progress=bar, use_indexes=not no_index, verify_every=verify_every,
+                                          max_changes=max_changes):
+                    bar.print(json.dumps(result.as_json(), ensure_ascii=False, default=str) if fmt == "json" else result.summary(), click.echo)
+                    if result.diverged:
+                        diverged.append(result.name)
+                bar.step()
 
     done = stop.repeat(one_round, every, rounds)
     if stop.requested:
@@ -574,7 +621,8 @@ def refresh(ctx: click.Context, name: str, full: bool) -> None:
 @click.pass_context
 def verify(ctx: click.Context, name: str, fmt: str) -> int:
     """Recompute view NAME at the base-table versions it reflects and compare (exit 1 if it differs)."""
-    result = open_warehouse(ctx).verify(name)
+    with Progress("verify") as bar:
+        result = open_warehouse(ctx).verify(name, progress=bar)
     if fmt == "json":
         echo_json(result.as_json())
     else:
@@ -583,17 +631,32 @@ def verify(ctx: click.Context, name: str, fmt: str) -> int:
 
 
 @cli.command()
+@click.option("--scale", type=click.IntRange(min=10), default=None, metavar="N",
+              help="Instead: generate devices/parts with N devices and N parts (10 parts per device), "
+                   "define the view of the thesis' Fig. 2.5b twice (strategies id and recompute), ingest "
+                   "one batch of price changes and compare the two maintenance runs' times.")
 @click.pass_context
-def demo(ctx: click.Context) -> None:
-    """Load the sample data, define the thesis' example views and print them."""
-    from idivm.demo import run_demo
+def demo(ctx: click.Context, scale: int | None) -> None:
+    """Load the sample data, define the thesis' example views, ingest a batch of Debezium change
+    events, maintain the views and show what changed, with the time beside a recomputation."""
+    from idivm.demo import run_demo, run_scale_demo
 
-    run_demo(open_warehouse(ctx), echo=click.echo)
+    wh = open_warehouse(ctx)
+    with Progress("demo") as bar:
+        def echo(text: str) -> None:
+            bar.print(text, click.echo)
+
+        if scale is None:
+            run_demo(wh, echo=echo, progress=bar)
+        else:
+            run_scale_demo(wh, scale, echo=echo, progress=bar)
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: set[str] = frozenset()) -> str:
-    """Columns aligned with two spaces between them; columns named in ``right`` are right-aligned."""
-    cells = [list(map(str, header))] + [[str(c) for c in r] for r in rows]
+    """Columns aligned with two spaces between them; columns named in ``right`` are right-aligned.
+    Cells are printed by :func:`idivm.display.format_value` (strings as they are, numbers without
+    binary noise)."""
+    cells = [list(map(str, header))] + [[format_value(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = []
     for r in cells:
@@ -628,11 +691,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # our bug, or a library failure we do not translate yet
         if state.debug:
             traceback.print_exc()
-        text = str(e).strip().splitlines()
-        detail = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
         hint = "" if state.debug else " (run with --debug for the traceback)"
-        click.echo(f"internal error: {detail}{hint}", err=True)
+        click.echo(f"internal error: {error_with_cause(e)}{hint}", err=True)
         return 1
+
+
+def error_with_cause(e: BaseException) -> str:
+    """``Type: first line of the message``, then ``; caused by Type: ...`` for the innermost cause:
+    Python's (``raise ... from``), or for an error of Spark's JVM the root of its Java causes."""
+    def line(kind: str, message: str | None) -> str:
+        text = (message or "").strip().splitlines()
+        return f"{kind}: {text[0].strip()}" if text else kind
+
+    own = line(type(e).__name__, str(e))
+    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)  # Py4JJavaError, pyspark's errors
+    root = None
+    try:
+        while java is not None:
+            root, java = java, java.getCause()
+        if root is not None:
+            cause = line(root.getClass().getSimpleName(), root.getMessage())
+            return own if cause.split(": ", 1)[-1] in own else f"{own}; caused by {cause}"
+    except Exception:  # the JVM is gone: its error is all there is
+        pass
+    inner = e
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    return own if inner is e else f"{own}; caused by {line(type(inner).__name__, str(inner))}"
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from idivm import types as T
 from idivm.errors import DataError, SemanticError, Span, SqlppSyntaxError
 from idivm.grammars import parse_text, read_grammar
-from idivm.storage.schema import BAD_NAME_CHARS
+from idivm.catalog import name_problem
 
 __all__ = ["LANGUAGES", "DeclaredSchema", "parse_schema", "read_schema", "path_text"]
 
@@ -354,9 +354,9 @@ def _collection(element: _Declared) -> _Declared:
 
 
 def _checked_name(name: str, span: Span) -> str:
-    if not name or set(name) & BAD_NAME_CHARS:
-        raise SemanticError(f"field name {name!r} is not allowed: names must be non-empty and contain none of: "
-                            "space , ; { } ( ) = . tab newline", span)
+    problem = name_problem(name, path_safe=False)
+    if problem is not None:
+        raise SemanticError(f"field name {name!r} is not allowed: {problem}", span)
     return name
 
 

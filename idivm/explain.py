@@ -112,9 +112,151 @@ class Explanation:
                if self.maps or self.no_maps else {}),
         }
 
+    def to_dot(self) -> str:
+        """The plan and the Δ-script as a Graphviz graph: each operator (with its IDs) below the
+        operators that read it, nested plans by dashed edges; each statement of the Δ-script
+        with the i-diffs, base-table states and caches it reads, the provenance indexes that
+        find its rows, and the view it writes; the maps' trigger program as a note."""
+        graph = DotGraph(self.view.name)
+        view_node = graph.node(f"view {self.view.name}\nIDs: " + ", ".join(n for _, n in self.provenance.view_ids),
+                               shape="box", style="bold")
+        nodes: dict[int, str] = {}
+
+        def operator(op: O.Operator, cluster: list[str]) -> str:
+            if id(op) in nodes:
+                return nodes[id(op)]
+            ids = self.provenance.ids.get(op)
+            label = _wrapped(describe(op)) + (f"\n{ids}" if ids is not None else "")
+            name = nodes[id(op)] = graph.node(label, shape="box", into=cluster)
+            for child in op.inputs():
+                if not isinstance(child, O.Ground):
+                    graph.edge(operator(child, cluster), name)
+            for plan in op.nested():
+                graph.edge(operator(plan, cluster), name, style="dashed", label="nested")
+            return name
+
+        plan_nodes: list[str] = []
+        graph.edge(operator(self.view.plan, plan_nodes), view_node, label="materializes")
+        graph.cluster("plan (IDs of each operator, thesis Table 2.1 / 2.6)", plan_nodes)
+        if self.script is not None:
+            script_nodes: list[str] = []
+            reads: dict[str, str] = {}
+            statements = []
+            for i, statement in enumerate(self.script.statements, 1):
+                node = graph.node(f"Δ{i} from {_wrapped(statement.origin)}\n{_wrapped(statement.describe())}",
+                                  shape="note",
+                                  into=script_nodes)
+                statements.append(node)
+                for read in statement.reads():
+                    if read not in reads:
+                        cache = any(c.name == read.split("@")[0] for c in self.script.caches)
+                        reads[read] = graph.node(("cache " if cache else "") + read,
+                                                 shape="cylinder" if cache else "ellipse", into=script_nodes)
+                    graph.edge(reads[read], node, label="reads")
+                graph.edge(node, view_node, label="writes", style="dotted")
+            from idivm.exec.indexes import read_by
+
+            for index in self.indexes.indexes if self.indexes is not None else ():
+                users = read_by(index, self.script.statements)
+                if users:
+                    node = graph.node(f"index {index}\n{self.index_notes.get(index, '')}", shape="cylinder",
+                                      into=script_nodes)
+                    for i in users:
+                        graph.edge(node, statements[i - 1], label="finds rows")
+            graph.cluster(f"Δ-script ({self.script.strategy}-based, thesis §2.4)", script_nodes)
+        else:
+            graph.node(f"no Δ-script: {self.no_script}", shape="plaintext")
+        if self.maps:
+            graph.node("higher-order delta maps:\n" + self.maps, shape="note")
+        return graph.text()
+
     def render(self, format: str = "text") -> str:
         if format == "json":
             return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
+        if format == "dot":
+            return self.to_dot()
         if format != "text":
             raise ValueError(f"unknown explain format {format!r}")
         return self.to_text()
+
+
+class DotGraph:
+    """A Graphviz digraph being written: nodes ``n0``, ``n1``, ... with quoted labels."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._nodes: list[str] = []
+        self._edges: list[str] = []
+        self._clusters: list[tuple[str, list[str]]] = []
+
+    def node(self, label: str, into: list[str] | None = None, **attributes: str) -> str:
+        name = f"n{len(self._nodes)}"
+        self._nodes.append(f"  {name} [{_attributes(label=label, **attributes)}];")
+        if into is not None:
+            into.append(name)
+        return name
+
+    def edge(self, tail: str, head: str, **attributes: str) -> None:
+        self._edges.append(f"  {tail} -> {head}" + (f" [{_attributes(**attributes)}]" if attributes else "") + ";")
+
+    def cluster(self, label: str, nodes: list[str]) -> None:
+        self._clusters.append((label, nodes))
+
+    def text(self) -> str:
+        clustered = {n for _, ns in self._clusters for n in ns}
+        lines = [f"digraph {_quoted(self.name)} {{", "  rankdir=BT;",
+                 '  node [fontname="Helvetica", fontsize=10];', '  edge [fontname="Helvetica", fontsize=9];']
+        by_name = {line.split()[0]: line for line in self._nodes}
+        for i, (label, names) in enumerate(self._clusters):
+            lines.append(f"  subgraph cluster_{i} {{")
+            lines.append(f"    {_attributes(label=label)};")
+            lines += ["  " + by_name[n] for n in names]
+            lines.append("  }")
+        lines += [line for line in self._nodes if line.split()[0] not in clustered]
+        lines += self._edges
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def _wrapped(text: str, width: int = 60) -> str:
+    """``text`` in lines of at most about ``width`` characters."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)) or text
+
+
+def _quoted(text: str) -> str:
+    """A DOT string: backslashes and quotes escaped, line breaks as DOT's ``\\n``."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{out}"'
+
+
+def _attributes(**attributes: str) -> str:
+    return ", ".join(f"{k}={_quoted(v)}" for k, v in attributes.items())
+
+
+#: the picture formats Graphviz's ``dot`` draws a DOT graph in
+PICTURE_FORMATS = ("svg", "png")
+
+GRAPHVIZ_MISSING = ("drawing needs Graphviz's 'dot' program: install Graphviz (e.g. 'apt-get install graphviz'), "
+                    "or print the graph with --format dot")
+
+
+def draw(dot: str, format: str) -> bytes:
+    """The DOT graph ``dot`` drawn by Graphviz's ``dot`` as ``format`` (svg, png).  Raises
+    :class:`SetupError` when Graphviz is not installed."""
+    import shutil
+    import subprocess
+
+    from idivm.errors import InternalError, SetupError
+
+    if format not in PICTURE_FORMATS:
+        raise ValueError(f"unknown picture format {format!r}")
+    program = shutil.which("dot")
+    if program is None:
+        raise SetupError(GRAPHVIZ_MISSING)
+    done = subprocess.run([program, f"-T{format}"], input=dot.encode("utf-8"), capture_output=True)
+    if done.returncode != 0:
+        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise InternalError(f"Graphviz failed to draw the plan: {reason[0] if reason else done.returncode}")
+    return done.stdout

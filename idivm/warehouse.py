@@ -229,17 +229,21 @@ class Warehouse:
     ``idivm.storage.spark.get_session(spark_master)``.  ``storage`` is the engine that writes
     what Spark computes (``delta-rs``, ``delta-spark``, ``delta-spark-dv``; default
     ``$IDIVM_STORAGE``, else ``delta-rs`` on a local master and ``delta-spark-dv`` on a cluster;
-    see :func:`idivm.storage.delta.engine`).
+    see :func:`idivm.storage.delta.engine`).  ``spark_log``: a file the Java driver's standard
+    error (Spark's log) goes to when this warehouse starts the session, instead of this
+    process's standard error.
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, spark: "SparkSession | None" = None,
-                 spark_master: str | None = None, storage: str | None = None):
+                 spark_master: str | None = None, storage: str | None = None,
+                 spark_log: str | os.PathLike | None = None):
         self.path = Path(path if path is not None else os.environ.get(WAREHOUSE_ENV) or DEFAULT_WAREHOUSE).absolute()
         #: the storage engine of what Spark computes (:func:`idivm.storage.delta.engine`)
         self.storage = delta.engine(storage, spark.sparkContext.master if spark is not None else
                                     resolve_master(spark_master))
         self._spark = spark
         self._spark_master = spark_master
+        self._spark_log = Path(spark_log) if spark_log is not None else None
         Catalog.load(self.path)  # fail early on a corrupt catalog or a path that is a file
 
     def __repr__(self) -> str:
@@ -251,7 +255,7 @@ class Warehouse:
         if self._spark is None:
             from idivm.storage.spark import get_session
 
-            self._spark = get_session(self._spark_master)
+            self._spark = get_session(self._spark_master, jvm_log=self._spark_log)
         return self._spark
 
     @property
@@ -369,37 +373,62 @@ class Warehouse:
         return delta.read_spark(self.spark, path, version, engine=self.storage)
 
     def ingest(self, table: str, source: str | os.PathLike, format: str = "debezium",
-               strict: bool = False) -> "IngestResult":
+               strict: bool = False, evolve: bool = False,
+               progress: Callable[[str], None] | None = None) -> "IngestResult":
         """Apply the changes of ``source`` to base table ``table``: a file (JSON Lines), a
         directory (its files in name order), ``-`` (standard input) or a Kafka topic
         (``kafka://HOST:PORT/TOPIC``, read by the consumer group ``idivm.<table>``); each file,
         or each partition's new messages, one commit.
 
         ``format`` is ``debezium`` (Debezium change events, bare or in the
-        Kafka Connect envelope) or ``rows`` (whole rows are upserts, a line
-        ``{"__delete": {<key columns>}}`` deletes); see :mod:`idivm.ingest`.
+        Kafka Connect envelope), ``rows`` (whole rows are upserts, a line
+        ``{"__delete": {<key columns>}}`` deletes) or ``idiff`` (i-diffs of rows in
+        the package's JSON encoding, updates by path of nested elements included);
+        see :mod:`idivm.ingest`.
         A file already ingested (the same bytes) is skipped.  Bad records go
         to the table's quarantine (:meth:`quarantined`, :meth:`retry_quarantined`)
         with their ``file:line`` and reason, and the valid ones are applied;
         ``strict``: a bad record raises :class:`DataError` naming ``file:line``
         and nothing of its file is applied.  Columns the table does not have
-        raise in either case.  A file without changes commits nothing.  Needs
-        no Spark.
+        (schema drift) raise in either case, unless ``evolve``: then the batch's commit adds
+        them to the table, nullable (the rows before it have nulls there), each typed from its
+        values in the batch as ``create_table`` types a file's columns, and the catalog's
+        schema of the table follows; views defined before do not read them, views defined
+        after may.  A file without changes commits nothing.  Needs no Spark.
+        ``progress`` is told of each batch applied.
         """
         from idivm.ingest import ingest_feed
 
         catalog = self.catalog
         entry = catalog.table(table)
-        return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key), format=format,
-                           element_keys=entry.element_keys, strict=strict, table=table,
-                           declared=declared_schema(entry))
+        try:
+            return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key),
+                               format=format, element_keys=entry.element_keys, strict=strict, table=table,
+                               evolve=evolve, progress=progress, declared=declared_schema(entry))
+        finally:
+            self._follow_table_schema(table)
+
+    def _follow_table_schema(self, table: str) -> None:
+        """Add to the catalog's schema of base table ``table`` the columns its Delta table has
+        and the catalog lacks (added by ``ingest --evolve``; also after a crash between the
+        commit that added them and the catalog's save)."""
+        import pyarrow as pa
+
+        catalog = self.catalog
+        entry = catalog.table(table)
+        stored = delta.schema(catalog.path_of(entry))
+        added = [f for f in stored if f.name not in entry.schema.names]
+        if not added:
+            return
+        schema = T.TupleType((*entry.schema.fields, *idivm_schema(pa.schema(added), table).fields))
+        catalog.update_table(replace(entry, schema=schema))
+        catalog.save()
 
     def _quarantine(self, table: str) -> "Quarantine":
-        from idivm.catalog import QUARANTINE_DIR
         from idivm.ingest import Quarantine
 
-        self.catalog.table(table)
-        return Quarantine(self.catalog.root / QUARANTINE_DIR / table)
+        catalog = self.catalog
+        return Quarantine(catalog.quarantine_path(catalog.table(table)))
 
     def quarantined(self, table: str) -> "pa.Table":
         """The records of base table ``table`` that ingest quarantined: ``origin`` (the batch's
@@ -421,7 +450,8 @@ class Warehouse:
 
     # --- views -----------------------------------------------------------------------------------
 
-    def define(self, text_or_path: str | os.PathLike, strategy: str = "auto", *, replace: bool = False) -> "ViewInfo":
+    def define(self, text_or_path: str | os.PathLike, strategy: str = "auto", *, replace: bool = False,
+               progress: Callable[[str], None] | None = None) -> "ViewInfo":
         """Plan and materialize the view of a ``CREATE VIEW`` text (or a ``.sqlpp`` file).
 
         ``strategy`` is how :meth:`maintain` keeps it fresh: ``id`` (ID-based i-diffs,
@@ -439,7 +469,7 @@ class Warehouse:
         is materialized beside the old one (``views/<name>.<generation>``), and the catalog
         switched to it in one atomic save; only then are the old one's files removed.  Until
         the switch the old view stays whole and readable (a crash leaves it, and the new
-        files, which no entry points to, are removed by the next drop or replace of the view).
+        files, which no entry points to, are removed by the next drop or replace of the view).  ``progress`` is told of each step.
         """
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
@@ -448,6 +478,8 @@ class Warehouse:
         text, filename = sqlpp_source(text_or_path)
         replace = replace or parse_view(text, filename).replace
         catalog = self.catalog
+        if progress:
+            progress(f"{filename or 'view'}: planning")
         program = programs.compile_program(catalog, text, filename, strategy, strict=True)
         view_name, script = program.name, program.script
         replaced = catalog.views.get(view_name) if replace else None
@@ -456,6 +488,8 @@ class Warehouse:
             rel = catalog.new_view_path(view_name)
         else:
             rel = catalog.new_view_path(view_name, generation=uuid.uuid4().hex[:12])
+        if progress:
+            progress(f"{view_name}: materializing")
         writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
         entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
@@ -478,7 +512,8 @@ class Warehouse:
             if script is not None and script.strategy == "id":
                 # the global provenance indexes (§2.15), from the view just written; a crash
                 # before they land leaves them to the next maintenance run, which builds them
-                self._runtime.build_indexes(program, self.catalog.path_of(self.catalog.view(view_name)), metadata)
+                self._runtime.build_indexes(program, self.catalog.path_of(self.catalog.view(view_name)), metadata,
+                                            progress)
         return self.view_info(view_name)
 
     def maintain(self, name: str | None = None, *, progress: Callable[[str], None] | None = None,
@@ -536,9 +571,14 @@ class Warehouse:
         started = time.monotonic()
         return MaintenanceResult.of(name, self._runtime.refresh(self.catalog, name), started)
 
-    def verify(self, name: str, limit: int = 5) -> "Verification":
+    def verify(self, name: str, limit: int = 5, progress: Callable[[str], None] | None = None) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the base-table versions it
-        reflects) and compare it with the stored view, hidden IDs included, as bags."""
+        reflects) and compare it with the stored view, hidden IDs included, as bags.
+        ``progress`` is told of each comparison."""
+        def step(message: str) -> None:
+            if progress:
+                progress(message)
+
         from idivm.exec.materialize import tables_read
 
         catalog = self.catalog
@@ -554,6 +594,7 @@ class Warehouse:
             for cache in program.script.caches if program.script is not None else ():
                 cpath = catalog.root / entry.extra["caches"][cache.name]
                 at = view_watermark(cpath)
+                step(f"{name}: comparing cache {cache.name} with its recomputation")
                 caches.append(self._compare(cache.name, self._runtime.evaluate_at(catalog, cache.plan, at), cpath, None,
                                             at, limit, "cache"))
         if program.maps is not None:
@@ -564,11 +605,21 @@ class Warehouse:
             reflected = commit_json(catalog.path_of(entry), "idivm.maps") or {}
             expected = initial_maps(self.spark, program.maps, self._runtime.reader(catalog, watermark))
             for m, rel in sorted(entry.extra.get("maps", {}).items()):
+                step(f"{name}: comparing map {m} with its recomputation")
                 caches.append(self._compare(f"{name}.{m}", expected[m], catalog.root / rel, reflected.get(m),
                                             watermark, limit, "map"))
+        step(f"{name}: comparing the view with its recomputation")
         own = self._compare(name, self._runtime.evaluate_at(catalog, prov.plan, watermark), catalog.path_of(entry),
                             None, watermark, limit)
         return replace(own, caches=tuple(caches))
+
+    def recomputed(self, name: str) -> "DataFrame":
+        """View ``name`` computed from scratch from its base tables at the versions it reflects
+        (its watermark), hidden IDs included: what :meth:`verify` compares the view with."""
+        catalog = self.catalog
+        entry = catalog.view(name)
+        program = programs.load_program(catalog, entry)
+        return self._runtime.evaluate_at(catalog, program.prov.plan, view_watermark(catalog.path_of(entry), entry))
 
     def _compare(self, name: str, expected: "DataFrame", path: Path, version: int | None,
                  watermark: Mapping[str, int], limit: int, kind: str = "view") -> "Verification":
@@ -732,8 +783,6 @@ class Warehouse:
         catalog entries in one save of the catalog, then their files.  A crash between the two
         leaves files no entry points to (which a later ``define`` of that name replaces), never
         an entry pointing to removed files."""
-        from idivm.catalog import QUARANTINE_DIR
-
         kind = "table" if name in catalog.tables else "view"
         dependents = catalog.dependents(name)
         if dependents and not cascade:
@@ -749,7 +798,8 @@ class Warehouse:
             catalog.drop_view(name)
             files += catalog.view_files(name)
         else:
-            files += [catalog.path_of(catalog.drop_table(name)), catalog.root / QUARANTINE_DIR / name]
+            quarantine = catalog.quarantine_path(catalog.table(name))
+            files += [catalog.path_of(catalog.drop_table(name)), quarantine]
         catalog.save()
         for f in files:
             shutil.rmtree(f, ignore_errors=True)

@@ -280,3 +280,29 @@ def test_bsma_updates_replayed_in_duckdb_and_the_views_run(tmp_path):
         twin.recompute(f"duckdb_{view}", duck.relational_sql(bsma.view_text(view)))
         (rows,) = twin.con.execute(f"SELECT count(*) FROM duckdb_{view}").fetchone()
         assert rows > 0, view
+
+
+def test_plots_are_drawn_from_a_results_file(tmp_path):
+    """``python -m benchmarks plot``: a PNG per workload, view and axis from results.json alone."""
+    pytest.importorskip("matplotlib")
+    import importlib.util
+    import json
+
+    summary = [{"workload": "tpch", "view": v, "point": {"orders": 100, "sf": sf}, "strategy": s,
+                "median_s": seconds}
+               for v in ("tpch_q1", "tpch_q3")
+               for sf, times in ((0.1, (1.0, 0.3, 0.02)), (1.0, (2.0, 0.7, 0.1)))
+               for s, seconds in zip(("id", "recompute", "duckdb"), times)]
+    results = {"suite": "python -m benchmarks run", "summary": summary,
+               "plans": {"tpch": {"default": {"orders": 100, "sf": 0.1},
+                                  "axes": [{"name": "sf", "label": "TPC-H scale factor", "values": [0.1, 1.0],
+                                            "log_x": True}]}}}
+    file = tmp_path / "results.json"
+    file.write_text(json.dumps(results), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("benchmarks_main", BENCHMARKS / "__main__.py")
+    command = sys.modules["benchmarks_main"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(command)
+    assert command.main(["plot", str(file), "--out", str(tmp_path / "plots")]) == 0
+    pictures = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert pictures == ["tpch-tpch_q1-sf.png", "tpch-tpch_q3-sf.png"]
+    assert all((tmp_path / "plots" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pictures)

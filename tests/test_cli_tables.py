@@ -69,7 +69,7 @@ def test_warehouse_from_environment(capsys, tmp_path, users, monkeypatch):
     (["table", "create", "u", "--key", "nope", "--from", "{users}"], "key column nope not found"),
     (["table", "create", "u", "--key", "user_id", "--from", "{tmp}/missing.jsonl"], "no such file"),
     (["table", "create", "u", "--key", "user_id", "--from", "{tmp}/x.xml"], "cannot infer the format"),
-    (["table", "create", "bad name", "--key", "user_id", "--from", "{users}"], "invalid table name"),
+    (["table", "create", "../bad", "--key", "user_id", "--from", "{users}"], "invalid table name"),
     (["table", "create", "u", "--key", "", "--from", "{users}"], "needs a key"),
 ])
 def test_idivm_errors_exit_1_with_one_line(capsys, tmp_path, users, args, expected):

@@ -1,4 +1,4 @@
-"""The `idivm` command end to end on views: define, show, explain, demo, and its errors.
+"""The `idivm` command end to end on views: define, show, explain, and its errors (demo: test_demo.py).
 
 Commands run in-process through ``idivm.cli.main`` (they reuse the test run's
 SparkSession); two checks run the console script in a subprocess, on paths that
@@ -174,33 +174,6 @@ def test_explain_by_name_and_by_file(run, wh, tmp_path):
     assert stored.search(by_name) and not stored.search(out)
     assert strategy.search(by_name) and not strategy.search(out)
     assert strategy.sub("", stored.sub("    ", by_name)) == out
-
-
-# --- demo ------------------------------------------------------------------------------------------
-
-def test_demo_prints_the_three_views(run, tmp_path):
-    code, out, err = run("--warehouse", tmp_path / "demo", "demo")
-    assert (code, err) == (0, "")
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("  {")]
-    parts = [r for r in rows if set(r) == {"did", "pid", "price"}]
-    costs = {r["did"]: r["cost"] for r in rows if set(r) == {"did", "cost"}}
-    reviews = {r["business_id"]: r["full_reviews"] for r in rows if set(r) == {"business_id", "full_reviews"}}
-    assert len(parts) + len(costs) + len(reviews) == len(rows)
-    # phones are devices 1, 2, 4 and 8, each with three parts (samples/devices)
-    assert sorted(r["did"] for r in parts) == [1, 1, 1, 2, 2, 2, 4, 4, 4, 8, 8, 8]
-    assert {(r["pid"], r["price"]) for r in parts if r["did"] == 1} == {(1, 48.02), (7, 9.69), (10, 65.92)}
-    assert set(costs) == {1, 2, 4, 8}
-    assert costs[1] == pytest.approx(48.02 + 9.69 + 65.92)
-    assert costs[4] == pytest.approx(99.85 + 9.69 + 97.07)
-    # San Francisco businesses of samples/yelp: b000001 (3 reviews), b000002 (9), b000005 (none)
-    assert {b: len(r) for b, r in reviews.items()} == {"b000001": 3, "b000002": 9, "b000005": 0}
-    first = {r["review_id"]: r for r in reviews["b000001"]}
-    assert set(first) == {"r0000001", "r0000002", "r0000003"}
-    assert first["r0000001"]["user_name"] == "Olga" and first["r0000001"]["stars"] == 2
-    assert first["r0000003"]["user_name"] == "Mateo"
-
-    again = run("--warehouse", tmp_path / "demo", "demo")  # reuses the tables and views
-    assert again[0] == 0 and "table devices: exists" in again[1]
 
 
 # --- errors ----------------------------------------------------------------------------------------

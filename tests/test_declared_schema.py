@@ -73,8 +73,9 @@ def test_ddl_open_and_closed_at_the_top_and_asterixdb_field_syntax():
 
 
 def test_ddl_names_and_openness():
-    d = parse_schema("open { id bigint, closed {a int}, open int }")
-    assert d.arrow == fields(("id", pa.int64()), ("closed", pa.struct([("a", pa.int32())])), ("open", pa.int32()))
+    d = parse_schema("open { id bigint, closed {a int}, open int, `unit price` double, `a.b` int }")
+    assert d.arrow == fields(("id", pa.int64()), ("closed", pa.struct([("a", pa.int32())])), ("open", pa.int32()),
+                             ("unit price", pa.float64()), ("a.b", pa.int32()))
     assert d.open_records == frozenset({"", "closed"})
     assert d.summary() == "DDL, open; open records inside: closed"
 
@@ -89,7 +90,8 @@ def test_ddl_names_and_openness():
     ("id BIGINT, tags ARRAY", "schema:1:17: ARRAY needs its element type, e.g. ARRAY<STRING>", 17),
     ("id BIGINT, tags LIST<INT>", "schema:1:17: LIST<...> is not a type", 17),
     ("id BIGINT, Id STRING", "schema:1:12: field 'Id' declared twice (as 'id'; names differ only in case)", 12),
-    ("id BIGINT, `a.b` INT", "schema:1:12: field name 'a.b' is not allowed", 12),
+    ("id BIGINT, __row INT", "schema:1:12: field name '__row' is not allowed: names starting with '__' are "
+                             "reserved", 12),
     ("id BIGINT, x {{INT", "schema:1:19: unexpected end of the schema; expected '}'", 19),
 ])
 def test_ddl_errors_are_one_line_with_their_position(text, message, column):

@@ -359,3 +359,92 @@ def test_debezium_logical_types_of_decimals_and_times(tmp_path):
     assert rows[3]["price"] == d("12.30") and rows[3]["ratio"] == 2.5
     (q,) = wh.quarantined("m").to_pylist()
     assert q["line"] == 4 and "column 'ratio' (double) expects a number" in q["reason"]
+
+
+# --- schema evolution (ingest --evolve) ----------------------------------------------------------
+
+DRIFT = [event("c", after={"id": 4, "name": "dee", "email": "d@x", "age": 40}),
+         event("u", before={"id": 1}, after={**BASE[0], "email": "a@x"}),
+         event("c", after={"id": 5, "name": "eve", "age": 7})]
+
+
+def test_drift_is_an_error_naming_the_columns_and_evolve_adds_them_in_one_commit(wh, tmp_path):
+    path = write(tmp_path, "drift.jsonl", DRIFT)
+    with pytest.raises(DataError, match=r"^drift.jsonl: columns 'email' \(line 1\), 'age' \(line 1\) not in the "
+                                        r"table .*ingest --evolve adds them"):
+        wh.ingest("users", path)
+    assert version(wh) == 0
+    result = wh.ingest("users", path, evolve=True)
+    assert (result.inserted, result.updated, result.version, result.added) == (2, 1, 1, ("email", "age"))
+    schema = delta.schema(wh.table_path("users"))
+    # after the columns there were (delta-rs adds them in an order of its own)
+    assert sorted((f.name, str(f.type), f.nullable) for f in list(schema)[4:]) == [("age", "int64", True),
+                                                                             ("email", "string", True)]
+    info = wh.table_info("users")
+    assert info.schema.names[:4] == ("id", "name", "tags", "hours")
+    assert set(info.schema.names[4:]) == {"email", "age"} and len(info.schema.names) == 6
+    assert str(info.schema.field("age")) == str(wh.table_info("users").schema.field("id"))  # both integers
+    got = {r["id"]: (r["email"], r["age"]) for r in content(wh)}
+    assert got == {1: ("a@x", None), 2: (None, None), 3: (None, None), 4: ("d@x", 40), 5: (None, 7)}
+    # the evolved table takes the new columns like any other, with or without --evolve
+    again = write(tmp_path, "more.jsonl", [event("u", before={"id": 2}, after={"id": 2, "name": "bob", "age": 9})])
+    assert wh.ingest("users", again).updated == 1
+    assert {r["id"]: r["age"] for r in content(wh)}[2] == 9
+
+
+@pytest.mark.parametrize("after, problem", [
+    ({"id": 9, "nothing": None}, "new column 'nothing' is null in every record"),
+    ({"id": 9, "__idivm_x": 1}, "column name '__idivm_x' is not allowed: names starting with '__' are reserved"),
+    ({"id": 9, "bad\tname": 1}, "control characters"),
+])
+def test_evolve_refuses_columns_it_cannot_type_or_name(wh, tmp_path, after, problem):
+    path = write(tmp_path, "drift.jsonl", [event("c", after=after)])
+    with pytest.raises(DataError) as info:
+        wh.ingest("users", path, evolve=True)
+    assert problem in info.value.one_line() and "\n" not in info.value.one_line()
+    assert version(wh) == 0 and wh.table_info("users").schema.names == ("id", "name", "tags", "hours")
+
+
+def test_evolve_types_conflicting_values_as_an_error(wh, tmp_path):
+    path = write(tmp_path, "drift.jsonl", [event("c", after={"id": 8, "x": 1}), event("c", after={"id": 9, "x": "a"})])
+    with pytest.raises(DataError, match="column 'x' is an integer at one of its records but a string"):
+        wh.ingest("users", path, evolve=True)
+    assert version(wh) == 0
+
+
+def test_cli_ingest_evolve(capsys, wh, tmp_path):
+    path = write(tmp_path, "drift.jsonl", DRIFT)
+    code, out, err = run(capsys, "--warehouse", str(wh.path), "ingest", "users", str(path))
+    assert code == 1 and "ingest --evolve adds them" in err
+    code, out, err = run(capsys, "--warehouse", str(wh.path), "ingest", "users", str(path), "--evolve")
+    assert (code, err) == (0, "")
+    assert out == ("ingested 3 changes from drift.jsonl into users: 2 inserted, 1 updated, 0 deleted; "
+                   "added columns 'email', 'age'; version 1\n")
+
+
+def test_views_over_an_evolved_table_stay_equal_to_their_recomputation(make_warehouse, tmp_path):
+    wh = make_warehouse()
+    wh.create_table("users", "id", BASE, element_keys={"hours": "day"})
+    wh.define("CREATE VIEW days AS SELECT u.id, u.name, (SELECT h.day FROM u.hours AS h WHERE h.open > 9) AS late "
+              "FROM users AS u", strategy="id")
+    wh.define("CREATE VIEW names AS SELECT u.id, u.name FROM users AS u WHERE u.id > 1", strategy="tuple")
+    wh.ingest("users", write(tmp_path, "drift.jsonl", [
+        *DRIFT, event("u", before={"id": 2}, after={**BASE[1], "hours": [{"day": "tue", "open": 12}], "age": 3})]),
+        evolve=True)
+    for result in wh.maintain():
+        assert result.version is not None
+    for name in ("days", "names"):
+        assert wh.verify(name).ok
+    assert sorted((r["id"], r["name"], sorted(e["day"] for e in r["late"])) for r in wh.rows("days")) == [
+        (1, "ann", []), (2, "bob", ["tue"]), (3, "cy", []), (4, "dee", []), (5, "eve", [])]
+    # a view defined after the evolving ingest reads the new columns
+    wh.define("CREATE VIEW ages AS SELECT u.id, u.age, u.email FROM users AS u WHERE u.age IS NOT NULL",
+              strategy="id")
+    assert sorted((r["id"], r["age"], r["email"]) for r in wh.rows("ages")) == [(2, 3, None), (4, 40, "d@x"),
+                                                                                  (5, 7, None)]
+    wh.ingest("users", write(tmp_path, "more.jsonl", [event("u", before={"id": 1}, after={**BASE[0], "age": 1}),
+                                                      event("d", before={"id": 4})]))
+    wh.maintain()
+    for name in ("days", "names", "ages"):
+        assert wh.verify(name).ok, wh.verify(name).summary()
+    assert sorted((r["id"], r["age"]) for r in wh.rows("ages")) == [(1, 1), (2, 3), (5, 7)]

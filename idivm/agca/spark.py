@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from idivm.agca.gmr import GMR, AgcaError
 from idivm.agca.terms import COMPARISONS, EPSILON, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs
 from idivm.agca.viewlet import Program
+from idivm.storage.delta.merge import quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,7 +36,7 @@ def col(name: str) -> "Column":
     """The column of a variable (any name: backquoted)."""
     from pyspark.sql import functions as F
 
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(quoted(name))
 
 
 def summed(parts: Sequence["DataFrame"], keys: Sequence[str] | None = None) -> "DataFrame":
@@ -216,5 +217,5 @@ def from_gmr(spark: "SparkSession", gmr: GMR, variables: Sequence[str]) -> "Data
 
     rows = [{**dict(t), M: float(m)} for t, m in gmr.items()]
     if not rows:
-        return spark.createDataFrame([], f"{', '.join(f'`{v}` bigint' for v in variables)}{', ' if variables else ''}{M} double")
+        return spark.createDataFrame([], f"{''.join(f'{quoted(v)} bigint, ' for v in variables)}{quoted(M)} double")
     return spark.createDataFrame(pa.Table.from_pylist(rows)).select(*[col(v) for v in variables], col(M))

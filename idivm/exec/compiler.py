@@ -340,10 +340,10 @@ class PlanCompiler:
         renamed = res.select(*[col(v).alias(p) for v, p in zip(free, params)],
                              *[col(c) for c in res.columns if c not in free])
         if params:
-            cond = all_true([keyed[p].eqNullSafe(renamed[p]) for p in params])
+            cond = all_true([keyed[quoted(p)].eqNullSafe(renamed[quoted(p)]) for p in params])
             joined = keyed.join(renamed, cond, how)
-            return joined.select(*[keyed[c] for c in keyed.columns if c not in params],
-                                 *[renamed[c] for c in renamed.columns if c not in params])
+            return joined.select(*[keyed[quoted(c)] for c in keyed.columns if c not in params],
+                                 *[renamed[quoted(c)] for c in renamed.columns if c not in params])
         return keyed.crossJoin(renamed) if how == "inner" else keyed.join(renamed, F.lit(True), how)
 
     # ------------------------------------------------------------------ binary operators

@@ -45,7 +45,7 @@ from idivm.provenance.ids import HIDDEN, PROV_FIELD
 from idivm.exec.patches import NEW, ElementPatch
 from idivm.storage.delta import Patch, Patching, distinct_rows, key_mask, quoted
 from idivm.storage.schema import arrow_schema
-from idivm.storage.spark import Caches, is_local, local_rows, to_arrow
+from idivm.storage.spark import Caches, by_name, is_local, local_rows, to_arrow
 from idivm.script import (
     ELEMENT, KEYS, NESTED_KINDS, POST_ROWS, PRE_FIELD, PRE_ROWS, UPDATES, DeltaScript, DiffRef, ElementDiffs,
     StateRef, Statement, TableDiffs,
@@ -271,21 +271,21 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
             progress(f"Δ{i} from {s.origin}: {s.kind}")
         if s.kind == "replace":
             if s.pre_rows is not None:
-                deletes.append(compiler.evaluate(s.pre_rows).select(*ids))
+                deletes.append(compiler.evaluate(s.pre_rows).select(*by_name(ids)))
             elif s.keys is None:
-                deletes.append(view.select(*ids))
+                deletes.append(view.select(*by_name(ids)))
             else:
                 keys = _bound_keys(spark, compiler, s)
                 if keys is None:
                     continue
                 # keys of whole IDs name the rows to delete themselves (a key no row has deletes
                 # nothing); partial ones name the rows that have them
-                deletes.append(keys.select(*ids) if set(s.on) == set(ids) else
+                deletes.append(keys.select(*by_name(ids)) if set(s.on) == set(ids) else
                                _rows_named(view, read_view, keys, s.on, ids))
-            inserts.append(compiler.evaluate(s.rows).select(*columns))
+            inserts.append(compiler.evaluate(s.rows).select(*by_name(columns)))
         else:
             rewrites.append(s)
-    spark_empty = view.select(*ids).where(F.lit(False))  # an empty relation: read by no job
+    spark_empty = view.select(*by_name(ids)).where(F.lit(False))  # an empty relation: read by no job
     # the IDs of the rows to delete: computed once (in memory when few), for the rewrite and the caller
     deleted_ids, deleted = _distinct_ids(spark, compiler.cached, deletes, spark_empty)
     inserted = _union(inserts, view.where(F.lit(False)))
@@ -323,14 +323,14 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
                 q = _element_map(s, q, view)
             elif s.kind == "nested_replace":
                 elements = compiler.cached.computed(compiler.evaluate(s.rows))[1]
-                rows_of = elements.select(*s.on)
+                rows_of = elements.select(*by_name(s.on))
                 if by_id:
-                    rows_of = rows_of.unionByName(q.select(*s.on))
+                    rows_of = rows_of.unionByName(q.select(*by_name(s.on)))
                 named_by.append(_rows_named(view, read_view, rows_of, s.on, ids))
                 q = (_element_keys(s, q, view), elements)
             queries.append((s, q))
             if not by_id:
-                named_by.append((found if found is not None else _named(view, s, q)).select(*ids))
+                named_by.append((found if found is not None else _named(view, s, q)).select(*by_name(ids)))
         # the IDs of the rows to rewrite are few: computed first, they restrict the read of the
         # view's rows (whole, with their bags) to the pages whose statistics may hold them
         named, only, values = _named_ids(_union(named_by, spark_empty).distinct(), compiler.cached)
@@ -338,7 +338,7 @@ def evaluate(spark: SparkSession, script: DeltaScript, diffs: BaseDiffs,
         rows = _match(kept, named, ids, "left_semi")
         for s, q in queries:
             rows = _REWRITES[s.kind](rows, s, q)
-        rewritten = rows.select(*columns)
+        rewritten = rows.select(*by_name(columns))
     upserts = inserted if rewritten is None else inserted.unionByName(rewritten)
     return ViewChanges(upserts, deleted, compiler.cached, deleted_rows=deleted_ids)
 
@@ -438,7 +438,7 @@ def _rows_named(view: DataFrame, read_view: Callable[[str, list], DataFrame] | N
                 on: Sequence[str], ids: Sequence[str]) -> DataFrame:
     """The ID columns of the view rows whose columns ``on`` take the values of a row of
     ``names`` (read from the files that may hold them, :func:`_holding`)."""
-    return _match(_holding(view, read_view, names, on, ids), names, on, "left_semi").select(*ids)
+    return _match(_holding(view, read_view, names, on, ids), names, on, "left_semi").select(*by_name(ids))
 
 
 def _holding(view: DataFrame, read_view: Callable[[str, list], DataFrame] | None, names: DataFrame,
@@ -505,7 +505,7 @@ def _named(rows: DataFrame, s: Statement, q) -> DataFrame:
     elements)."""
     names = q if s.kind == "nested_update" else q[0]
     hit = F.exists(F.col(quoted(s.path)), lambda e: _names(s, e))
-    return rows.crossJoin(names).filter(hit).select(*rows.columns)
+    return rows.crossJoin(names).filter(hit).select(*by_name(rows.columns))
 
 
 def _names(s: Statement, e) -> Column:
@@ -534,7 +534,7 @@ def _replace_elements(rows: DataFrame, s: Statement, q: tuple[DataFrame, DataFra
     grouped = elements.groupBy(*[F.col(quoted(c)) for c in s.on]).agg(
         F.collect_list(F.col(quoted(ELEMENT)).cast(bag.elementType)).alias(new))
     r = grouped.select(*[F.col(quoted(c)).alias(f"__q_{c}") for c in s.on], new)
-    cond = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(r[f"__q_{c}"]) for c in s.on])
+    cond = reduce(lambda a, b: a & b, [rows[quoted(c)].eqNullSafe(r[quoted(f"__q_{c}")]) for c in s.on])
     joined = rows.join(r, cond, "left").crossJoin(keys)
     old = F.col(quoted(s.path))
     kept = F.filter(old, lambda e: ~_names(s, e))
@@ -615,7 +615,7 @@ def _rewrite(rows: DataFrame, s: Statement, q: DataFrame) -> DataFrame:
     matched = "__idivm_matched"
     q2 = q.withColumn(matched, F.lit(True))
     renamed = q2.select(*[F.col(quoted(c)).alias(f"__q_{c}") for c in q2.columns])
-    cond = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(renamed[f"__q_{c}"]) for c in s.on]) if s.on else F.lit(True)
+    cond = reduce(lambda a, b: a & b, [rows[quoted(c)].eqNullSafe(renamed[quoted(f"__q_{c}")]) for c in s.on]) if s.on else F.lit(True)
     joined = rows.join(renamed, cond, "left")
     hit = F.col(f"__q_{matched}").isNotNull()
     out = []
@@ -644,7 +644,7 @@ def _match(left: DataFrame, right: DataFrame, cols, how: str) -> DataFrame:
     cols = list(cols)
     types = {c: _comparable(left.schema[c].dataType, right.schema[c].dataType) for c in cols}
     r = right.select(*[_cast(F.col(quoted(c)), types[c]).alias(f"__r_{c}") for c in cols])
-    cond = reduce(lambda a, b: a & b, [_cast(left[c], types[c]).eqNullSafe(r[f"__r_{c}"]) for c in cols]) \
+    cond = reduce(lambda a, b: a & b, [_cast(left[quoted(c)], types[c]).eqNullSafe(r[quoted(f"__r_{c}")]) for c in cols]) \
         if cols else F.lit(True)
     return left.join(r, cond, how)
 

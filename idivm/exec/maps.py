@@ -41,6 +41,7 @@ from idivm.agca.spark import M, col as _col, compile_term, summed, unit
 from idivm.agca.terms import EPSILON as ZERO, atoms, map_refs
 from idivm.agca.translate import COUNT, AggregateCore, Untranslatable, translate_group_by
 from idivm.algebra import operators as O
+from idivm.storage.delta.merge import quoted
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -268,7 +269,7 @@ def _matched(left: "DataFrame", right: "DataFrame", on: Sequence[str], how: str)
     renamed = right.select(*[_col(c).alias(f"{c}_r") if c in on else _col(c) for c in right.columns])
     condition = None
     for c in on:
-        same = left[f"`{c}`"].eqNullSafe(renamed[f"`{c}_r`"])
+        same = left[quoted(c)].eqNullSafe(renamed[quoted(f"{c}_r")])
         condition = same if condition is None else condition & same
     joined = left.join(renamed, condition, how) if condition is not None else left.crossJoin(renamed)
     return joined.drop(*[f"{c}_r" for c in on]) if how != "left_semi" else joined

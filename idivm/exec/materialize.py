@@ -12,7 +12,7 @@ import decimal
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -63,9 +63,10 @@ def _has_hidden(dtype: ST.DataType) -> bool:
     return False
 
 
-def user_visible(df: DataFrame) -> DataFrame:
-    """Drop hidden columns and hidden fields of nested tuples."""
-    return df.select(*[_visible(F.col(quoted(f.name)), f.dataType).alias(f.name)
+def user_visible(df: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
+    """Drop hidden columns (but those named in ``keep``, first) and hidden fields of nested tuples."""
+    return df.select(*[F.col(quoted(c)) for c in keep],
+                     *[_visible(F.col(quoted(f.name)), f.dataType).alias(f.name)
                        for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX)])
 
 
@@ -87,10 +88,11 @@ def to_python(value: Any, scalars: bool = True) -> Any:
     return value
 
 
-def collect_rows(df: DataFrame, limit: int | None = None) -> list[dict]:
+def collect_rows(df: DataFrame, limit: int | None = None, scalars: bool = True) -> list[dict]:
+    """The rows of ``df`` (at most ``limit``) as plain Python values (:func:`to_python`)."""
     if limit is not None:
         df = df.limit(limit)
-    return [to_python(r) for r in df.collect()]
+    return [to_python(r, scalars) for r in df.collect()]
 
 
 def tables_read(plan: Operator) -> list[str]:

@@ -28,7 +28,7 @@ from idivm.exec.programs import load_program, program_folder, stored_indexes, wr
 from idivm.script import PRE, StateRef
 from idivm.storage import delta
 from idivm.storage import layout as layouts
-from idivm.storage.spark import to_arrow
+from idivm.storage.spark import by_name, to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -298,12 +298,14 @@ class Runtime:
         base_rows = sum(delta.row_count(catalog.path_of(catalog.table(t)), v) for t, v in watermark.items())
         history.record(catalog.root / program_folder(entry.path), history.Record("recompute", seconds, 0, base_rows))
 
-    def build_indexes(self, program: "Program", path: Path, metadata: Mapping) -> None:
+    def build_indexes(self, program: "Program", path: Path, metadata: Mapping, progress=None) -> None:
         """Build the global provenance indexes (§2.15) of the view of ``program`` stored at
         ``path`` from its current version."""
         from idivm.exec import indexes
 
         for index in stored_indexes(program, path):
+            if progress:
+                progress(f"{program.name}: building index {index.index}")
             indexes.build(index, path, delta.version(path), metadata, self.storage)
 
     def maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool = True,
@@ -517,7 +519,7 @@ class Runtime:
             ids = [c for c, _ in program.prov.view_ids]
             view = delta.read_spark(spark, path, engine=self.storage)
             if keys is None:
-                upserts, deleted = view.where(F.lit(False)), view.select(*ids).where(F.lit(False))
+                upserts, deleted = view.where(F.lit(False)), view.select(*by_name(ids)).where(F.lit(False))
             else:
                 schema = self.group_schema(mp, self.reader(catalog, new))
 
@@ -529,8 +531,8 @@ class Runtime:
                     compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
                     return compiler.evaluate(program.prov.plan)
 
-                upserts = view_rows(versions).select(*view.columns)
-                deleted = view_rows(reflected).select(*ids)
+                upserts = view_rows(versions).select(*by_name(view.columns))
+                deleted = view_rows(reflected).select(*by_name(ids))
             target = commit.Target(name, tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"), delta.pinned(path, view_version):
@@ -723,7 +725,7 @@ class Runtime:
             found = indexes.locate(stored, path, statement, to_arrow(named), progress, script.view)
             if found is None or found.num_rows:
                 return found if found is None else self.spark.createDataFrame(found)
-            return self.spark.createDataFrame([], view.select(*found.column_names).schema)
+            return self.spark.createDataFrame([], view.select(*by_name(found.column_names)).schema)
 
         def read_view(column: str, values: Sequence) -> "DataFrame":
             """The view's rows in the files that may hold these values of ``column``."""

@@ -19,14 +19,15 @@ from idivm.algebra.expressions import (
 )
 from idivm.errors import InternalError
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
+from idivm.storage.delta.merge import quoted
 
 #: the run-time error of a scalar subquery with several values (raised inside Spark)
 SCALAR_SUBQUERY_ERROR = "a subquery used as a scalar returned more than one value"
 
 
 def col(name: str) -> Column:
-    """The column of variable ``name``."""
-    return F.col(f"`{name}`")
+    """The column of variable ``name`` (any name: quoted)."""
+    return F.col(quoted(name))
 
 
 def compile_term(t: Term) -> Column:

@@ -1,36 +1,38 @@
 """Modification logs into base tables: change files (or the messages of a Kafka topic,
 :mod:`~idivm.ingest.kafka`) are read and checked against the table's schema and key
-(:mod:`~idivm.ingest.debezium`, :mod:`~idivm.ingest.rows`), then applied as one Delta MERGE
+(:mod:`~idivm.ingest.debezium`, :mod:`~idivm.ingest.rows`, :mod:`~idivm.ingest.idiff`; the
+updates by path of i-diffs made whole rows from the rows the table holds), then applied as one Delta MERGE
 commit (:mod:`~idivm.ingest.apply`).  Uses delta-rs and pyarrow only (no Spark).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from idivm.errors import DataError
+from idivm.errors import DataError, InternalError
 from idivm.ingest import kafka
 from idivm.ingest.apply import IngestResult, apply_changes, condense
 from idivm.ingest.debezium import read_debezium
 from idivm.ingest.feeds import ORIGIN, QUARANTINE_SCHEMA, VALID, Batch, Quarantine, batches, taken_in
-from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected
+from idivm.ingest.idiff import read_idiff, resolve_patches
+from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected, SchemaDrift, SchemaDriftError
 from idivm.ingest.rows import read_rows
 from idivm.storage import delta
 
 if TYPE_CHECKING:
     from idivm.declared_schema import DeclaredSchema
 
-READERS = {"debezium": read_debezium, "rows": read_rows}
+READERS = {"debezium": read_debezium, "rows": read_rows, "idiff": read_idiff}
 INGEST_FORMATS = tuple(READERS)
 
 __all__ = ["INGEST_FORMATS", "Change", "ChangeSet", "IngestResult", "Quarantine", "apply_changes", "condense",
-           "ingest_feed", "read_debezium", "read_rows", "retry_quarantined"]
+           "ingest_feed", "read_debezium", "read_idiff", "read_rows", "retry_quarantined"]
 
 
 def _reader(format: str):
@@ -42,7 +44,9 @@ def _reader(format: str):
 def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Path,
                 key: tuple[str, ...] | list[str], format: str = "debezium",
                 element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False,
-                table: str | None = None, declared: "DeclaredSchema | None" = None) -> IngestResult:
+                table: str | None = None, evolve: bool = False,
+                progress: Callable[[str], None] | None = None,
+                declared: "DeclaredSchema | None" = None) -> IngestResult:
     """Ingest every batch of ``source`` (a file, a directory, ``-`` or a Kafka topic
     ``kafka://HOST:PORT/TOPIC``; :mod:`~idivm.ingest.feeds`) in order, each in one commit,
     skipping batches already taken.
@@ -51,11 +55,13 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     whose nested collections break their declared ``element_keys``) go to ``quarantine`` and
     its valid ones are applied; ``strict``: a bad record raises :class:`DataError` naming
     ``file:line`` (``topic[partition]@offset``) instead, and nothing of the batch is applied.
-    Columns the table does not have raise in either case.  A Kafka topic is read by the
-    consumer group ``idivm.<table>`` (``table``: by default the name of the quarantine's
-    directory, which is the table's), whose offsets are committed after each batch's commit.
+    Columns the table does not have raise in either case, unless ``evolve``: then they are
+    added to the table (nullable, typed from the batch's values, :func:`added_columns`) in the
+    commit that applies the batch.  A Kafka topic is read by the consumer group
+    ``idivm.<table>`` (``table``: by default the name of the quarantine's directory), whose
+    offsets are committed after each batch's commit.  ``progress`` is told of each batch applied.
     Records are checked against the table's ``declared`` schema, if it has one
-    (:mod:`~idivm.ingest.records`).
+    (:mod:`~idivm.ingest.records`; such a table never drifts, so ``evolve`` changes nothing).
     """
     read = _reader(format)
     if kafka.is_kafka(source):
@@ -66,9 +72,13 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     try:
         for batch in feed:
             results.append(ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys,
-                                        strict, declared))
+                                        strict, evolve, declared))
             if batch.done is not None:
                 batch.done()
+            if progress:
+                r = results[-1]
+                progress(f"{table or quarantine.path.name}: {r.source or 'batch'} applied ({r.changes} changes), "
+                         f"{len(results)} batch{'es' if len(results) > 1 else ''} so far")
     finally:
         feed.close()
     if len(results) == 1:
@@ -78,7 +88,7 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
 
 def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
                  read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
-                 declared: "DeclaredSchema | None" = None) -> IngestResult:
+                 evolve: bool = False, declared: "DeclaredSchema | None" = None) -> IngestResult:
     taken = taken_in(Path(table_path), batch.origin)
     if taken is None:
         q = taken_in(quarantine.path, batch.origin)
@@ -86,9 +96,10 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
     if taken is not None:
         return IngestResult(0, 0, 0, 0, 0, delta.version(table_path), source=batch.name,
                             replayed=int(taken["version"]))
-    schema = delta.schema(table_path)
+    table_schema = delta.schema(table_path)
     try:
-        change_set = read_checked(read, batch.text, batch.name, schema, key, element_keys, strict, declared)
+        schema, change_set = _read_batch(read, batch, table_path, table_schema, key, element_keys, strict, evolve,
+                                         declared)
     except RecordError as e:
         if batch.offsets is None:
             raise
@@ -102,7 +113,33 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
         change_set = _rejected_by_feed(change_set, batch.rejected)
     if change_set.rejected:
         quarantine.add(batch, change_set.rejected, format, len(change_set.changes))
-    return apply_changes(table_path, change_set, key, {ORIGIN: batch.origin})
+    if schema == table_schema:
+        return apply_changes(table_path, change_set, key, {ORIGIN: batch.origin})
+    result = apply_changes(table_path, change_set, key, {ORIGIN: batch.origin}, schema=schema)
+    return replace(result, added=tuple(schema.names[len(table_schema):]))
+
+
+def _read_batch(read, batch: Batch, table_path: str | Path, schema: pa.Schema, key: tuple[str, ...],
+                element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
+                evolve: bool, declared: "DeclaredSchema | None" = None) -> tuple[pa.Schema, ChangeSet]:
+    """(the schema the batch is applied with, its changes): the table's ``schema``, or, when
+    ``evolve`` and its records have columns the table lacks, ``schema`` with those added at its
+    end (nullable, their types inferred from their values: :func:`added_columns`)."""
+    try:
+        return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict,
+                                    declared=declared)
+    except (SchemaDrift, SchemaDriftError):
+        if not evolve:
+            raise
+    from idivm.ingest.load import added_columns
+
+    try:
+        read(batch.text, batch.name, schema, key, strict=False)  # every new column and its values
+        raise InternalError(f"{batch.name}: schema drift seen reading strictly but not otherwise")
+    except SchemaDriftError as e:
+        schema = pa.schema([*schema, *added_columns(e.values, batch.name)])
+    return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict, schema,
+                                declared)
 
 
 def _rejected_by_feed(change_set: ChangeSet, rejected: Sequence[Rejected]) -> ChangeSet:
@@ -144,8 +181,7 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     results, left = [], []
     done = taken_in(Path(table_path), origin)
     for fmt, name, text, positions in texts:
-        change_set = read_checked(_reader(fmt), text, name, delta.schema(table_path), key, element_keys, False,
-                                  declared)
+        change_set = read_checked(_reader(fmt), text, name, table_path, key, element_keys, False, declared=declared)
         for r in change_set.rejected:
             source, line, at = positions[r.line - 1]
             left.append({"origin": origin, "source": source, "line": line, "format": fmt, "reason": r.problem,
@@ -161,27 +197,47 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     return result if done is None else replace(result, replayed=int(done["version"]))
 
 
-def read_checked(read, text: str, name: str, schema, key: tuple[str, ...],
+def read_checked(read, text: str, name: str, table_path: str | Path, key: tuple[str, ...],
                  element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
-                 declared: "DeclaredSchema | None" = None) -> ChangeSet:
-    """The changes of ``text`` (file ``name``) as ``read`` gives them (checked against the
-    ``declared`` schema too), the upserts whose nested collections break their
-    ``element_keys`` rejected too (``strict``: raised)."""
+                 schema: pa.Schema | None = None, declared: "DeclaredSchema | None" = None) -> ChangeSet:
+    """The changes of ``text`` (file ``name``) as ``read`` gives them for the table at
+    ``table_path`` (checked against its ``declared`` schema too), the upserts whose nested collections break their ``element_keys`` rejected
+    too (``strict``: raised), and the updates by path made upserts of the rows they give
+    (:func:`~idivm.ingest.idiff.resolve_patches`, which reads those rows).  ``schema``: the
+    table's schema widened by the batch's new columns (``ingest --evolve``)."""
+    schema = schema or delta.schema(table_path)
     change_set = read(text, name, schema, key, strict=strict, declared=declared)
-    return _check_element_keys(change_set, schema, element_keys, strict, text) if element_keys else change_set
+    if element_keys:
+        change_set = _check_element_keys(change_set, schema, element_keys, strict, text)
+
+    def rows_of(keys: Sequence[tuple]) -> dict[tuple, dict]:
+        wanted = set(keys)
+        held = delta.read_arrow(table_path, holding=(key[0], list({k[0] for k in keys})))
+        return {k: r for r in held.to_pylist() if (k := tuple(r[c] for c in key)) in wanted}
+
+    def check_row(change: Change) -> None:
+        if element_keys:
+            _check_rows(schema, element_keys, name, [change])
+
+    return resolve_patches(change_set, rows_of, element_keys, strict, check_row, text)
+
+
+def _check_rows(schema, element_keys: Mapping[str, Sequence[str]], source: str, upserts: Sequence[Change]) -> None:
+    """:class:`DataError` unless the nested collections of the rows of ``upserts`` keep their element keys."""
+    from idivm.ingest.load import Rows, check_element_key
+
+    rows = Rows(pa.Table.from_pylist([dict(c.row) for c in upserts], schema=schema), source, "line",
+                [c.line for c in upserts])
+    for path, cols in element_keys.items():
+        check_element_key(rows, path, tuple(cols))
 
 
 def _check_element_keys(change_set: ChangeSet, schema, element_keys: Mapping[str, Sequence[str]],
                         strict: bool, text: str) -> ChangeSet:
     """``change_set`` with the upserts whose nested collections break their element keys
     rejected (``strict``: the first such row raises)."""
-    from idivm.ingest.load import Rows, check_element_key
-
     def check(upserts: Sequence[Change]) -> None:
-        rows = Rows(pa.Table.from_pylist([dict(c.row) for c in upserts], schema=schema),
-                    change_set.source, "line", [c.line for c in upserts])
-        for path, cols in element_keys.items():
-            check_element_key(rows, path, tuple(cols))
+        _check_rows(schema, element_keys, change_set.source, upserts)
 
     upserts = [c for c in change_set.changes if c.op == "upsert"]
     if not upserts:

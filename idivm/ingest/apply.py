@@ -33,9 +33,10 @@ class IngestResult:
     """What one ingest did: changes read (tombstones excluded), rows the commit
     inserted/updated/deleted, tombstones skipped, and the table version after it;
     records quarantined; for one batch, its name and whether it had been taken before
-    (``replayed``: the version that took it); for a whole feed, its ``batches``; the fields of
-    open records that the table's declared schema does not declare, which were not stored
-    (``undeclared``: field path and how many rows had it)."""
+    (``replayed``: the version that took it); for a whole feed, its ``batches``; the columns
+    the commit added to the table (``ingest --evolve``); the fields of open records that the
+    table's declared schema does not declare, which were not stored (``undeclared``: field
+    path and how many rows had it)."""
 
     changes: int
     inserted: int
@@ -47,6 +48,7 @@ class IngestResult:
     source: str = field(default="", compare=False)
     replayed: int | None = None
     batches: tuple["IngestResult", ...] = field(default=(), compare=False)
+    added: tuple[str, ...] = ()
     undeclared: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     def as_json(self, table: str) -> dict:
@@ -68,7 +70,8 @@ class IngestResult:
                 undeclared[path] = undeclared.get(path, 0) + rows
         return IngestResult(sum_of("changes"), sum_of("inserted"), sum_of("updated"), sum_of("deleted"),
                             sum_of("skipped"), results[-1].version if results else version,
-                            sum_of("quarantined"), source, None, tuple(results), tuple(undeclared.items()))
+                            sum_of("quarantined"), source, None, tuple(results),
+                            tuple(c for r in results for c in r.added), tuple(undeclared.items()))
 
 
 def condense(changes: Iterable[Change]) -> list[Change]:
@@ -79,13 +82,15 @@ def condense(changes: Iterable[Change]) -> list[Change]:
 
 
 def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[str],
-                  metadata: Mapping[str, object] | None = None) -> IngestResult:
+                  metadata: Mapping[str, object] | None = None, schema: pa.Schema | None = None) -> IngestResult:
     """MERGE the condensed changes into the Delta table at ``table_path`` in one commit, which
-    carries ``metadata`` too (the batch's origin)."""
+    carries ``metadata`` too (the batch's origin).  ``schema``: the table's schema with new
+    columns at its end (``ingest --evolve``), which the same commit adds to the table."""
     if not change_set.changes:
         return IngestResult(0, 0, 0, 0, change_set.skipped, delta.version(table_path),
                             len(change_set.rejected), change_set.source, undeclared=change_set.undeclared)
-    schema = delta.schema(table_path)
+    evolve = schema is not None
+    schema = schema if evolve else delta.schema(table_path)
     net = condense(change_set.changes)
     source = pa.Table.from_pylist(
         [{**c.row, ACTION: c.op} for c in net],
@@ -102,7 +107,7 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
                          **({"idivm.undeclared": json.dumps(dict(change_set.undeclared))}
                             if change_set.undeclared else {}),
                          **(metadata or {})},
-        row_group_rows=delta.BASE_ROW_GROUP)
+        row_group_rows=delta.BASE_ROW_GROUP, merge_schema=evolve)
     return IngestResult(changes=change_set.records,
                         inserted=int(metrics.get("num_target_rows_inserted") or 0),
                         updated=int(metrics.get("num_target_rows_updated") or 0),

@@ -455,18 +455,20 @@ def _type_conflict(path: str, items: list[tuple[int, Any]], where: Callable[[int
 
 # --- validation --------------------------------------------------------------------------------------
 
-
-
 def check_columns(schema: pa.Schema, origin: str) -> None:
-    """Column and field names must be non-empty, free of `` ,;{}()\\n\\t=.`` and
-    distinct ignoring case (Spark resolves names case-insensitively)."""
+    """Column and field names must be valid names (:func:`idivm.catalog.name_problem`: not
+    empty, no control characters, not the reserved prefix ``__``, ...; spaces, quotes, dots and
+    non-ASCII letters are fine) and distinct ignoring case (Spark resolves names
+    case-insensitively)."""
+    from idivm.catalog import name_problem
+
     def check(fields: Sequence[pa.Field], where: str) -> None:
         seen: dict[str, str] = {}
         for f in fields:
             full = f"{where}{f.name}"
-            if not f.name or set(f.name) & schemas.BAD_NAME_CHARS:
-                raise DataError(f"{origin}: column name {full!r} is not allowed: names must be non-empty and "
-                                "contain none of: space , ; { } ( ) = . tab newline")
+            problem = name_problem(f.name, path_safe=False)
+            if problem is not None:
+                raise DataError(f"{origin}: column name {full!r} is not allowed: {problem}")
             low = f.name.lower()
             if seen.get(low) == f.name:
                 raise DataError(f"{origin}: column {full!r} appears twice")
@@ -482,6 +484,24 @@ def check_columns(schema: pa.Schema, origin: str) -> None:
                                     "its type cannot be stored")
                 check([t.field(i) for i in range(t.num_fields)], f"{full}.")
     check(list(schema), "")
+
+
+def added_columns(values: Mapping[str, Sequence[Any]], origin: str) -> pa.Schema:
+    """The Delta schema of new columns given their JSON ``values`` in a batch (``ingest
+    --evolve``): each column's type inferred as ``table create`` infers it from a file
+    (:func:`table_from_records`, :func:`idivm.storage.schema.delta_schema`), nullable, its
+    name checked (:func:`check_columns`); a column null in every record has no type to infer."""
+    empty = [c for c, vs in values.items() if all(v is None for v in vs)]
+    if empty:
+        raise DataError(f"{origin}: new column {empty[0]!r} is null in every record; its type cannot be inferred "
+                        "(add it with a value, or to the table by hand)")
+    columns = list(values)
+    records = [{c: v} for c in columns for v in values[c]]
+    table = table_from_records(records, origin, lambda i: "one of its records")
+    schema = schemas.delta_schema(table.schema)
+    check_columns(schema, origin)
+    idivm_schema(schema, origin)
+    return schema
 
 
 def idivm_schema(schema: pa.Schema, origin: str) -> T.TupleType:

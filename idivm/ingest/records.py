@@ -8,7 +8,8 @@ that starts with ``file:line:``.  :func:`read_records` reads a whole file
 before anything is applied: its bad records come out as :class:`Rejected`
 (which ingest quarantines), or, read strictly, the first one is raised; a
 column the table does not have (schema drift) is always an error of the
-whole file, naming every such column.
+whole file, naming every such column (:class:`SchemaDriftError`, which also carries
+the values of those columns, so that ``ingest --evolve`` can infer their types).
 
 Value rules (JSON value → column type): ``null`` fits every type; booleans
 only ``bool``; integers fit integer columns of their width, floating point
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 
 UPSERT = "upsert"
 DELETE = "delete"
+#: a change of some attributes of a row (an i-diff's update by path), made an upsert of the whole
+#: row once the row is read (:func:`idivm.ingest.idiff.resolve_patches`)
+PATCH = "patch"
 
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -58,18 +62,22 @@ class Change:
     """One change of a base table, from line ``line`` of its file.
 
     An upsert carries the whole new row (every table column; absent ones are
-    null); a delete carries only the key columns.  ``key`` is the row's key
-    as a hashable tuple, in the order of the table's key columns.
+    null); a delete carries only the key columns, and so does a patch, whose
+    ``patch`` says what changes in the row.  ``key`` is the row's key as a
+    hashable tuple, in the order of the table's key columns.
     """
 
-    op: Literal["upsert", "delete"]
+    op: Literal["upsert", "delete", "patch"]
     key: tuple
     row: Mapping[str, Any]
     line: int
+    patch: Any = None
 
     def __post_init__(self):
-        if self.op not in (UPSERT, DELETE):
+        if self.op not in (UPSERT, DELETE, PATCH):
             raise ValueError(f"unknown change op {self.op!r}")
+        if (self.op == PATCH) != (self.patch is not None):
+            raise ValueError("a patch, and only a patch, carries what it changes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +114,21 @@ class RecordError(DataError):
 
 
 class SchemaDrift(RecordError):
-    """A record with columns the table does not have."""
+    """A record with columns the table does not have, and their values in it."""
 
-    def __init__(self, source: str, line: int, problem: str, columns: list[str]):
+    def __init__(self, source: str, line: int, problem: str, values: Mapping[str, Any]):
         super().__init__(source, line, problem)
-        self.columns = columns
+        self.columns = list(values)
+        self.values = values
+
+
+class SchemaDriftError(DataError):
+    """The records of a file have columns the table does not have: each with the line it first
+    appears on (``columns``) and its values in the file's records (``values``)."""
+
+    def __init__(self, message: str, columns: Mapping[str, int], values: Mapping[str, list]):
+        super().__init__(message)
+        self.columns, self.values = dict(columns), dict(values)
 
 
 #: what a reader makes of one record (a JSON value, never a blank line): its changes, or None
@@ -132,6 +150,7 @@ def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...]
     changes: list[Change] = []
     rejected: list[Rejected] = []
     drift: dict[str, int] = {}
+    drift_values: dict[str, list] = {}
     records = skipped = 0
     for n, line, value in json_lines(text, source):
         if line is None:
@@ -144,8 +163,9 @@ def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...]
         except SchemaDrift as e:
             if strict:
                 raise
-            for c in e.columns:
+            for c, v in e.values.items():
                 drift.setdefault(c, n)
+                drift_values.setdefault(c, []).append(v)
             continue
         except RecordError as e:
             if strict:
@@ -159,8 +179,9 @@ def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...]
             records += 1
     if drift:
         named = ", ".join(f"{c!r} (line {n})" for c, n in drift.items())
-        raise DataError(f"{source}: column{'s' if len(drift) > 1 else ''} {named} not in the table "
-                        f"(columns: {', '.join(schema.names)}); nothing was applied")
+        raise SchemaDriftError(f"{source}: column{'s' if len(drift) > 1 else ''} {named} not in the table "
+                               f"(columns: {', '.join(schema.names)}); nothing was applied "
+                               "(ingest --evolve adds them)", drift, drift_values)
     return ChangeSet(source, tuple(changes), records, skipped, tuple(rejected), checker.undeclared_counts())
 
 
@@ -198,8 +219,8 @@ class RowChecker:
             if problem:
                 raise self.error(line, f"{what} {problem}")
         undeclared = [k for k in fields if k not in self.schema.names]
-        converted = {f.name: self._value(fields.get(f.name), f.type, f.name, line, what,
-                                         (timestamp_units or {}).get(f.name), undeclared) for f in self.schema}
+        converted = {f.name: self.value(fields.get(f.name), f.type, f.name, line, what,
+                                        (timestamp_units or {}).get(f.name), undeclared) for f in self.schema}
         key = self._key(fields, converted, line, what)
         for path in dict.fromkeys(undeclared):
             self._undeclared[path] = self._undeclared.get(path, 0) + 1
@@ -210,21 +231,21 @@ class RowChecker:
         """(key, key columns) of a row that only has to identify one: non-key columns
         must be table columns but are otherwise ignored."""
         fields = self._fields(value, line, what)
-        converted = {k: self._value(fields.get(k), self.schema.field(k).type, k, line, what,
+        converted = {k: self.value(fields.get(k), self.schema.field(k).type, k, line, what,
                                     (timestamp_units or {}).get(k)) for k in self.key}
         return self._key(fields, converted, line, what), converted
 
     def _fields(self, value: Any, line: int, what: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             raise self.error(line, f"{what} is {json_kind(value)}, not an object")
-        unknown = [k for k in value if k not in self.schema.names]
+        unknown = {k: v for k, v in value.items() if k not in self.schema.names}
         if unknown and self.open_records is not None:
             if "" in self.open_records:
                 return value
-            raise self.error(line, f"{what} has field {unknown[0]!r}, which the closed schema does not declare "
-                                   f"(fields: {', '.join(self.schema.names)})")
+            raise self.error(line, f"{what} has field {next(iter(unknown))!r}, which the closed schema does not "
+                                   f"declare (fields: {', '.join(self.schema.names)})")
         if unknown:
-            raise SchemaDrift(self.source, line, f"{what} has column {unknown[0]!r}, which table columns "
+            raise SchemaDrift(self.source, line, f"{what} has column {next(iter(unknown))!r}, which table columns "
                                                  f"({', '.join(self.schema.names)}) do not include", unknown)
         return value
 
@@ -238,8 +259,11 @@ class RowChecker:
         except TypeError:
             raise self.error(line, f"{what}: key columns must hold scalar values") from None
 
-    def _value(self, v: Any, t: pa.DataType, path: str, line: int, what: str, unit: str | None = None,
-               undeclared: list[str] | None = None) -> Any:
+    def value(self, v: Any, t: pa.DataType, path: str, line: int, what: str, unit: str | None = None,
+              undeclared: list[str] | None = None) -> Any:
+        """JSON value ``v`` converted to type ``t`` of column ``path`` (:func:`convert`); a bad one is
+        an error of ``line`` whose message starts with ``what``.  The undeclared fields of open
+        records of a declared schema are appended to ``undeclared``."""
         try:
             return convert(v, t, path, unit, self.open_records, undeclared)
         except _Mismatch as e:

@@ -28,11 +28,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 
-#: Characters Delta Lake (without column mapping) and Spark's Parquet writer reject in names; '.'
-#: would make Spark column paths ambiguous.
-BAD_NAME_CHARS = set(" ,;{}()\n\t=.")
-
-
 def as_arrow_schema(schema: Any) -> pa.Schema:
     """Accept a pyarrow Schema or any object exporting the Arrow C schema interface
     (delta-rs returns arro3 schemas)."""

@@ -11,9 +11,12 @@ data with Python through Arrow and have delta-spark's extension and catalog
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +25,7 @@ from idivm.provenance.ids import HIDDEN
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "IDIVM_SPARK_MASTER"
@@ -97,12 +100,14 @@ def resolve_master(master: str | None = None) -> str:
     return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
 
 
-def get_session(master: str | None = None) -> "SparkSession":
+def get_session(master: str | None = None, jvm_log: Path | None = None) -> "SparkSession":
     """Create (or return the already active) SparkSession configured for idivm.
 
     If a session is already active in this process, Spark returns it; its
     runtime settings (time zone, shuffle partitions, ...) are then set to ours,
-    while its master stays what it was.
+    while its master stays what it was.  ``jvm_log``: a file that the Java
+    driver's standard error (its log, the JVM's own warnings) is appended to
+    instead of this process's standard error (the command line's, but with ``--debug``).
     """
     check_java()
     from pyspark.errors import PySparkRuntimeError
@@ -122,7 +127,8 @@ def get_session(master: str | None = None) -> "SparkSession":
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"-Dlog4j2.configurationFile={_LOG_CONFIG.as_uri()}")
     try:
-        spark = builder.getOrCreate()
+        with stderr_to(jvm_log):
+            spark = builder.getOrCreate()
     except PySparkRuntimeError as e:
         if getattr(e, "getCondition", lambda: None)() == "JAVA_GATEWAY_EXITED" or "JAVA_GATEWAY" in str(e):
             raise SetupError("Spark could not start its Java gateway: check that Java 17 or 21 is installed "
@@ -135,18 +141,53 @@ def get_session(master: str | None = None) -> "SparkSession":
     return spark
 
 
+@contextlib.contextmanager
+def stderr_to(path: Path | None) -> Iterator[None]:
+    """This process's standard error (file descriptor 2, which the processes it starts inherit)
+    appended to ``path`` while in the context; nothing changes when ``path`` is None or cannot be
+    opened."""
+    if path is None:
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
 CACHE_ENV = "IDIVM_CACHE_DIR"
 
 
+def cache_dir() -> Path:
+    """idivm's cache: ``$IDIVM_CACHE_DIR``, else ``$XDG_CACHE_HOME/idivm``, else ``~/.cache/idivm``."""
+    return Path(os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "idivm")
+
+
+def jvm_log_path() -> Path:
+    """Where the command line sends the Java driver's standard error (:func:`get_session`)."""
+    return cache_dir() / "spark-driver.log"
+
+
 def _jar_list() -> Path:
-    """The file listing the jars that delta-spark resolved to for this pyspark and delta-spark:
-    in ``$IDIVM_CACHE_DIR``, else ``$XDG_CACHE_HOME/idivm``, else ``~/.cache/idivm``."""
+    """The file listing the jars that delta-spark resolved to for this pyspark and delta-spark,
+    in :func:`cache_dir`."""
     from importlib.metadata import version
 
     import pyspark
 
-    root = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "idivm"
-    return Path(root) / f"jars-delta-spark-{version('delta-spark')}-pyspark-{pyspark.__version__}.txt"
+    return cache_dir() / f"jars-delta-spark-{version('delta-spark')}-pyspark-{pyspark.__version__}.txt"
 
 
 def cached_jars() -> list[str]:
@@ -177,6 +218,17 @@ def remember_jars(spark: "SparkSession") -> None:
         temporary.replace(target)
     except OSError:
         pass
+
+
+def by_name(names) -> list["Column"]:
+    """The columns ``names`` of a DataFrame, each quoted (:func:`idivm.storage.delta.quoted`):
+    a name with dots, backquotes or spaces is one column, never a path into a struct.  Every
+    selection of columns by name whose names come from users goes through here."""
+    from pyspark.sql import functions as F
+
+    from idivm.storage.delta.merge import quoted
+
+    return [F.col(quoted(n)) for n in names]
 
 
 def is_local(df: "DataFrame") -> bool:

@@ -191,7 +191,7 @@ def _without_void_columns(df: "DataFrame") -> "DataFrame":
     void = [f.name for f in df.schema.fields if isinstance(f.dataType, NullType)]
     if not void:
         return df
-    return df.withColumns({name: df[name].cast("string") for name in void})
+    return df.withColumns({name: df[quoted(name)].cast("string") for name in void})
 
 
 def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None, *,

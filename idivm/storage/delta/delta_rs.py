@@ -130,7 +130,8 @@ def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrit
 def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Sequence[MergeClause], *,
                 source_alias: str = "s", target_alias: str = "t",
                 commit_metadata: Mapping[str, Any] | None = None,
-                streamed_exec: bool = False, row_group_rows: int | None = None) -> dict[str, Any]:
+                streamed_exec: bool = False, row_group_rows: int | None = None,
+                merge_schema: bool = False) -> dict[str, Any]:
     """MERGE ``source`` into the table at ``path`` in one commit; return delta-rs's metrics.
 
     ``predicate`` and the clause predicates/expressions are delta-rs SQL over
@@ -154,13 +155,16 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
     delta-rs's, about a million): a table whose rows are ordered by a key and read by a few
     of its values then has row groups narrow enough for the reader to skip the others by
     their statistics.
+
+    ``merge_schema``: the columns of ``source`` that the clauses assign and the table lacks are
+    added to the table (nullable) by the same commit.
     """
     if not clauses:
         raise ValueError("merge_arrow needs at least one clause")
     dt = open_table(path, to_write=True)
     before = dt.version()
     merger = dt.merge(_conform_source(dt, source), predicate, source_alias=source_alias,
-                      target_alias=target_alias, streamed_exec=streamed_exec,
+                      target_alias=target_alias, streamed_exec=streamed_exec, merge_schema=merge_schema,
                       writer_properties=_writer_properties(row_group_rows),
                       commit_properties=_commit_properties(commit_metadata, path))
     for method, argument, p in _clause_calls(clauses):

@@ -181,7 +181,7 @@ def read(spark: "SparkSession", path: PathLike, version: int | None = None,
     if holding is not None:
         column, named = holding
         values, null = _sorted_values(named)
-        col = F.col(f"`{column}`")
+        col = F.col(quoted(column))
         df = df.filter((col.isin(values) if values else F.lit(False)) | (col.isNull() if null else F.lit(False)))
     return df
 
@@ -236,7 +236,7 @@ def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str], *, tar
              commit_metadata: Mapping[str, Any] | None) -> None:
     """delta-spark's ``OPTIMIZE`` of the table at ``path``: Z-ordered by ``order``, else a
     compaction of its small files and its files with deleted rows."""
-    table = "delta.`" + str(Path(path).absolute()).replace("`", "``") + "`"
+    table = "delta." + quoted(str(Path(path).absolute()))
     settings = {"spark.databricks.delta.optimize.maxFileSize": str(target_file_bytes),
                 # a view's ID columns come last and may have no statistics: Z-ordering by
                 # them still clusters the files

@@ -1,0 +1,162 @@
+"""``idivm demo`` end to end through click's runner: the rows it says changed are those that
+differ between the three views computed here, in plain Python, from the sample files before and
+after the demo's Debezium batch; and the formatting of values it prints (no Spark for those)."""
+
+from __future__ import annotations
+
+import decimal
+import json
+import re
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+
+from idivm import cli
+from idivm.datasets import sample_tables
+from idivm.demo import BATCH_DIR, ViewChange, view_changes
+from idivm.display import format_float, format_value, json_text
+
+
+# --- values as written ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, text", [
+    (99.85 + 9.69 + 97.07, "206.61"),  # 206.60999999999999 in binary
+    (0.1 + 0.2, "0.3"),
+    (0.1, "0.1"),
+    (3.0, "3.0"),
+    (1e-07, "1e-07"),
+    (123456789.123, "123456789.123"),
+    (2.0 ** 60, "1.15292150460685e+18"),
+    (float("inf"), "inf"),
+])
+def test_floats_print_without_binary_noise(value, text):
+    assert format_float(value) == text
+    assert float(text) == pytest.approx(value, rel=1e-14)
+
+
+def test_decimals_print_their_own_string_and_nested_values_are_json():
+    assert format_value(decimal.Decimal("1.10")) == "1.10"
+    assert format_value("plain") == "plain"
+    nested = {"a": [0.1 + 0.2, decimal.Decimal("2.50"), None, True], "b": "x\"y"}
+    assert json_text(nested) == '{"a": [0.3, 2.50, null, true], "b": "x\\"y"}'
+    assert json.loads(json_text(nested)) == {"a": [0.3, 2.5, None, True], "b": 'x"y'}
+    assert cli.format_table(["v"], [[99.85 + 9.69 + 97.07]]) == "v\n206.61"
+
+
+# --- the demo's story ----------------------------------------------------------------------------
+
+def apply_batch(tables: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The sample tables after the demo's batch of Debezium events, applied here by hand."""
+    keys = {"parts": "pid", "reviews": "review_id", "users": "user_id"}
+    out = {t: [dict(r) for r in rows] for t, rows in tables.items()}
+    for file in BATCH_DIR.glob("*.jsonl"):
+        table, key = file.stem, keys[file.stem]
+        for line in file.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            image = event["after"] or event["before"]
+            rows = [r for r in out[table] if r[key] != image[key]]
+            assert event["before"] is None or event["before"] in out[table], "the batch fits the samples"
+            out[table] = rows + ([event["after"]] if event["op"] != "d" else [])
+    return out
+
+
+def oracle_views(t: dict[str, list[dict]]) -> dict[str, dict[tuple, dict]]:
+    """The demo's three views computed from base rows, by the values of their IDs (as JSON text)."""
+    phones = {d["did"] for d in t["devices"] if d["category"] == "phone"}
+    price = {p["pid"]: p["price"] for p in t["parts"]}
+    parts = {(json_text(dp["pid"]), json_text(dp["did"])): {"did": dp["did"], "pid": dp["pid"], "price": price[dp["pid"]]}
+             for dp in t["devices_parts"] if dp["did"] in phones and dp["pid"] in price}
+    cost: dict[tuple, dict] = {}
+    for r in parts.values():
+        entry = cost.setdefault((json_text(r["did"]),), {"did": r["did"], "cost": 0.0})
+        entry["cost"] += r["price"]
+    users = {u["user_id"]: u for u in t["users"]}
+    reviews = {(json_text(b["business_id"]),): {"business_id": b["business_id"], "full_reviews": [
+        {**r, **{k: v for k, v in users[r["user_id"]].items() if k != "user_id"}}
+        for r in t["reviews"] if r["business_id"] == b["business_id"] and r["user_id"] in users]}
+        for b in t["businesses"] if b["city"] == "San Francisco"}
+    return {"phone_parts": parts, "phone_cost": cost, "sf_reviews": reviews}
+
+
+def printed_changes(out: str) -> dict[str, list[str]]:
+    """The change lines the demo printed under each ``view NAME (...): N rows changed`` header."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in out.splitlines():
+        if line.startswith("view ") and re.search(r" rows? changed", line):
+            current = sections.setdefault(line.split()[1], [])
+        elif current is not None and line.startswith("  ") and not line.startswith(
+                ("  read:", "  wrote:", "  cost:", "  time:")):
+            current.append(line[2:])
+        else:
+            current = None
+    return sections
+
+
+def expected_lines(changes: list[ViewChange]) -> list[str]:
+    """The lines of ``changes`` with every number rounded as printed, as a bag."""
+    return sorted(line for c in changes for line in c.lines())
+
+
+def test_demo_shows_the_batch_flowing_into_the_views(spark, tmp_path):
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    runner = CliRunner()
+    try:
+        result = runner.invoke(cli.cli, ["--warehouse", str(tmp_path / "wh"), "demo"], obj=cli.CliState())
+        again = runner.invoke(cli.cli, ["--warehouse", str(tmp_path / "wh"), "demo"], obj=cli.CliState())
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "206.60999" not in out and "206.61" in out  # phone_cost of device 4 before the batch
+
+    samples = {**sample_tables("devices"), **sample_tables("yelp")}
+    before, after = oracle_views(samples), oracle_views(apply_batch(samples))
+    ids = {"phone_parts": ["pid", "did"], "phone_cost": ["did"], "sf_reviews": ["business_id"]}
+    printed = printed_changes(out)
+    assert set(printed) == set(ids)
+    for view, names in ids.items():
+        changes = view_changes(before[view], after[view], names)
+        assert changes, view
+        assert sorted(printed[view]) == expected_lines(changes), view
+        assert f"view {view} (strategy id): {len(changes)} row" in out
+    # by hand: the price of part 7 (in phones 1, 4 and 8) went from 9.69 to 12.49; Elena's
+    # review of b000002 left with her, Carlos's review of b000005 came
+    assert Counter(line.split(":")[0] for line in printed["phone_parts"]) == Counter(
+        ["pid=7, did=1", "pid=7, did=4", "pid=7, did=8"])
+    assert "did=4: cost 206.61 → 209.41" in printed["phone_cost"]
+    assert [line[:40] for line in printed["sf_reviews"]] == [
+        'business_id="b000002": full_reviews - {"', 'business_id="b000005": full_reviews + {"']
+    assert "Elena" in printed["sf_reviews"][0] and "Carlos" in printed["sf_reviews"][1]
+    # the views as first defined, printed one row a line
+    shown = [json.loads(line) for line in out.split("A batch of")[0].splitlines() if line.startswith("  {")]
+    assert sorted(json_text(r) for r in shown) == sorted(json_text(r) for v in before.values() for r in v.values())
+    assert "recomputing the view from its base tables" in out and out.rstrip().splitlines()[-1].startswith("  idivm ")
+
+    assert again.exit_code == 0, again.output
+    assert "table devices: exists" in again.output and "this batch was ingested before" in again.output
+    assert again.output.count("up to date already") == 3
+
+
+@pytest.mark.slow
+def test_scale_demo_compares_id_and_recompute(spark, tmp_path):
+    from idivm.warehouse import Warehouse
+
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        result = CliRunner().invoke(cli.cli, ["--warehouse", str(tmp_path / "wh"), "demo", "--scale", "200"],
+                                    obj=cli.CliState())
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    assert result.exit_code == 0, result.output
+    seconds = dict(re.findall(r"^  (id|recompute): +([\d.]+) s$", result.output, re.M))
+    ratio = float(re.search(r"recompute / id = ([\d.]+)", result.output).group(1))
+    assert set(seconds) == {"id", "recompute"}
+    assert ratio == pytest.approx(float(seconds["recompute"]) / float(seconds["id"]), abs=0.1)
+    wh = Warehouse(tmp_path / "wh", spark=spark)
+    assert wh.table_info("devices").rows == 200 and wh.table_info("devices_parts").rows == 2000
+    for view in ("phone_cost_id", "phone_cost_recompute"):
+        assert wh.verify(view).ok
+    assert wh.rows("phone_cost_id") and sorted(map(json_text, wh.rows("phone_cost_id"))) == \
+        sorted(map(json_text, wh.rows("phone_cost_recompute")))
