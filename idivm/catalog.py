@@ -34,7 +34,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from idivm.errors import CatalogError, ConcurrentWriteError
 from idivm.types import TupleType, from_json
@@ -386,6 +386,47 @@ class Catalog:
 
         visit(name)
         return out
+
+    def input_path(self, name: str) -> Path:
+        """The absolute directory of the Delta table of input relation ``name`` of a view: a
+        base table, or a view that another view reads."""
+        if name in self.views:
+            return self.path_of(self.views[name])
+        return self.path_of(self.table(name))
+
+    def view_inputs(self, name: str) -> list[str]:
+        """The base tables and views view ``name`` reads, as its definition recorded them."""
+        return list(self.view(name).inputs())
+
+    def upstream_views(self, name: str) -> list[str]:
+        """The views view ``name`` reads (each an input relation of it)."""
+        return [n for n in self.view_inputs(name) if n in self.views]
+
+    def dependency_order(self, names: Sequence[str] | None = None) -> list[str]:
+        """Views ``names`` (default: all) in an order where every view comes after the views it
+        reads (by name where the order is free): what ``maintain --all`` runs.  A view only
+        reads views defined before it, so there is no cycle; a catalog edited into one is a
+        :class:`CatalogError` naming the views on it."""
+        wanted = sorted(self.views if names is None else names)
+        order: list[str] = []
+        state: dict[str, str] = {}  # "visiting" while on the current path, "done" after
+
+        def visit(name: str, path: tuple[str, ...]) -> None:
+            if state.get(name) == "done":
+                return
+            if state.get(name) == "visiting":
+                cycle = " -> ".join(path[path.index(name):] + (name,))
+                raise CatalogError(f"views read each other in a cycle ({cycle}); define them again")
+            state[name] = "visiting"
+            for upstream in sorted(self.upstream_views(name)):
+                visit(upstream, path + (name,))
+            state[name] = "done"
+            order.append(name)
+
+        for name in wanted:
+            visit(name, ())
+        chosen = set(wanted)
+        return [n for n in order if n in chosen]
 
     def base_tables(self) -> BaseTables:
         return BaseTables(

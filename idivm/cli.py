@@ -522,7 +522,8 @@ def explain(ctx: click.Context, target: str, fmt: str, output: str | None) -> No
 def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_index: bool,
              verify_every: int | None, every: float | None, rounds: int | None, max_changes: int | None,
              fmt: str) -> int:
-    """Bring views up to date with their base tables (one commit per view).  With --every, a
+    """Bring views up to date with their base tables (one commit per view), each after the views
+    it reads; a view named alone reads the views it reads as they are.  With --every, a
     SIGINT or SIGTERM stops the loop after the view being maintained (a second SIGINT at once)."""
     if bool(names) == all_views:
         raise click.UsageError("name the views to maintain, or give --all")
@@ -533,14 +534,16 @@ def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_ind
     stop = Stop()
 
     def one_round() -> None:
-        views = names or sorted(wh.catalog.views)
+        # every view after the views it reads (named views alone read the others as they are)
+        views = wh.catalog.dependency_order(names or None)
         with Progress("maintain", total=len(views), echo=lambda m: click.echo(m, err=True)) as bar:
             for name in views:
                 if stop.requested:
                     return
                 for result in wh.maintain(name, progress=bar, use_indexes=not no_index, verify_every=verify_every,
                                           max_changes=max_changes):
-                    bar.print(json.dumps(result.as_json(), ensure_ascii=False, default=str) if fmt == "json" else result.summary(), click.echo)
+                    bar.print(json.dumps(result.as_json(), ensure_ascii=False, default=str) if fmt == "json"
+                              else result.summary(), click.echo)
                     if result.diverged:
                         diverged.append(result.name)
                 bar.step()

@@ -487,11 +487,15 @@ class Warehouse:
             catalog.check_new_name(view_name, "view")
             rel = catalog.new_view_path(view_name)
         else:
+            readers = catalog.readers(view_name)
+            if readers:  # their watermarks name versions of the table being replaced
+                raise CatalogError(f"cannot replace view {view_name}: read by view{'s' if len(readers) > 1 else ''} "
+                                   f"{', '.join(readers)} (drop {'them' if len(readers) > 1 else 'it'} first)")
             rel = catalog.new_view_path(view_name, generation=uuid.uuid4().hex[:12])
         if progress:
             progress(f"{view_name}: materializing")
         writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
-        entry = ViewEntry(name=view_name, text=text, schema=program.type, path=rel, extra=extra)
+        entry = ViewEntry(name=view_name, text=text, schema=programs.visible_type(program.type), path=rel, extra=extra)
         from idivm.exec.materialize import data_errors
 
         def register(cat: Catalog) -> None:
@@ -521,6 +525,11 @@ class Warehouse:
                  max_changes: int | None = None) -> list["MaintenanceResult"]:
         """Bring view ``name`` (default: every view) up to date with its base tables.
 
+        A view that reads other views reads them like base tables, at their last committed
+        versions: ``maintain(name)`` does not maintain the views ``name`` reads (maintain them
+        first, or use ``maintain()``); ``maintain()`` runs every view after the views it reads
+        (:meth:`~idivm.catalog.Catalog.dependency_order`), so each sees its inputs up to date.
+
         The current version of every base table the view reads is pinned (the new
         watermark); if none moved since the view's watermark nothing is committed.
         Otherwise the view's strategy computes its changes — the Δ-script's i-diffs
@@ -548,7 +557,7 @@ class Warehouse:
         if max_changes is not None and max_changes < 1:
             raise ValueError(f"max_changes must be a positive number of rows, not {max_changes}")
         catalog = self.catalog
-        names = [name] if name is not None else sorted(catalog.views)
+        names = [name] if name is not None else catalog.dependency_order()
         results = []
         for n in names:
             started = time.monotonic()
@@ -572,9 +581,9 @@ class Warehouse:
         return MaintenanceResult.of(name, self._runtime.refresh(self.catalog, name), started)
 
     def verify(self, name: str, limit: int = 5, progress: Callable[[str], None] | None = None) -> "Verification":
-        """Recompute view ``name`` from scratch at its watermark (the base-table versions it
-        reflects) and compare it with the stored view, hidden IDs included, as bags.
-        ``progress`` is told of each comparison."""
+        """Recompute view ``name`` from scratch at its watermark (the versions of the base tables
+        and views it reads that it reflects) and compare it with the stored view, hidden IDs
+        included, as bags.  ``progress`` is told of each comparison."""
         def step(message: str) -> None:
             if progress:
                 progress(message)

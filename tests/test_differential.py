@@ -6,10 +6,13 @@ composed: selections, generalized projections (arithmetic, string functions, FLO
 CASE), 2- and 3-way joins (comma + WHERE, JOIN ON, NATURAL JOIN), LEFT JOIN, self-joins
 (parts of the same price band, devices sharing a part), SUM/COUNT/AVG/MIN/MAX over joins,
 GROUP BY with HAVING, aggregates of aggregates through FROM subqueries, global aggregates,
-EXISTS and IN (semijoins), NOT EXISTS (antijoins), UNION ALL and SELECT DISTINCT.  Each is
+EXISTS and IN (semijoins), NOT EXISTS (antijoins), UNION ALL and SELECT DISTINCT, and AsterixDB's
+spellings: FROM-first blocks, LET after FROM and after GROUP BY, WITH, CROSS JOIN, comma joins of
+subqueries, [NOT] IN over arrays, ORDER BY in a FROM subquery.  Each is
 defined once per maintenance strategy of :data:`STRATEGIES` (``id`` and ``tuple``), under the
 names ``<view>_id`` and ``<view>_tuple``.  The nested views over the Yelp tables (the thesis'
-V and V1, an unnest of ``users.elite``, a GROUP AS with ARRAY_COUNT) are defined once, with
+V and V1, an unnest of ``users.elite``, a GROUP AS with ARRAY_COUNT, [NOT] IN over a
+collection-valued variable and field) are defined once, with
 the default strategy.  Then, batch after batch, the changes are ingested (one file per
 table), every view is maintained and checked:
 
@@ -689,6 +692,49 @@ RELATIONAL = [
           """SELECT DISTINCT d.category, CASE WHEN p.price >= 50 THEN 'high' ELSE 'low' END AS band
              FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid""",
           {D, P, DP}),
+    # --- AsterixDB's spellings: FROM-first blocks, LET (after FROM and after GROUP BY), WITH,
+    # CROSS JOIN, IN over an array, ORDER BY in a FROM subquery
+    _view("phone_part_totals_from_first",
+          """FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             LET gross = p.price * 1.2
+             WHERE d.category = "phone"
+             GROUP BY d.did
+             LET n = COUNT(*), total = SUM(gross)
+             HAVING n >= 2
+             SELECT d.did, n, total""",
+          """SELECT d.did, count(*) AS n, sum(p.price * 1.2) AS total
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             WHERE d.category = 'phone' GROUP BY d.did HAVING count(*) >= 2""",
+          {D, P, DP}),
+    _view("cheap_parts_with",
+          """WITH cheap AS (FROM parts p WHERE p.price < 40 SELECT p.pid, p.price)
+             FROM cheap JOIN devices_parts dp ON dp.pid = cheap.pid
+             SELECT dp.did, cheap.pid, cheap.price""",
+          """WITH cheap AS (SELECT pid, price FROM parts WHERE price < 40)
+             SELECT dp.did, cheap.pid, cheap.price FROM cheap JOIN devices_parts dp ON dp.pid = cheap.pid""",
+          {P, DP}),
+    _view("categories_cross_cheap_parts",
+          """FROM (SELECT DISTINCT d.category FROM devices d ORDER BY d.category) AS c CROSS JOIN parts p
+             WHERE p.price < 20
+             SELECT c.category, p.pid""",
+          """SELECT c.category, p.pid FROM (SELECT DISTINCT category FROM devices) AS c CROSS JOIN parts p
+             WHERE p.price < 20""",
+          {D, P}),
+    _view("link_pairs_of_subqueries",
+          """FROM (FROM devices d WHERE d.category = "phone" SELECT VALUE d) AS ph,
+                  (FROM devices_parts dp SELECT dp.did, dp.pid) AS l
+             WHERE l.did = ph.did AND l.pid IN [1, 2, 3, 5, 8, 13]
+             SELECT ph.did, l.pid""",
+          """SELECT ph.did, l.pid FROM (SELECT * FROM devices d WHERE d.category = 'phone') AS ph,
+                                        (SELECT did, pid FROM devices_parts) AS l
+             WHERE l.did = ph.did AND l.pid IN (1, 2, 3, 5, 8, 13)""",
+          {D, DP}),
+    _view("parts_not_in_list",
+          """FROM parts p LET band = FLOOR(p.price / 25) WHERE band NOT IN [0, 2] AND p.pid % 4 IN [0, 1]
+             SELECT p.pid, band""",
+          """SELECT p.pid, floor(p.price / 25) AS band FROM parts p
+             WHERE floor(p.price / 25) NOT IN (0, 2) AND p.pid % 4 IN (0, 1)""",
+          {P}),
 ]
 assert len({v.name for v in RELATIONAL}) == len(RELATIONAL)
 
@@ -782,6 +828,15 @@ NESTED = [
                   GROUP BY r.business_id GROUP AS g""",
                frozenset({"reviews"}), _good_reviews_expected,
                lambda rows: Counter((r["business_id"], r["n"], len(r["members"])) for r in rows)),
+    NestedView("elite_in_2015",  # IN over a collection-valued LET variable and over a field
+               """CREATE VIEW elite_in_2015 AS
+                  FROM users u LET years = u.elite
+                  WHERE 2015 IN years AND 2010 NOT IN u.elite
+                  SELECT u.user_id, u.fans""",
+               frozenset({"users"}),
+               lambda o: Counter((u["user_id"], u["fans"]) for u in o.rows("users")
+                                 if 2015 in (u["elite"] or []) and 2010 not in (u["elite"] or [])),
+               lambda rows: Counter((r["user_id"], r["fans"]) for r in rows)),
 ]
 
 

@@ -281,3 +281,20 @@ def test_directory_names_are_safe_and_distinct():
         dirs[n] = d
     assert dirs["a"] == "a" and dirs["a_b"] == "a_b"  # identifiers keep their directory
     assert set(dirs) == set(names) - {"..", ".", "/", "../a", "a/../../b"}
+
+
+def test_key_columns_alike_once_sanitised_get_distinct_id_columns(make_warehouse):
+    """Key columns ``a b`` and ``a_b`` would both be ID column ``..._a_b``: each gets its own,
+    and the view is maintained by ID like any other (checked against its recomputation)."""
+    wh = make_warehouse()
+    wh.create_table("pairs", ["a b", "a_b"], [{"a b": 1, "a_b": 1, "v": 10}, {"a b": 1, "a_b": 2, "v": 20},
+                                              {"a b": 2, "a_b": 1, "v": 30}])
+    info = wh.define("CREATE VIEW pair_values AS SELECT p.`a b` AS x, p.a_b AS y, p.v FROM pairs AS p",
+                     strategy="id")
+    assert info.strategy == "id"
+    change = Path(wh.path) / "change.jsonl"
+    jsonl(change, [{"a b": 1, "a_b": 2, "v": 21}, {"__delete": {"a b": 2, "a_b": 1}}, {"a b": 2, "a_b": 2, "v": 40}])
+    wh.ingest("pairs", change, format="rows")
+    wh.maintain("pair_values")
+    assert wh.verify("pair_values").ok
+    assert sorted((r["x"], r["y"], r["v"]) for r in wh.rows("pair_values")) == [(1, 1, 10), (1, 2, 21), (2, 2, 40)]

@@ -231,6 +231,11 @@ def test_let_where_group_having():
         having=op(">", A.FunctionCall("COUNT", (), star=True), num(1)))
 
 
+def test_a_grouping_key_alias_may_omit_as():
+    assert parse_query("SELECT k, j FROM t GROUP BY t.a k, t.b AS j") == \
+        parse_query("SELECT k, j FROM t GROUP BY t.a AS k, t.b AS j")
+
+
 def test_group_as_and_into_mean_the_same():
     a = parse_query("SELECT VALUE g FROM t GROUP BY t.k GROUP AS g")
     b = parse_query("SELECT VALUE g FROM t GROUP BY t.k INTO g")
@@ -248,6 +253,199 @@ def test_union_all_inside_a_subquery():
     left = select(value=I("a"), from_=(table("t"),))
     right = select(value=I("b"), from_=(table("u"),))
     assert q.from_items == (A.FromExpr(A.Subquery(A.UnionAll(left, right)), "x"),)
+
+
+# ----------------------------------------------------------------------------- AsterixDB's clause orders
+
+
+@pytest.mark.parametrize("from_first, select_first", [
+    ("FROM t SELECT t.a", "SELECT t.a FROM t"),
+    ("from t AS x where x.a > 1 select distinct x.a, x.b AS bee",
+     "SELECT DISTINCT x.a, x.b AS bee FROM t AS x WHERE x.a > 1"),
+    ("FROM t x JOIN u y ON x.id = y.id LEFT JOIN w z ON z.k = y.k SELECT VALUE {'a': x.a, 'c': z.c}",
+     "SELECT VALUE {'a': x.a, 'c': z.c} FROM t x JOIN u y ON x.id = y.id LEFT JOIN w z ON z.k = y.k"),
+    ("FROM t x, x.items i LET n = i.qty * 2 WHERE n > 3 GROUP BY x.id GROUP AS g "
+     "HAVING COUNT(*) > 1 SELECT x.id, COUNT(*) AS c",
+     "SELECT x.id, COUNT(*) AS c FROM t x, x.items i LET n = i.qty * 2 WHERE n > 3 GROUP BY x.id "
+     "GROUP AS g HAVING COUNT(*) > 1"),
+    ("FROM t UNNEST t.tags AS tag SELECT *", "SELECT * FROM t UNNEST t.tags AS tag"),
+    # inside subqueries, IN, EXISTS and UNION ALL branches
+    ("SELECT t.a, (FROM u WHERE u.k = t.k SELECT VALUE u.b) AS bs FROM t",
+     "SELECT t.a, (SELECT VALUE u.b FROM u WHERE u.k = t.k) AS bs FROM t"),
+    ("FROM (FROM u SELECT u.k, u.b) AS s SELECT s.k",
+     "SELECT s.k FROM (SELECT u.k, u.b FROM u) AS s"),
+    ("FROM t WHERE t.k IN (FROM u SELECT VALUE u.k) AND EXISTS (FROM w SELECT 1) SELECT t.a",
+     "SELECT t.a FROM t WHERE t.k IN (SELECT VALUE u.k FROM u) AND EXISTS (SELECT 1 FROM w)"),
+    ("FROM t SELECT VALUE t.a UNION ALL SELECT VALUE u.b FROM u UNION ALL FROM w SELECT VALUE w.c",
+     "SELECT VALUE t.a FROM t UNION ALL SELECT VALUE u.b FROM u UNION ALL SELECT VALUE w.c FROM w"),
+])
+def test_from_first_blocks_mean_their_select_first_spelling(from_first, select_first):
+    assert parse_query(from_first) == parse_query(select_first)
+
+
+def test_from_first_view_and_positions():
+    v = parse_view("CREATE VIEW v AS\nFROM t\nWHERE t.a > 1\nSELECT t.a;")
+    assert v.query == select(item(path("t", "a")), from_=(table("t"),), where=op(">", path("t", "a"), num(1)))
+    assert (v.query.span.line, v.query.span.column, v.query.span.end_line) == (2, 1, 4)
+    assert (v.query.items[0].span.line, v.query.items[0].span.column) == (4, 8)
+
+
+def test_from_first_block_must_end_with_select():
+    e = syntax_error("FROM t WHERE t.a > 1")
+    assert (e.span.line, e.span.column) == (1, 21)
+    assert e.message.startswith("unexpected end of input; expected ")
+    assert "'SELECT'" in e.message and "'GROUP'" in e.message
+
+
+def test_let_clauses_after_from_and_after_group_by():
+    q = parse_query("FROM t LET a = t.x, b = a + 1 LET c = b * 2 WHERE c > 0 "
+                    "GROUP BY t.k AS k GROUP AS g LET n = COUNT(*) LET m = n + 1 HAVING m > 2 "
+                    "SELECT k, n, m")
+    count = A.FunctionCall("COUNT", (), star=True)
+    assert q == select(
+        item(I("k")), item(I("n")), item(I("m")),
+        from_=(table("t"),),
+        lets=(A.LetBinding("a", path("t", "x")), A.LetBinding("b", op("+", I("a"), num(1))),
+              A.LetBinding("c", op("*", I("b"), num(2)))),
+        where=op(">", I("c"), num(0)),
+        group_by=(A.GroupKey(path("t", "k"), "k"),), group_as="g",
+        group_lets=(A.LetBinding("n", count), A.LetBinding("m", op("+", I("n"), num(1)))),
+        having=op(">", I("m"), num(2)))
+    assert parse_query("SELECT k, n FROM t GROUP BY t.k AS k LET n = COUNT(*)") == select(
+        item(I("k")), item(I("n")), from_=(table("t"),), group_by=(A.GroupKey(path("t", "k"), "k"),),
+        group_lets=(A.LetBinding("n", count),))
+
+
+def test_with_in_a_block_is_let():
+    assert parse_query("FROM t WITH a AS t.x, b AS a + 1 SELECT b") == \
+        parse_query("FROM t LET a = t.x, b = a + 1 SELECT b")
+
+
+def test_cross_join_is_an_inner_join_without_condition():
+    q = parse_query("SELECT * FROM a CROSS JOIN b AS bb cross join c")
+    inner = A.Join("INNER", table("a"), table("b", "bb"), None)
+    assert q.from_items == (A.Join("INNER", inner, table("c"), None),)
+    q = parse_query("FROM (SELECT VALUE x FROM t x) AS s CROSS JOIN (SELECT VALUE y FROM u y) AS r SELECT *")
+    (join,) = q.from_items
+    assert isinstance(join.left.expr, A.Subquery) and join.right.alias == "r" and join.condition is None
+
+
+# ----------------------------------------------------------------------------- IN over collections
+
+
+def test_in_over_an_array_or_bag_constructor_is_an_in_list():
+    assert expr("x IN [1, 2, 3]") == expr("x IN (1, 2, 3)")
+    assert expr("x NOT IN {{'a', y}}") == A.InList(I("x"), (s("a"), I("y")), negated=True)
+
+
+def in_scan(operand: A.Expr, collection: A.Expr, negated: bool = False) -> A.InSubquery:
+    """``operand [NOT] IN (SELECT VALUE v FROM collection AS v)``: what ``IN collection`` means."""
+    v = A.Identifier("$in")
+    return A.InSubquery(operand, select(value=v, from_=(A.FromExpr(collection, "$in"),)), negated)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("x IN coll", in_scan(I("x"), I("coll"))),
+    ("i.pid NOT IN dup", in_scan(path("i", "pid"), I("dup"), negated=True)),
+    ("x IN u.lists[0]", in_scan(I("x"), A.IndexAccess(path("u", "lists"), num(0)))),
+    ("x IN array_distinct(u.l)", in_scan(I("x"), A.FunctionCall("ARRAY_DISTINCT", (path("u", "l"),)))),
+    ("x IN []", in_scan(I("x"), A.ArrayConstructor(()))),
+    ("x + 1 IN coll AND y", op("AND", in_scan(op("+", I("x"), num(1)), I("coll")), I("y"))),
+])
+def test_in_over_a_collection_scans_it(text, expected):
+    assert expr(text) == expected
+
+
+def test_in_over_a_collection_keeps_positions():
+    e = expr("x IN\n  u.l")
+    assert (e.span.line, e.span.column, e.span.end_line, e.span.end_column) == (1, 14, 2, 6)
+    assert [n for n in e.walk() if n.span is None] == []
+    scan = e.query.from_items[0]
+    assert (scan.span.line, scan.span.column) == (2, 3)
+
+
+# ----------------------------------------------------------------------------- LET / WITH before a query
+
+
+def test_with_is_inlined_into_from_where_and_select():
+    q = parse_query("WITH cheap AS (SELECT VALUE p FROM parts p WHERE p.price < 10), lim AS 5 "
+                    "FROM cheap JOIN devices d ON d.pid = cheap.pid WHERE cheap.price < lim SELECT d.did, lim")
+    assert q == parse_query(
+        "FROM (SELECT VALUE p FROM parts p WHERE p.price < 10) AS cheap JOIN devices d ON d.pid = cheap.pid "
+        "WHERE cheap.price < 5 SELECT d.did, 5 AS lim")
+
+
+def test_with_bindings_see_earlier_ones_and_apply_to_every_union_branch():
+    q = parse_query("LET a = 1, b = a + 1 SELECT VALUE b UNION ALL SELECT VALUE a FROM t")
+    assert q == parse_query("SELECT VALUE 1 + 1 UNION ALL SELECT VALUE 1 FROM t")
+    assert parse_query("WITH a AS 1 WITH b AS a SELECT b") == parse_query("SELECT 1 AS b")
+
+
+def test_with_is_not_inlined_where_a_variable_hides_it():
+    q = parse_query("WITH x AS [1, 2] SELECT x, y.x FROM t AS x, x.l AS y GROUP BY x.k AS k LET x2 = k")
+    assert q == parse_query("SELECT x, y.x FROM t AS x, x.l AS y GROUP BY x.k AS k LET x2 = k")
+    # a FROM item without alias binds its name; a LET, a grouping key and GROUP AS hide it too
+    assert parse_query("WITH t AS [1] SELECT VALUE t FROM t") == parse_query(
+        "SELECT VALUE t FROM [1] AS t")
+    assert parse_query("WITH n AS 7 FROM u LET n = u.a SELECT VALUE n") == parse_query(
+        "FROM u LET n = u.a SELECT VALUE n")
+    assert parse_query("WITH g AS 7 FROM u GROUP BY u.a AS g SELECT VALUE g") == parse_query(
+        "FROM u GROUP BY u.a AS g SELECT VALUE g")
+    # inside a subquery that does not rebind it, it is inlined
+    assert parse_query("WITH n AS 7 SELECT VALUE (SELECT VALUE n + u.a FROM u) FROM t") == parse_query(
+        "SELECT VALUE (SELECT VALUE 7 + u.a FROM u) FROM t")
+
+
+def test_with_keeps_the_names_it_gave_to_projections_and_keys():
+    assert parse_query("WITH k AS 1 FROM t GROUP BY k SELECT k") == parse_query(
+        "FROM t GROUP BY 1 AS k SELECT k")
+
+
+def test_with_inside_a_subquery():
+    q = parse_query("SELECT t.a FROM t WHERE t.b IN (WITH lo AS 3 FROM u WHERE u.c > lo SELECT VALUE u.b)")
+    assert q == parse_query("SELECT t.a FROM t WHERE t.b IN (FROM u WHERE u.c > 3 SELECT VALUE u.b)")
+
+
+def test_with_refuses_to_inline_where_its_own_names_are_hidden():
+    e = syntax_error("WITH c AS (SELECT VALUE p FROM parts p) FROM devices AS parts, c SELECT *")
+    assert e.message == ("'c' cannot be inlined here: its definition uses 'parts', which a variable of the "
+                         "query hides at this point; rename that variable")
+    assert (e.span.line, e.span.column) == (1, 64)
+
+
+def test_with_inlined_nodes_keep_their_positions():
+    q = parse_query("WITH lo AS 3\nFROM u WHERE u.c > lo SELECT u.a")
+    three = q.where.right
+    assert three == num(3) and (three.span.line, three.span.column) == (1, 12)
+    assert [n for n in q.walk() if n.span is None] == []
+
+
+# ----------------------------------------------------------------------------- ORDER BY in subqueries
+
+
+def test_order_by_in_a_subquery_is_recorded_on_the_subquery():
+    q = parse_query("SELECT s.a FROM (SELECT VALUE x FROM t x ORDER BY x.a DESC, x.b asc) AS s")
+    sub = q.from_items[0].expr
+    assert sub == A.Subquery(select(value=I("x"), from_=(table("t", "x"),)), ordered=True)
+    assert parse_query("SELECT VALUE (SELECT VALUE 1 FROM t)").value.ordered is False
+
+
+def test_in_and_exists_ignore_the_order_of_their_subquery():
+    assert parse_query("SELECT 1 FROM t WHERE t.a IN (SELECT VALUE u.a FROM u ORDER BY u.a) "
+                       "AND EXISTS (SELECT 1 FROM w ORDER BY w.z DESC)") == \
+        parse_query("SELECT 1 FROM t WHERE t.a IN (SELECT VALUE u.a FROM u) AND EXISTS (SELECT 1 FROM w)")
+
+
+@pytest.mark.parametrize("text, column, message", [
+    ("SELECT * FROM (SELECT a FROM t LIMIT 3) AS s", 32, "LIMIT is not supported in a subquery"),
+    ("SELECT * FROM (SELECT a FROM t ORDER BY a OFFSET 3) AS s", 43, "OFFSET is not supported in a subquery"),
+    ("SELECT * FROM (SELECT a FROM t ORDER BY a upward) AS s", 43,
+     "unexpected 'upward' after an ORDER BY key; expected ASC, DESC, ',' or ')'"),
+])
+def test_limit_in_a_subquery_and_bad_order_directions_are_refused(text, column, message):
+    e = syntax_error(text)
+    assert e.message.startswith(message)
+    assert (e.span.line, e.span.column) == (1, column)
 
 
 # ----------------------------------------------------------------------------- subqueries
@@ -493,16 +691,18 @@ def test_spans_do_not_affect_equality():
     ("SELECT `abc FROM t", 1, 8, "unterminated quoted identifier: no closing `"),
     ("SELECT a /* no end\nFROM t", 1, 10, "unterminated comment: '/*' has no closing '*/'"),
     ("SELECT a\n  # b", 2, 3, "unexpected character '#'"),
-    ("", 1, 1, "unexpected end of input; expected 'SELECT'"),
+    ("", 1, 1, "unexpected end of input; expected 'SELECT', 'FROM', 'LET' or 'WITH'"),
     ("SELECT SUM(*) FROM t", 1, 8, "'*' is only allowed as the argument of COUNT, not SUM"),
     (r"SELECT 'a\qb'", 1, 8, "unknown escape sequence '\\q'"),
     (r"SELECT '\u00'", 1, 8, r"bad escape sequence: \u needs 4 hex digits"),
     ('SELECT {"a": 1, a: 2}', 1, 17, "duplicate field name 'a' in tuple constructor"),
     ("SELECT `` FROM t", 1, 8, "empty quoted identifier"),
     ("SELECT * FROM a RIGHT JOIN b ON x", 1, 17,
-     "unexpected 'RIGHT': RIGHT JOIN is not supported; use [INNER] JOIN or LEFT [OUTER] JOIN"),
+     "unexpected 'RIGHT': RIGHT JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
     ("SELECT * FROM a full outer JOIN b ON x", 1, 17,
-     "unexpected 'full': FULL JOIN is not supported; use [INNER] JOIN or LEFT [OUTER] JOIN"),
+     "unexpected 'full': FULL JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
+    ("SELECT * FROM a LEFT OUTER UNNEST a.l AS x", 1, 28,
+     "unexpected 'UNNEST': LEFT [OUTER] UNNEST is not supported; only [INNER] UNNEST is"),
     ("SELECT a FROM t UNION SELECT b FROM u", 1, 17,
      "UNION without ALL is not supported; only UNION ALL is (wrap it in SELECT DISTINCT to remove duplicates)"),
     ("SELECT a FROM t INTERSECT SELECT b FROM u", 1, 17, "INTERSECT is not supported; only UNION ALL is"),
@@ -531,7 +731,7 @@ def test_error_renders_file_line_column_and_caret():
     ("CREATE VIEW v AS SELECT a FROM t LIMIT 10", "LIMIT", 34),
     ("CREATE VIEW v AS SELECT a FROM t OFFSET 10", "OFFSET", 34),
     ("CREATE VIEW v AS SELECT VALUE 1 UNION ALL SELECT VALUE 2 ORDER BY 1", "ORDER BY", 58),
-    ("CREATE VIEW v AS SELECT * FROM (SELECT a FROM t LIMIT 3) AS s", "LIMIT", 49),
+    ("CREATE VIEW v AS FROM t SELECT a ORDER BY a", "ORDER BY", 34),
 ])
 def test_order_by_and_limit_are_rejected_in_views(text, keyword, column):
     e = syntax_error(text, view=True)

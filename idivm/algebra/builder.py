@@ -15,7 +15,7 @@ Name rules (DESIGN.md "SQL++ scope"):
 * an unaliased projection of a path is named after its last step;
 * after GROUP BY only grouping keys (by their ``AS`` name, their implicit
   name, or an expression identical to the key, SQL-92 style), the GROUP AS
-  variable and aggregates are visible.
+  variable, aggregates and the LET variables after GROUP BY are visible.
 
 Every variable of the plan gets a name unique in the whole query, so nested
 plans never shadow the environment they run in.  Subqueries, aggregates,
@@ -92,23 +92,28 @@ class PlanBuilder(TermBuilder):
         ctx = _Ctx(O.Ground())
         if q.from_items:
             ctx.plan = self.from_clause(q.from_items, sc)
-        for let in q.lets:
-            t = self.expr(let.expr, sc, ctx)
-            var = self.fresh(let.name, self.type_of(t))
-            ctx.plan = O.Assign(ctx.plan, t, var, span=let.span)
-            sc.add(Binding(let.name, var, self.var_types[var]), let.span)
+        self.lets(q.lets, sc, ctx)
         if q.where is not None:
             self.where(q.where, sc, ctx)
         out_scope = sc
         aggs = self.aggregate_calls(q)
         if q.group_by or aggs or q.group_as:
             out_scope = self.group_by(q, sc, ctx, aggs)
+            self.lets(q.group_lets, out_scope, ctx)
             if q.having is not None:
                 cond = self.expr(q.having, out_scope, ctx)
                 ctx.plan = O.Select(ctx.plan, cond, span=q.having.span)
         elif q.having is not None:
             raise SemanticError("HAVING needs GROUP BY or an aggregate", q.having.span)
         return self.select_clause(q, out_scope, ctx)
+
+    def lets(self, lets: tuple[A.LetBinding, ...], sc: Scope, ctx: _Ctx) -> None:
+        """``LET name = e, …``: each value assigned to a new variable of the block, in order."""
+        for let in lets:
+            t = self.expr(let.expr, sc, ctx)
+            var = self.fresh(let.name, self.type_of(t))
+            ctx.plan = O.Assign(ctx.plan, t, var, span=let.span)
+            sc.add(Binding(let.name, var, self.var_types[var]), let.span)
 
     def union_all(self, q: A.UnionAll, parent: Scope | None) -> _Built:
         left = self.query(q.left, parent)
@@ -228,7 +233,13 @@ class PlanBuilder(TermBuilder):
         return O.ScanCollection(plan, source, var, pos, span=item.span)
 
     def subquery_bindings(self, item: A.FromExpr, sc: Scope) -> O.Operator:
-        """``FROM (subquery) AS s``: the subquery's binding tuples with ``s`` bound to each element."""
+        """``FROM (subquery) AS s``: the subquery's binding tuples with ``s`` bound to each element.
+        The order of the elements is not observable here, so an ORDER BY of the subquery is
+        ignored; with ``AT`` it would be, and a subquery's result is a bag."""
+        if item.at:
+            why = " (its ORDER BY is not kept)" if item.expr.ordered else ""  # type: ignore[attr-defined]
+            raise UnsupportedError(
+                f"AT needs an ordered collection; the result of a subquery is a bag{why}", item.span)
         sub = self.query(item.expr.query, sc)  # type: ignore[attr-defined]
         alias = item.alias or "s"
         var = self.fresh(alias, sub.type)
@@ -295,7 +306,7 @@ class PlanBuilder(TermBuilder):
         negated ^= c.negated  # type: ignore[attr-defined]
         q = c.query  # type: ignore[attr-defined]
         if (not isinstance(q, A.SelectQuery) or not q.from_items or q.group_by or q.group_as
-                or q.having is not None or q.lets or self.aggregate_calls(q)):
+                or q.having is not None or q.lets or q.group_lets or self.aggregate_calls(q)):
             return False
         block_vars = set(ctx.plan.output_variables())
         sub_scope = Scope(sc)
@@ -336,7 +347,8 @@ class PlanBuilder(TermBuilder):
     # ------------------------------------------------------------------ GROUP BY
 
     def aggregate_calls(self, q: A.SelectQuery) -> list[A.FunctionCall]:
-        """SQL aggregate calls of SELECT/HAVING, not inside subqueries or other aggregates."""
+        """SQL aggregate calls of SELECT, HAVING and the LETs after GROUP BY, not inside
+        subqueries or other aggregates."""
         found: list[A.FunctionCall] = []
 
         def visit(n: A.Node) -> None:
@@ -351,7 +363,7 @@ class PlanBuilder(TermBuilder):
             for ch in n.children():
                 visit(ch)
 
-        roots: list[A.Node] = list(q.items)
+        roots: list[A.Node] = list(q.items) + [let.expr for let in q.group_lets]
         if q.value is not None:
             roots.append(q.value)
         if q.having is not None:

@@ -232,7 +232,12 @@ class TermBuilder(ABC):
                         "write SELECT VALUE in the subquery", q.span)
                 t = Call("contains", (coll, xt), span=e.span)
                 return Call("not", (t,), span=e.span) if neg else t
-            case A.Subquery(query=q):
+            case A.Subquery(query=q, ordered=ordered):
+                if ordered:
+                    raise UnsupportedError(
+                        "ORDER BY in a subquery used as a value is not supported: idivm's nested "
+                        "collections are bags, so the order would be lost (ORDER BY is accepted in a "
+                        "FROM subquery without AT, and in IN and EXISTS subqueries)", e.span)
                 return Var(self.apply(q, sc, ctx, e.span), span=e.span)
             case A.TupleConstructor(fields=fs):
                 names = [n for n, _ in fs]

@@ -6,6 +6,10 @@ provenance indexes; ``define`` stores the result beside the view
 (``views/<name>.program/program.json``, :func:`write_program`), and every run loads it
 (:func:`load_program`): a program stored by another version of idivm is compiled again from
 the view's text, once, and stored again.  Nothing here starts Spark.
+
+A view reads base tables and views defined before it (:func:`input_relations`): a view it
+reads is an input relation like a base table, with the rows of its Delta table, keyed by its
+hidden ID columns.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from idivm.catalog import Catalog, ViewEntry
+from idivm import types as T
+from idivm.catalog import BaseTables, Catalog, ViewEntry
 from idivm.errors import CatalogError
+from idivm.provenance.ids import HIDDEN
 from idivm.storage import delta
 
 if TYPE_CHECKING:
@@ -104,7 +110,7 @@ def plan_maps(catalog: Catalog, prov, text: str, filename: str | None):
 
     if prov.unknown is not None:
         raise prov.unknown.with_source(text, filename)
-    columns = {t: [n for n, _ in ty.fields] for t, ty in catalog.base_tables().types.items()}
+    columns = {t: [n for n, _ in ty.fields] for t, ty in input_relations(catalog).types.items()}
     try:
         if not prov.view_ids:
             raise Untranslatable("a view of a single row (GROUP BY without keys) has no IDs to rewrite it by")
@@ -120,13 +126,14 @@ def plan_view(catalog: Catalog, text: str, filename: str | None):
     from idivm.provenance.ids import infer_provenance, without_ids
     from idivm.sqlpp import parse_view
 
-    base = catalog.base_tables()
+    base = input_relations(catalog)
     try:
         view = build_view(parse_view(text, filename), base.types)
+        check_views_read(catalog, view.plan)
         try:
             return view, infer_provenance(view.plan, base.keys, base.types, base.element_keys)
         except UnknownIdsError as e:  # recomputed (auto, recompute); id and tuple refuse it
-            return view, without_ids(view.plan, e.with_source(text, filename))
+            return view, without_ids(view.plan, _about_views_read(catalog, view.plan, e).with_source(text, filename))
     except IdivmError as e:
         raise e.with_source(text, filename)
 
@@ -144,7 +151,7 @@ def generate_script(catalog: Catalog, view, prov, text: str, filename: str | Non
         if strict:
             raise prov.unknown
         return None, f"recompute: {prov.unknown.message}"
-    base = catalog.base_tables()
+    base = input_relations(catalog)
     try:
         return generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys,
                              strategy, caches=caches), ""
@@ -158,7 +165,7 @@ def base_signatures(catalog: Catalog, view):
     """The view's base-table i-diff signatures (§2.5, §2.14.1)."""
     from idivm.diffs.base_signatures import generate_base_signatures
 
-    base = catalog.base_tables()
+    base = input_relations(catalog)
     return generate_base_signatures(view.plan, base.keys, base.types, base.element_keys)
 
 
@@ -170,3 +177,90 @@ def stored_indexes(program: "Program", path: Path) -> list:
     if program.indexes is None or program.script is None:
         return []
     return indexes.resolve(program.indexes, delta.schema(path), program.prov.view_ids, program.script.statements)
+
+
+def input_relations(catalog: Catalog) -> BaseTables:
+    """What planning needs to know of the relations a view may read: the base tables (their
+    types, primary keys and declared element keys) and the views of the catalog.
+
+    A view is read as the rows of its Delta table: its user-visible columns and its hidden ID
+    columns (``__idivm_id_*``), which are its key; the hidden columns keep their names.  The
+    elements of its nested collections of tuples carry their provenance as a hidden field
+    (``__idivm_prov``), a tuple, which is not (yet) usable as an element key: they have none,
+    so a view that needs their IDs (one that returns a row per element) is recomputed, and
+    ``id`` or ``tuple`` refuse it (:func:`_about_views_read`)."""
+    base = catalog.base_tables()
+    types, keys, element_keys = dict(base.types), dict(base.keys), dict(base.element_keys)
+    for name, entry in catalog.views.items():
+        stored = T.from_arrow(delta.schema(catalog.path_of(entry)))
+        relation = _with_hidden(entry.schema, stored)
+        assert isinstance(relation, T.TupleType)
+        types[name] = relation
+        keys[name] = tuple(i["column"] for i in entry.extra.get("ids") or ())
+        element_keys[name] = {}  # nested elements of views have no key to read them by (see above)
+    return BaseTables(types, keys, element_keys)
+
+
+def _views_read(catalog: Catalog, plan) -> list:
+    """(scan, view entry) of each view ``plan`` reads."""
+    from idivm.algebra import operators as O
+    from idivm.algebra.expressions import TableRef
+
+    return [(op, catalog.views[op.source.name]) for op in O.walk(plan)
+            if isinstance(op, O.ScanCollection) and isinstance(op.source, TableRef)
+            and op.source.name in catalog.views]
+
+
+def _about_views_read(catalog: Catalog, plan, error):
+    """``error`` (IDs that cannot be inferred), saying which views read have nested collections
+    of tuples, whose elements have no key another view can use yet."""
+    from idivm.errors import UnknownIdsError
+
+    nested = sorted({entry.name for _, entry in _views_read(catalog, plan) if _has_tuple_collections(entry.schema)})
+    if not nested:
+        return error
+    return UnknownIdsError(f"{error.message} (the elements of the nested collections of view "
+                           f"{', '.join(nested)} have no key that a view reading it can use yet)", error.span)
+
+
+def check_views_read(catalog: Catalog, plan) -> None:
+    """An :class:`UnsupportedError` (at the name in the view's text) for a view read by
+    ``plan`` that cannot be an input relation: one without IDs, whose rows have no key."""
+    from idivm.errors import UnsupportedError
+
+    for op, entry in _views_read(catalog, plan):
+        if not entry.extra.get("ids"):
+            why = entry.extra.get("strategy_note") or "it has a single row or its IDs are unknown"
+            raise UnsupportedError(f"view {entry.name} cannot be read by another view: its rows have no IDs "
+                                   f"to key them by ({why})", op.source.span)
+
+
+def visible_type(t: T.Type) -> T.Type:
+    """``t`` without hidden columns and fields (those of the views a view reads that it copies):
+    the user-visible type of a view's rows."""
+    if isinstance(t, T.TupleType):
+        return T.TupleType(tuple((n, visible_type(ft)) for n, ft in t.fields if not n.startswith(HIDDEN)))
+    if isinstance(t, T.CollectionType):
+        return T.CollectionType(visible_type(t.element), t.ordered)
+    return t
+
+
+def _with_hidden(visible: T.Type, stored: T.Type) -> T.Type:
+    """The user-visible type ``visible`` with the hidden columns and fields of the stored type
+    ``stored`` (the type of a view's Delta table, which knows no arrays from bags) added."""
+    if isinstance(visible, T.TupleType) and isinstance(stored, T.TupleType):
+        fields = [(n, _with_hidden(t, stored.field(n) or t)) for n, t in visible.fields]
+        fields += [(n, t) for n, t in stored.fields if n.startswith(HIDDEN) and visible.field(n) is None]
+        return T.TupleType(tuple(fields))
+    if isinstance(visible, T.CollectionType) and isinstance(stored, T.CollectionType):
+        return T.CollectionType(_with_hidden(visible.element, stored.element), visible.ordered)
+    return visible
+
+
+def _has_tuple_collections(t: T.Type) -> bool:
+    """Whether type ``t`` holds a collection of tuples, at any depth."""
+    if isinstance(t, T.TupleType):
+        return any(_has_tuple_collections(ft) for _, ft in t.fields)
+    if isinstance(t, T.CollectionType):
+        return isinstance(t.element, T.TupleType) or _has_tuple_collections(t.element)
+    return False

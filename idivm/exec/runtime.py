@@ -1,8 +1,9 @@
 """The maintenance of a view (thesis §2.4 pass 3): a run from the view's watermark to the
 current versions of its base tables.
 
-A run pins the current version of every base table the view reads (the new watermark),
-reads each table's change data feed since the view's watermark, and, by the view's strategy,
+A run pins the current version of every base table the view reads (the new watermark; a view
+read by another counts as one of its base tables, at its last committed version), reads each
+table's change data feed since the view's watermark, and, by the view's strategy,
 evaluates the Δ-script of its stored program (:mod:`idivm.exec.programs`) on the condensed
 changes (:mod:`idivm.exec.delta_script`) or recomputes the view.  The intermediate caches are
 maintained first, each in its own commit recording what it reflects; then the view's
@@ -149,10 +150,11 @@ def cache_paths(catalog: Catalog, entry: ViewEntry) -> dict[str, Path]:
 
 
 def current_versions(catalog: Catalog, plan) -> dict[str, int]:
-    """The current version of every base table ``plan`` reads."""
+    """The current version of every base table and view ``plan`` reads (a view read by another
+    is at its last committed version: reading it does not maintain it)."""
     from idivm.exec.materialize import tables_read
 
-    return {t: delta.version(catalog.path_of(catalog.table(t))) for t in tables_read(plan)}
+    return {t: delta.version(catalog.input_path(t)) for t in tables_read(plan)}
 
 
 def versions_text(watermark: Mapping[str, int]) -> str:
@@ -218,7 +220,7 @@ class Runtime:
         from idivm.exec.materialize import evaluate_plan
 
         return evaluate_plan(self.spark, plan,
-                             lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t],
+                             lambda t: delta.read_spark(self.spark, catalog.input_path(t), versions[t],
                                                          engine=self.storage))
 
     def materialize(self, catalog: Catalog, program: "Program", rel: str, strategy: str
@@ -235,7 +237,7 @@ class Runtime:
         metadata = {"idivm.operation": "define view", "idivm.view": program.name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
         extra = {"ids": [{"column": c, "name": n} for c, n in prov.view_ids], "watermark": watermark,
-                 "strategy": strategy, "inputs": sorted(watermark)}
+                 "strategy": strategy, "inputs": list(watermark)}
         if program.note:
             extra["strategy_note"] = program.note
         writes: list[tuple[str, Callable[[Path], object]]] = [
@@ -278,7 +280,7 @@ class Runtime:
 
     def reader(self, catalog: Catalog, versions: Mapping[str, int]) -> Callable[[str], "DataFrame"]:
         """Base table name -> its rows at its version in ``versions``."""
-        return lambda t: delta.read_spark(self.spark, catalog.path_of(catalog.table(t)), versions[t],
+        return lambda t: delta.read_spark(self.spark, catalog.input_path(t), versions[t],
                                           engine=self.storage)
 
     def group_schema(self, mp, read: Callable[[str], "DataFrame"]):
@@ -295,7 +297,7 @@ class Runtime:
         if seconds is None:
             return
         watermark = entry.extra.get("watermark", {})
-        base_rows = sum(delta.row_count(catalog.path_of(catalog.table(t)), v) for t, v in watermark.items())
+        base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in watermark.items())
         history.record(catalog.root / program_folder(entry.path), history.Record("recompute", seconds, 0, base_rows))
 
     def build_indexes(self, program: "Program", path: Path, metadata: Mapping, progress=None) -> None:
@@ -350,7 +352,7 @@ class Runtime:
         missing = sorted(set(new) - set(old))
         if missing:
             raise CatalogError(f"view {view_name} records no version of {', '.join(missing)}; define it again")
-        tables = {t: catalog.path_of(catalog.table(t)) for t in new}
+        tables = {t: catalog.input_path(t) for t in new}
         waiting = ""
         if max_changes is not None:
             latest, new = new, capped(tables, old, new, max_changes)
@@ -374,7 +376,7 @@ class Runtime:
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
             if strategy == "auto" and script is not None:
-                base_rows = sum(delta.row_count(catalog.path_of(catalog.table(t)), v) for t, v in new.items())
+                base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in new.items())
                 chosen, why = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
                                              base_rows, delta.row_count(path))
                 if chosen == "recompute":

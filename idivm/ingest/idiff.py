@@ -143,10 +143,12 @@ def _row_change(node: Mapping[str, Any], at: str, line: int, checker: RowChecker
         if not isinstance(node["diff"], Mapping):
             raise checker.error(line, f"{at}.diff: a row's diff is a tuple diff (attribute → i-diff), "
                                       "not a bag diff")
-        unknown = [a for a in node["diff"] if a not in checker.schema.names]
+        unknown = {a: d.get("post") if isinstance(d, Mapping) else None  # their values, for --evolve
+                   for a, d in node["diff"].items() if a not in checker.schema.names}
         if unknown:
-            raise SchemaDrift(checker.source, line, f"{at}.diff has column {unknown[0]!r}, which table columns "
-                                                    f"({', '.join(checker.schema.names)}) do not include", unknown)
+            raise SchemaDrift(checker.source, line, f"{at}.diff has column {next(iter(unknown))!r}, which table "
+                                                    f"columns ({', '.join(checker.schema.names)}) do not include",
+                              unknown)
         try:
             edit = _fields(node["diff"], {f.name: f.type for f in checker.schema}, "", f"{at}.diff",
                            line, checker, frozen=checker.key)

@@ -155,7 +155,8 @@ def without_ids(plan: O.Operator, reason: UnknownIdsError) -> ProvenanceResult:
 
 
 def _top_level_element(element: Term, ids: Ids) -> tuple[Term, tuple[tuple[str, str], ...]]:
-    extra = tuple((f"{HIDDEN}id_{_column(g.name)}", g) for g in ids.groups)
+    taken: set[str] = set()
+    extra = tuple((_unique(f"{HIDDEN}id_{_column(g.name)}", taken), g) for g in ids.groups)
     hidden = tuple((c, g.name) for c, g in extra)
     fields_ = tuple((c, g.term) for c, g in extra)
     if not isinstance(element, TupleExpr):
@@ -165,6 +166,17 @@ def _top_level_element(element: Term, ids: Ids) -> tuple[Term, tuple[tuple[str, 
 
 def _column(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+
+
+def _unique(column: str, taken: set[str]) -> str:
+    """``column``, or with a numbered suffix when another ID column took it (names that
+    :func:`_column` maps alike: ``a b`` and ``a_b``)."""
+    name, n = column, 1
+    while name in taken:
+        n += 1
+        name = f"{column}_{n}"
+    taken.add(name)
+    return name
 
 
 class _Inference:

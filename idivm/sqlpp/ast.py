@@ -145,9 +145,13 @@ class Exists(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Subquery(Expr):
-    """A parenthesized query used as a value (scalar, bag or FROM source)."""
+    """A parenthesized query used as a value (scalar, bag or FROM source).
+
+    ``ordered``: the query ended with ORDER BY, which only a FROM source without AT may
+    ignore (the builder refuses it elsewhere: idivm's collections are bags)."""
 
     query: "Query"
+    ordered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +223,8 @@ class FromExpr(FromItem):
 class Join(FromItem):
     """``left [NATURAL] [INNER|LEFT [OUTER]] JOIN right [ON cond]``.
 
-    ``kind`` is 'INNER' or 'LEFT'; NATURAL joins have ``condition`` None.
+    ``kind`` is 'INNER' or 'LEFT'; NATURAL joins have ``condition`` None, and so
+    does ``CROSS JOIN`` (an INNER join that is not natural).
     A comma between FROM items is represented as separate items of
     :class:`SelectQuery.from_items`, not as a Join.
     """
@@ -256,8 +261,11 @@ class SelectQuery(Query):
     """One SELECT-FROM-WHERE block.
 
     Exactly one of ``value`` (SELECT VALUE/ELEMENT/RAW expr) and ``items`` is used.
-    ``from_items`` is empty for a FROM-less SELECT.  ``group_as`` holds the
-    variable of ``GROUP AS g`` (or the thesis' ``INTO g``).
+    ``from_items`` is empty for a FROM-less SELECT.  ``lets`` are the LET bindings
+    after FROM, ``group_lets`` those after GROUP BY (per group, visible in HAVING and
+    SELECT).  ``group_as`` holds the variable of ``GROUP AS g`` (or the thesis'
+    ``INTO g``).  A FROM-first block (``FROM … SELECT …``) has the same AST as its
+    SELECT-first spelling.
     """
 
     distinct: bool
@@ -269,6 +277,7 @@ class SelectQuery(Query):
     group_by: tuple[GroupKey, ...] = ()
     group_as: str | None = None
     having: Expr | None = None
+    group_lets: tuple[LetBinding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from lark.tree import Meta
 from idivm.errors import IdivmError, Span, SqlppSyntaxError
 from idivm.grammars import parse_text, read_grammar
 from idivm.sqlpp import ast
+from idivm.sqlpp.desugar import inline_lets
 
 __all__ = ["KEYWORDS", "parse_query", "parse_view"]
 
@@ -36,7 +37,7 @@ KEYWORDS = frozenset("""
     ALL AND AS AT BETWEEN BY CASE CREATE CROSS DISTINCT ELEMENT ELSE END EXCEPT
     EXISTS FALSE FROM FULL GROUP HAVING IN INNER INTERSECT INTO IS JOIN LEFT LET
     LIKE LIMIT MISSING NATURAL NOT NULL OFFSET ON OR ORDER OUTER RAW RIGHT SELECT
-    THEN TRUE UNION UNKNOWN UNNEST VALUE VIEW WHEN WHERE
+    THEN TRUE UNION UNKNOWN UNNEST VALUE VIEW WHEN WHERE WITH
 """.split())
 """Reserved words (case-insensitive).  Backquote one to use it as a name."""
 
@@ -159,7 +160,7 @@ _OPERATORS = frozenset({
 # roughly in clause order.
 _ORDER = [
     "RPAR", "RSQB", "RBRACE", "COMMA", "COLON", "STAR",
-    "BY", "AS", "SELECT", "FROM", "JOIN", "ON", "AT", "UNNEST", "LET", "WHERE", "GROUP", "INTO",
+    "BY", "AS", "SELECT", "FROM", "JOIN", "CROSS", "ON", "AT", "UNNEST", "LET", "WITH", "WHERE", "GROUP", "INTO",
     "HAVING", "UNION", "ALL", "DISTINCT", "VALUE", "ELEMENT", "RAW", "WHEN", "THEN", "ELSE", "END",
     "NULL", "MISSING", "UNKNOWN", "SEMICOLON", "$END",
     "LPAR",  # after a name: the start of a function call, rarely what was meant
@@ -168,7 +169,7 @@ _MAX_EXPECTED = 7
 # Keywords that end or join clauses: when one is unexpected, the user rarely
 # meant a name, so the "reserved word" hint is left out.
 _STRUCTURAL = frozenset({
-    "SELECT", "FROM", "WHERE", "GROUP", "BY", "HAVING", "LET", "UNION", "INTERSECT", "EXCEPT",
+    "SELECT", "FROM", "WHERE", "GROUP", "BY", "HAVING", "LET", "WITH", "UNION", "INTERSECT", "EXCEPT",
     "JOIN", "ON", "AND", "OR", "THEN", "ELSE",
 })
 
@@ -194,6 +195,10 @@ def _syntax_error(e: UnexpectedInput, text: str, start: str, context: str) -> Sq
         span = _token_span(tok)
         found = f"unexpected {_describe_token(tok)}"
     expected = _accepts_before(text, start, tok)
+    if tok.type in ("LIMIT", "OFFSET") and _nesting(text, tok) > 0:
+        return SqlppSyntaxError(
+            f"{tok.type} is not supported in a subquery: idivm's collections are unordered bags, "
+            f"so the elements {tok.type} would keep are not defined", span)
     if tok.type in _NOT_IN_VIEWS and "UNION" in expected:
         clause, advice = _NOT_IN_VIEWS[tok.type]
         if start == "start_view":
@@ -201,9 +206,12 @@ def _syntax_error(e: UnexpectedInput, text: str, start: str, context: str) -> Sq
         else:
             why = f"{clause} is not supported {context}: results are unordered bags; {advice}"
         return SqlppSyntaxError(why, span)
-    if tok.type in {"RIGHT", "FULL", "CROSS"}:
+    if tok.type == "UNNEST" and expected == {"JOIN"}:
+        return SqlppSyntaxError(f"{found}: LEFT [OUTER] UNNEST is not supported; only [INNER] UNNEST is", span)
+    if tok.type in {"RIGHT", "FULL"}:
         return SqlppSyntaxError(
-            f"{found}: {tok.value.upper()} JOIN is not supported; use [INNER] JOIN or LEFT [OUTER] JOIN", span)
+            f"{found}: {tok.value.upper()} JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN "
+            "or CROSS JOIN", span)
     wanted = _describe_expected(expected)
     message = f"{found}; expected {wanted}" if wanted else found
     if tok.type in KEYWORDS and tok.type not in _STRUCTURAL and "NAME" in expected:
@@ -228,6 +236,19 @@ def _accepts_before(text: str, start: str, bad: Token) -> set[str]:
         return set(ip.accepts())
     except (UnexpectedInput, IdivmError):
         return set()
+
+
+def _nesting(text: str, bad: Token) -> int:
+    """How many parentheses are open before ``bad``."""
+    depth = 0
+    try:
+        for tok in _lark().lex(text):
+            if tok.start_pos is None or bad.start_pos is None or tok.start_pos >= bad.start_pos:
+                break
+            depth += {"LPAR": 1, "RPAR": -1}.get(tok.type, 0)
+    except (UnexpectedInput, IdivmError):
+        pass
+    return depth
 
 
 def _describe_token(tok: Token) -> str:
@@ -358,6 +379,13 @@ def _unquote(tok: Token) -> str:
 _OP_SPELLING = {"==": "=", "<>": "!="}
 
 
+#: the variable of the subquery that ``x IN coll`` reads as ``x IN (SELECT VALUE v FROM coll AS v)``;
+#: not an identifier a query can spell, so it hides none of the query's names
+_IN_ELEMENT = "$in"
+
+#: what an ORDER BY clause of a subquery leaves in the parse tree
+_ORDER_BY = "ORDER BY"
+
 #: what ``CREATE OR REPLACE`` leaves among the children of ``start_view``
 _OR_REPLACE = "OR REPLACE"
 
@@ -396,15 +424,29 @@ class _ToAst(Transformer_NonRecursive):
             msg = f"{op.type} is not supported; only UNION ALL is"
         raise SqlppSyntaxError(msg, _token_span(op))
 
+    def let_query(self, meta, ch):
+        *lets, query = ch
+        bindings = tuple(b for _, clause in lets for b in clause)
+        return inline_lets(bindings, query)
+
     def select_block(self, meta, ch):
-        parts = dict(ch)
+        # The clauses in the order written; FROM-first and SELECT-first blocks give the
+        # same AST.  LET clauses after GROUP BY are the block's group_lets.
+        parts: dict[str, Any] = {}
+        lets: list[ast.LetBinding] = []
+        group_lets: list[ast.LetBinding] = []
+        for tag, payload in ch:
+            if tag == "let":
+                (group_lets if "group" in parts else lets).extend(payload)
+            else:
+                parts[tag] = payload
         distinct, value, items = parts["select"]
         group_by, group_as = parts.get("group", ((), None))
         return ast.SelectQuery(
             distinct=distinct, value=value, items=items,
-            from_items=parts.get("from", ()), lets=parts.get("let", ()),
+            from_items=parts.get("from", ()), lets=tuple(lets),
             where=parts.get("where"), group_by=group_by, group_as=group_as,
-            having=parts.get("having"), span=_span(meta))
+            having=parts.get("having"), group_lets=tuple(group_lets), span=_span(meta))
 
     # ---- SELECT
 
@@ -444,6 +486,7 @@ class _ToAst(Transformer_NonRecursive):
         nodes = _nodes(ch)
         left, right = nodes[0], nodes[1]
         condition = nodes[2] if len(nodes) > 2 else None
+        # CROSS JOIN: neither a condition nor NATURAL
         return ast.Join("LEFT" if "LEFT" in types else "INNER", left, right, condition,
                         natural="NATURAL" in types, span=_span(meta))
 
@@ -533,6 +576,20 @@ class _ToAst(Transformer_NonRecursive):
         operand, query = _nodes(ch)
         return ast.InSubquery(operand, query, "NOT" in _types(ch), span=_span(meta))
 
+    def in_collection(self, meta, ch):
+        """``x IN [e1, …]`` is the IN list ``x IN (e1, …)``; ``x IN coll`` for any other
+        collection is ``x IN (SELECT VALUE v FROM coll AS v)``."""
+        operand, collection = _nodes(ch)
+        negated = "NOT" in _types(ch)
+        span = _span(meta)
+        if isinstance(collection, (ast.ArrayConstructor, ast.BagConstructor)) and collection.items:
+            return ast.InList(operand, collection.items, negated, span=span)
+        element = ast.Identifier(_IN_ELEMENT, span=collection.span)
+        scan = ast.SelectQuery(distinct=False, value=element, items=(),
+                               from_items=(ast.FromExpr(collection, _IN_ELEMENT, span=collection.span),),
+                               span=collection.span)
+        return ast.InSubquery(operand, scan, negated, span=span)
+
     # ---- paths and primaries
 
     def field_access(self, meta, ch):
@@ -550,6 +607,20 @@ class _ToAst(Transformer_NonRecursive):
     def subquery(self, meta, ch):
         (query,) = _nodes(ch)
         return ast.Subquery(query, span=_span(meta))
+
+    def ordered_subquery(self, meta, ch):
+        (query,) = _nodes(ch)
+        return ast.Subquery(query, ordered=True, span=_span(meta))
+
+    def order_clause(self, meta, ch):
+        return _ORDER_BY  # IN and EXISTS ignore it; a Subquery records it (ordered_subquery)
+
+    def order_key(self, meta, ch):
+        words = _tokens(ch)
+        if words and words[-1].value.upper() not in ("ASC", "DESC"):
+            raise SqlppSyntaxError(f"unexpected {words[-1].value!r} after an ORDER BY key; expected ASC, "
+                                   "DESC, ',' or ')'", _token_span(words[-1]))
+        return _ORDER_BY
 
     def exists(self, meta, ch):
         (query,) = _nodes(ch)

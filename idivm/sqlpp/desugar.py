@@ -1,0 +1,175 @@
+"""Rewrites of the SQL++ AST into the AST the plan builder handles (parser → builder).
+
+:func:`inline_lets`: a LET or WITH clause before a query (``WITH cheap AS (SELECT …)
+FROM cheap c …``) binds names for the whole query, including its FROM clauses.  Its bindings
+are inlined, as AsterixDB does with WITH: every free reference to a bound name is replaced by
+the binding's expression (earlier bindings inlined into later ones), so that ``FROM cheap c``
+becomes ``FROM (SELECT …) AS c`` and ``x IN cheap`` an IN over the subquery::
+
+    WITH a AS e1, b AS e2(a)  q(a, b)   ⇒   q(e1, e2(e1))
+
+A reference is free when no FROM/UNNEST variable (explicit or implicit alias, AT position),
+LET, grouping key or GROUP AS variable of the blocks around it binds the name (the name rules
+of :mod:`idivm.algebra.builder`, variables only).  A binding's expression is inlined only where
+the names it uses itself mean the same as where it was written; otherwise the reference is an
+error (rename the variable that hides them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from idivm.errors import SqlppSyntaxError
+from idivm.sqlpp import ast as A
+
+__all__ = ["free_names", "inline_lets"]
+
+# (identifier, names bound around it) -> replacement
+_OnName = Callable[[A.Identifier, frozenset[str]], A.Expr]
+
+
+def inline_lets(bindings: tuple[A.LetBinding, ...], query: A.Query) -> A.Query:
+    """``query`` with the LET/WITH ``bindings`` that precede it inlined."""
+    env: dict[str, tuple[A.Expr, frozenset[str]]] = {}
+
+    def on_name(ident: A.Identifier, bound: frozenset[str]) -> A.Expr:
+        if ident.name in bound or ident.name not in env:
+            return ident
+        expr, uses = env[ident.name]
+        hidden = sorted(uses & bound)
+        if hidden:
+            raise SqlppSyntaxError(
+                f"'{ident.name}' cannot be inlined here: its definition uses "
+                + ", ".join(f"'{n}'" for n in hidden)
+                + ", which a variable of the query hides at this point; rename that variable", ident.span)
+        return expr
+
+    for b in bindings:
+        expr = _Rewrite(on_name).expr(b.expr, frozenset())
+        env[b.name] = (expr, free_names(expr))
+    return _Rewrite(on_name).query(query, frozenset())
+
+
+def free_names(e: A.Node) -> frozenset[str]:
+    """The identifiers of ``e`` that no variable inside ``e`` binds (tables included)."""
+    found: set[str] = set()
+
+    def on_name(ident: A.Identifier, bound: frozenset[str]) -> A.Expr:
+        if ident.name not in bound:
+            found.add(ident.name)
+        return ident
+
+    rw = _Rewrite(on_name)
+    if isinstance(e, A.Query):
+        rw.query(e, frozenset())
+    else:
+        rw.expr(e, frozenset())  # type: ignore[arg-type]
+    return frozenset(found)
+
+
+class _Rewrite:
+    """Rebuilds an AST, replacing identifiers by ``on_name`` and tracking the names that
+    variables bind at each point."""
+
+    def __init__(self, on_name: _OnName):
+        self.on_name = on_name
+
+    # ---- queries
+
+    def query(self, q: A.Query, bound: frozenset[str]) -> A.Query:
+        if isinstance(q, A.UnionAll):
+            return dataclasses.replace(q, left=self.query(q.left, bound), right=self.query(q.right, bound))
+        assert isinstance(q, A.SelectQuery), type(q).__name__
+        from_items = []
+        for item in q.from_items:
+            item, bound = self.from_item(item, bound)
+            from_items.append(item)
+        lets, bound = self.lets(q.lets, bound)
+        where = self.opt(q.where, bound)
+        keys = []
+        after = bound
+        for k in q.group_by:
+            name = k.alias or _implicit_name(k.expr)
+            expr = self.expr(k.expr, bound)
+            keys.append(dataclasses.replace(k, expr=expr, alias=name if expr is not k.expr else k.alias))
+            if name is not None:
+                after |= {name}
+        if q.group_as is not None:
+            after |= {q.group_as}
+        group_lets, after = self.lets(q.group_lets, after)
+        return dataclasses.replace(
+            q, from_items=tuple(from_items), lets=lets, where=where, group_by=tuple(keys),
+            group_lets=group_lets, having=self.opt(q.having, after), value=self.opt(q.value, after),
+            items=tuple(self.select_item(i, after) for i in q.items))
+
+    def lets(self, lets: tuple[A.LetBinding, ...], bound: frozenset[str]
+             ) -> tuple[tuple[A.LetBinding, ...], frozenset[str]]:
+        out = []
+        for let in lets:
+            out.append(dataclasses.replace(let, expr=self.expr(let.expr, bound)))
+            bound |= {let.name}
+        return tuple(out), bound
+
+    def from_item(self, item: A.FromItem, bound: frozenset[str]) -> tuple[A.FromItem, frozenset[str]]:
+        if isinstance(item, A.Join):
+            left, bound = self.from_item(item.left, bound)
+            right, bound = self.from_item(item.right, bound)
+            return dataclasses.replace(item, left=left, right=right,
+                                       condition=self.opt(item.condition, bound)), bound
+        assert isinstance(item, A.FromExpr)
+        expr = self.expr(item.expr, bound)
+        alias = item.alias or _implicit_name(item.expr)
+        names = {n for n in (alias, item.at) if n is not None}
+        # an inlined identifier keeps naming the variable it gave (FROM cheap ⇒ FROM (…) AS cheap)
+        item = dataclasses.replace(item, expr=expr, alias=alias if expr is not item.expr else item.alias)
+        return item, bound | names
+
+    def select_item(self, item: A.SelectItem, bound: frozenset[str]) -> A.SelectItem:
+        if isinstance(item, A.ExprItem):
+            alias = item.alias
+            expr = self.expr(item.expr, bound)
+            if alias is None and expr is not item.expr:
+                alias = _implicit_name(item.expr)  # the output keeps the name it was written with
+            return dataclasses.replace(item, expr=expr, alias=alias)
+        assert isinstance(item, A.StarItem)
+        return dataclasses.replace(item, qualifier=self.opt(item.qualifier, bound))
+
+    # ---- expressions
+
+    def opt(self, e: A.Expr | None, bound: frozenset[str]) -> A.Expr | None:
+        return None if e is None else self.expr(e, bound)
+
+    def expr(self, e: A.Expr, bound: frozenset[str]) -> A.Expr:
+        if isinstance(e, A.Identifier):
+            return self.on_name(e, bound)
+        if isinstance(e, (A.Subquery, A.Exists)):
+            return dataclasses.replace(e, query=self.query(e.query, bound))
+        if isinstance(e, A.InSubquery):
+            return dataclasses.replace(e, operand=self.expr(e.operand, bound), query=self.query(e.query, bound))
+        changes = {}
+        for f in dataclasses.fields(e):
+            if f.name == "span":
+                continue
+            v = getattr(e, f.name)
+            new = self.value(v, bound)
+            if new is not v:
+                changes[f.name] = new
+        return dataclasses.replace(e, **changes) if changes else e
+
+    def value(self, v, bound: frozenset[str]):
+        if isinstance(v, A.Expr):
+            return self.expr(v, bound)
+        if isinstance(v, tuple):
+            new = tuple(self.value(x, bound) for x in v)
+            return v if all(a is b for a, b in zip(new, v)) else new
+        return v
+
+
+def _implicit_name(e: A.Expr) -> str | None:
+    """The name an unaliased FROM item, grouping key or projection gets (the builder's rule)."""
+    if isinstance(e, A.Identifier):
+        return e.name
+    if isinstance(e, A.FieldAccess):
+        return e.name
+    return None
