@@ -1,5 +1,6 @@
 """Build hook: ship the grammars of grammars/ inside the packages that read them
-(grammars/sqlpp.lark as idivm/sqlpp/sqlpp.lark, grammars/idiff.lark as idivm/diffs/idiff.lark).
+(grammars/sqlpp.lark as idivm/sqlpp/sqlpp.lark, grammars/idiff.lark as idivm/diffs/idiff.lark,
+grammars/schema.lark as idivm/schema.lark).
 
 All other packaging configuration is in pyproject.toml.  Editable installs read
 the grammars from grammars/ in the source tree instead.
@@ -13,7 +14,7 @@ from setuptools.command.build_py import build_py
 
 GRAMMARS = Path(__file__).parent / "grammars"
 #: each grammar file and the package directory it is shipped in
-SHIPPED = {"sqlpp.lark": ("idivm", "sqlpp"), "idiff.lark": ("idivm", "diffs")}
+SHIPPED = {"sqlpp.lark": ("idivm", "sqlpp"), "idiff.lark": ("idivm", "diffs"), "schema.lark": ("idivm",)}
 
 
 class BuildPyWithGrammar(build_py):

@@ -109,6 +109,10 @@ class TableEntry:
     names joined by ``.``, e.g. ``hours`` or ``address.phones``; a step into a
     collection goes to its elements' attributes) to the columns of its
     elements' key, unique within each collection value.
+
+    ``declared_schema`` is the schema the table was declared with, as written
+    (``{"language": "ddl" | "json-schema", "text": ...}``; see
+    :mod:`idivm.declared_schema`), or None for a table whose types were inferred from data.
     """
 
     name: str
@@ -117,17 +121,26 @@ class TableEntry:
     path: str
     created: str = field(default_factory=now_utc)
     element_keys: dict[str, list[str]] = field(default_factory=dict)
+    declared_schema: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "key": list(self.key),
-                "element_keys": {p: list(k) for p, k in self.element_keys.items()},
-                "schema": self.schema.to_json(), "path": self.path, "created": self.created}
+        out = {"name": self.name, "key": list(self.key),
+               "element_keys": {p: list(k) for p, k in self.element_keys.items()},
+               "schema": self.schema.to_json(), "path": self.path, "created": self.created}
+        if self.declared_schema is not None:
+            out["declared_schema"] = dict(self.declared_schema)
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "TableEntry":
         element_keys = {str(p): [str(c) for c in k] for p, k in (obj.get("element_keys") or {}).items()}
+        declared = obj.get("declared_schema")
+        if declared is not None and not (isinstance(declared, dict) and {"language", "text"} <= set(declared)):
+            raise ValueError(f"declared_schema of table {obj['name']!r} needs 'language' and 'text'")
         return cls(name=obj["name"], key=list(obj["key"]), schema=_tuple_type(obj["schema"]),
-                   path=obj["path"], created=obj.get("created", ""), element_keys=element_keys)
+                   path=obj["path"], created=obj.get("created", ""), element_keys=element_keys,
+                   declared_schema={"language": str(declared["language"]), "text": str(declared["text"])}
+                   if declared is not None else None)
 
 
 @dataclass(slots=True)

@@ -106,20 +106,31 @@ def table() -> None:
 @table.command("create")
 @click.argument("name")
 @click.option("--key", required=True, metavar="COL[,COL]", help="Primary key column(s), comma-separated.")
-@click.option("--from", "source", required=True, metavar="FILE", help="File (or Parquet directory) to load.")
+@click.option("--from", "source", default=None, metavar="FILE", help="File (or Parquet directory) to load.")
+@click.option("--schema", "schema", default=None, metavar="FILE|TEXT",
+              help="Declared schema: SQL++ DDL-like text ('id BIGINT, name STRING, tags ARRAY<STRING>, "
+                   "address {city STRING}'; CLOSED {...} allows no other fields), a JSON Schema, or a file "
+                   "holding either.  Without --from the table is created empty.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="File format; default: from the file extension.")
 @click.option("--element-key", "element_keys", multiple=True, metavar="PATH=COL[,COL]",
               callback=lambda ctx, param, value: parse_element_key_options(value),
               help="Key of the elements of nested collection PATH (e.g. hours=day, a.b=id); repeatable.")
 @click.pass_context
-def table_create(ctx: click.Context, name: str, key: str, source: str, fmt: str | None,
-                 element_keys: dict[str, str]) -> None:
-    """Create base table NAME from FILE."""
-    info = open_warehouse(ctx).create_table(name, key, source, format=fmt, element_keys=element_keys)
+def table_create(ctx: click.Context, name: str, key: str, source: str | None, schema: str | None,
+                 fmt: str | None, element_keys: dict[str, str]) -> None:
+    """Create base table NAME from FILE, with a declared --schema, or both (an empty table:
+    --schema alone)."""
+    if source is None and schema is None:
+        raise click.UsageError("give --from FILE, --schema FILE|TEXT (an empty table), or both")
+    info = open_warehouse(ctx).create_table(name, key, source, format=fmt, element_keys=element_keys,
+                                            schema=schema)
     rows = f"{info.rows} row{'' if info.rows == 1 else 's'}"
+    declared = f", declared schema ({info.declared_schema.summary()})" if info.declared_schema is not None else ""
     click.echo(f"created table {info.name} (key {key_description(info.key, info.element_keys, ', ')}): "
-               f"{rows}, version {info.version}")
+               f"{rows}, version {info.version}{declared}")
+    if info.undeclared:
+        click.echo(f"{name}: {undeclared_text(info.undeclared)}")
 
 
 def parse_element_key_options(values: Sequence[str]) -> dict[str, str]:
@@ -248,10 +259,17 @@ def ingest_counts(r, where: str = "") -> str:
     """``N changes[ from F into T]: I inserted, U updated, D deleted[, S skipped][, Q quarantined]``."""
     skipped = f", {r.skipped} skipped" if r.skipped else ""
     quarantined = f", {r.quarantined} quarantined" if r.quarantined else ""
+    quarantined += f" ({undeclared_text(r.undeclared)})" if r.undeclared else ""
     changes = f"{r.changes} change{'' if r.changes == 1 else 's'}{where}"
     if not r.changes and where:
         return f"{changes}{skipped}{quarantined}"
     return f"{changes}: {r.inserted} inserted, {r.updated} updated, {r.deleted} deleted{skipped}{quarantined}"
+
+
+def undeclared_text(undeclared: Sequence[tuple[str, int]]) -> str:
+    """``fields the schema does not declare, not stored: extra (3 rows), address.note (1 row)``."""
+    fields = ", ".join(f"{path} ({rows} row{'' if rows == 1 else 's'})" for path, rows in undeclared)
+    return f"fields the schema does not declare, not stored: {fields}"
 
 
 def ingest_line(r, table: str) -> str:

@@ -10,9 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from idivm.types import TupleType
+
+if TYPE_CHECKING:
+    from idivm.declared_schema import DeclaredSchema
 
 #: the prefix of idivm's keys in the metadata of a Delta commit
 METADATA_PREFIX = "idivm."
@@ -78,7 +81,8 @@ class Description:
     that name its rows); ``element_keys``: a table's declared keys of nested collections;
     ``features``: :func:`idivm.storage.delta.features` and, for a view maintained by ID, the
     columns its files are ordered by (``clustered_by``); ``readers``: the views that read it;
-    ``history``: its latest commits, newest first.  A view also has its definition ``text``,
+    ``history``: its latest commits, newest first; ``declared_schema``: the schema a table was
+    declared with, as written (None: its types were inferred from its data).  A view also has its definition ``text``,
     ``strategy``, ``inputs`` (what it reads), ``watermark`` (the versions of its inputs it
     reflects), ``lag`` (the versions of its inputs committed past its watermark), its last
     maintenance time ``maintained``, and its caches, maps and indexes (``parts``: name ->
@@ -103,6 +107,7 @@ class Description:
     lag: int = 0
     maintained: str = ""
     parts: Mapping[str, str] = field(default_factory=dict, hash=False)
+    declared_schema: "DeclaredSchema | None" = None
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "name": self.name, "path": str(self.path),
@@ -111,6 +116,8 @@ class Description:
                                "key": list(self.key)}
         if self.kind == "table":
             out["element_keys"] = {p: list(k) for p, k in self.element_keys.items()}
+            out["declared_schema"] = None if self.declared_schema is None else {
+                **self.declared_schema.to_json(), "open_records": sorted(self.declared_schema.open_records)}
         else:
             out |= {"strategy": self.strategy, "inputs": list(self.inputs), "watermark": dict(self.watermark),
                     "lag": self.lag, "maintained": self.maintained, "parts": dict(self.parts), "text": self.text}
@@ -142,8 +149,12 @@ class Description:
         for name, rel in self.parts.items():
             row(name, rel)
         row("read by", ", ".join(self.readers) or "no view")
-        lines.append("schema:")
+        lines.append("schema:" if self.kind == "view" or self.declared_schema is None else
+                     "schema (as stored):")
         lines += [f"  {n}: {t}" for n, t in self.schema.fields]
+        if self.declared_schema is not None:
+            lines.append(f"declared schema ({self.declared_schema.summary()}):")
+            lines += [f"  {line}" for line in self.declared_schema.text.strip().splitlines()]
         if self.text:
             lines.append("definition:")
             lines += [f"  {line}" for line in self.text.strip().splitlines()]

@@ -1,6 +1,7 @@
 """What ``explain`` prints: every define-time fact about a view, as text or JSON.
 
-Sections: the view's type and IDs; the plan annotated with the IDs of every
+Sections: the view's type and IDs; the declared schemas of the base tables it reads (when one
+has one); the plan annotated with the IDs of every
 operator (thesis Fig. 2.5a, Table 2.1 / 2.6); the base-table i-diff signatures
 (§2.5, §2.14.1); the global provenance indexes selected for the view's i-diffs
 (§2.15.2) with the upper bound of §2.15.4; the Δ-script; for an aggregate view, the trigger
@@ -18,6 +19,7 @@ from typing import Mapping
 from idivm.algebra import operators as O
 from idivm.algebra.builder import ViewPlan
 from idivm.algebra.printer import describe, format_plan
+from idivm.declared_schema import DeclaredSchema
 from idivm.diffs.base_signatures import BaseSignatures
 from idivm.script import DeltaScript
 from idivm.provenance.ids import ProvenanceResult
@@ -40,6 +42,8 @@ class Explanation:
     #: the maps strategy's trigger program (:mod:`idivm.exec.maps`), or why it has none
     maps: str = ""
     no_maps: str = ""
+    #: the base tables the view reads that have a declared schema, and that schema
+    declared_schemas: Mapping[str, DeclaredSchema] = field(default_factory=dict)
 
     def to_text(self) -> str:
         unknown = self.provenance.unknown
@@ -50,6 +54,7 @@ class Explanation:
             f"view {self.view.name}: {self.view.type}",
             f"IDs: {ids}",
             *([f"strategy: {self.strategy}"] if self.strategy else []),
+            *(["", "declared schemas of the base tables:", self._declared()] if self.declared_schemas else []),
             "",
             "plan (IDs of each operator, thesis Table 2.1 / 2.6):",
             format_plan(self.view.plan, self.provenance.annotate),
@@ -62,6 +67,14 @@ class Explanation:
             *(["", "higher-order delta maps (strategy maps; DBToaster §4-§6):", self.maps] if self.maps else
               ["", f"no higher-order delta maps: {self.no_maps}"] if self.no_maps else []),
         ])
+
+    def _declared(self) -> str:
+        lines = []
+        for table, declared in self.declared_schemas.items():
+            text = declared.text.strip().splitlines()
+            lines.append(f"  {table} ({declared.summary()}): {text[0] if text else ''}")
+            lines += [f"    {line}" for line in text[1:]]
+        return "\n".join(lines)
 
     def _indexes(self) -> str:
         lines = [self.indexes.summary]
@@ -87,6 +100,8 @@ class Explanation:
             "type": self.view.type.to_json(),
             "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
             **({"strategy": self.strategy} if self.strategy else {}),
+            **({"declared_schemas": {t: {**d.to_json(), "open_records": sorted(d.open_records)}
+                                     for t, d in self.declared_schemas.items()}} if self.declared_schemas else {}),
             "plan": node(self.view.plan),
             "base_signatures": self.signatures.to_json(),
             **({"indexes": {**self.indexes.to_json(),

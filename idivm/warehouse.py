@@ -37,9 +37,9 @@ from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
 from idivm.exec.runtime import Run, Runtime, latest_commit_with, versions_text, view_watermark
 from idivm.ingest.load import (
-    _spark_delta_schema, check_columns, check_element_key, check_element_key_type,
-    check_key, check_spark_element_key, check_spark_key, idivm_schema, is_spark_dataframe, load_source,
-    parse_element_keys, parse_key,
+    _spark_delta_schema, check_columns, check_declared_key, check_element_key, check_element_key_type,
+    check_key, check_spark_element_key, check_spark_key, declared_dataframe, idivm_schema, is_spark_dataframe,
+    load_declared, load_source, parse_element_keys, parse_key,
 )
 from idivm.storage import delta
 from idivm.storage import schema as schemas
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
+    from idivm.declared_schema import DeclaredSchema
     from idivm.describe import Description
     from idivm.ingest import IngestResult, Quarantine
 
@@ -70,11 +71,17 @@ class TableInfo:
     created: str
     #: declared keys of nested collections of tuples: path -> key columns
     element_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    #: the schema the table was declared with (None: its types were inferred from its data)
+    declared_schema: "DeclaredSchema | None" = None
+    #: what ``create_table`` left out of the data: the fields of open records the declared
+    #: schema does not declare, and in how many rows each was
+    undeclared: tuple[tuple[str, int], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The table as a JSON object for programs (``table list --format json``)."""
         return {"name": self.name, "key": list(self.key),
                 "element_keys": {p: list(k) for p, k in self.element_keys.items()},
+                "declared_schema": self.declared_schema.to_json() if self.declared_schema is not None else None,
                 "rows": self.rows, "version": self.version, "created": self.created, "path": str(self.path)}
 
 
@@ -264,10 +271,12 @@ class Warehouse:
 
     # --- base tables -----------------------------------------------------------------------------
 
-    def create_table(self, name: str, key: str | Sequence[str], source: Any, *,
+    def create_table(self, name: str, key: str | Sequence[str], source: Any = None, *,
                      format: str | None = None,
-                     element_keys: Mapping[str, str | Sequence[str]] | None = None) -> TableInfo:
-        """Create base table ``name`` with primary key ``key`` from ``source``.
+                     element_keys: Mapping[str, str | Sequence[str]] | None = None,
+                     schema: "str | os.PathLike | DeclaredSchema | None" = None) -> TableInfo:
+        """Create base table ``name`` with primary key ``key`` from ``source``, or with the
+        declared ``schema``, or both.
 
         ``source`` is a file path (format from ``format`` or the extension:
         ``.jsonl``/``.ndjson``, ``.json``, ``.parquet``/``.pq`` (file or
@@ -278,11 +287,30 @@ class Warehouse:
         ``key``), which must be non-null and unique within each collection
         value.  Raises :class:`CatalogError` for a bad or taken name and
         :class:`DataError` for bad data; in both cases nothing is written.
+
+        ``schema`` declares the table's columns (:mod:`idivm.declared_schema`): SQL++ DDL-like
+        text (``id BIGINT, name STRING, tags ARRAY<STRING>, address {city STRING}``), a JSON
+        Schema, or a file holding either.  Without ``source`` the table is created empty;
+        with it, its rows are checked against and converted to the declared types (absent
+        fields are null; a value of the wrong type is a :class:`DataError` naming the row and
+        the field).  Fields an open record does not declare are not stored, and are reported
+        (:attr:`TableInfo.undeclared`); a closed record allows none.  Ingest checks records
+        against the declared schema too, and the catalog keeps it as written.
         """
         catalog = self.catalog
         catalog.check_new_name(name, "table")
         key_columns = parse_key(key)
-        declared = parse_element_keys(element_keys)
+        nested_keys = parse_element_keys(element_keys)
+        if schema is None and source is None:
+            raise DataError(f"table {name}: give the data to create it from, or declare its schema "
+                            "(schema=... or --schema) to create it empty")
+        from idivm.declared_schema import read_schema
+
+        declared = read_schema(schema) if schema is not None else None
+        if declared is not None:
+            check_columns(declared.arrow, "schema")
+            check_declared_key(declared.arrow, key_columns)
+        undeclared: tuple[tuple[str, int], ...] = ()
         rel = catalog.new_table_path(name)
         if (self.path / rel).exists():
             raise CatalogError(f"{self.path / rel} exists but table {name!r} is not in the catalog "
@@ -290,33 +318,39 @@ class Warehouse:
         metadata = {"idivm.operation": "create table", "idivm.table": name}
         if is_spark_dataframe(source):
             df = source
-            target = _spark_delta_schema(df)
+            if declared is not None:
+                df, undeclared = declared_dataframe(df, declared)
+            target = _spark_delta_schema(df) if declared is None else declared.arrow
             check_columns(target, "DataFrame")
             check_spark_key(df, key_columns, origin="DataFrame")
-            schema = idivm_schema(target, "DataFrame")
-            for path, columns in declared.items():
-                check_element_key_type(schema, path, columns, "DataFrame")
+            row_type = idivm_schema(target, "DataFrame")
+            for path, columns in nested_keys.items():
+                check_element_key_type(row_type, path, columns, "DataFrame")
                 check_spark_element_key(df, key_columns, path, columns, "DataFrame")
 
             def write(p: Path) -> None:
                 delta.write_spark(df, p, mode="error", commit_metadata=metadata, row_group_rows=delta.BASE_ROW_GROUP,
                                   engine=self.storage)
         else:
-            rows = load_source(source, format=format)
+            if declared is not None:
+                rows, undeclared = load_declared(source, declared, key_columns, format=format)
+            else:
+                rows = load_source(source, format=format)
             target = schemas.delta_schema(rows.table.schema)
             check_columns(target, rows.origin)
             check_key(rows, key_columns)
-            schema = idivm_schema(target, rows.origin)
-            for path, columns in declared.items():
-                check_element_key_type(schema, path, columns, rows.origin)
+            row_type = idivm_schema(target, rows.origin)
+            for path, columns in nested_keys.items():
+                check_element_key_type(row_type, path, columns, rows.origin)
                 check_element_key(rows, path, columns)
 
             def write(p: Path) -> None:
                 delta.create_table(p, rows.table, schema=target, commit_metadata=metadata,
                                    row_group_rows=delta.BASE_ROW_GROUP)
-        entry = TableEntry(name=name, key=key_columns, schema=schema, path=rel, element_keys=declared)
+        entry = TableEntry(name=name, key=key_columns, schema=row_type, path=rel, element_keys=nested_keys,
+                           declared_schema=declared.to_json() if declared is not None else None)
         self._install([(rel, write)], lambda cat: cat.add_table(entry))
-        return self.table_info(name)
+        return replace(self.table_info(name), undeclared=undeclared)
 
     def tables(self) -> list[TableInfo]:
         """All base tables, sorted by name."""
@@ -370,7 +404,7 @@ class Warehouse:
         try:
             return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key),
                                format=format, element_keys=entry.element_keys, strict=strict, table=table,
-                               evolve=evolve, progress=progress)
+                               evolve=evolve, progress=progress, declared=declared_schema(entry))
         finally:
             self._follow_table_schema(table)
 
@@ -412,7 +446,7 @@ class Warehouse:
 
         entry = self.catalog.table(table)
         return retry_quarantined(self.catalog.path_of(entry), self._quarantine(table), tuple(entry.key),
-                                 entry.element_keys, fixed, format)
+                                 entry.element_keys, fixed, format, declared_schema(entry))
 
     # --- views -----------------------------------------------------------------------------------
 
@@ -633,7 +667,7 @@ class Warehouse:
 
     def explain(self, name_or_text: str | os.PathLike, format: str = "text") -> str:
         """What idivm knows about a defined view (by name) or a ``CREATE VIEW`` text or file:
-        plan, IDs, base-table signatures, global provenance indexes and Δ-script, as text or JSON
+        the declared schemas of the base tables it reads, plan, IDs, base-table signatures, global provenance indexes and Δ-script, as text or JSON
         (``format="json"``)."""
         catalog = self.catalog
         if isinstance(name_or_text, str) and name_or_text in catalog.views:
@@ -671,8 +705,12 @@ class Warehouse:
                 maps = str(programs.plan_maps(catalog, prov, text, filename).program)
             except IdivmError as e:
                 no_maps = e.message
+        from idivm.exec.materialize import tables_read
+
+        declared = {t: declared_schema(catalog.tables[t]) for t in tables_read(view.plan)
+                    if t in catalog.tables and catalog.tables[t].declared_schema is not None}
         return Explanation(view, prov, signatures, script, note, indexes, notes, strategy, maps,
-                           no_maps).render(format)
+                           no_maps, declared).render(format)
 
     def _view_info(self, catalog: Catalog, entry: ViewEntry) -> "ViewInfo":
         from idivm.describe import commit_time
@@ -690,8 +728,8 @@ class Warehouse:
     # --- describing and dropping -----------------------------------------------------------------
 
     def describe_table(self, name: str, history: int | None = None) -> "Description":
-        """Base table ``name``: schema, key and element keys, storage features, the views that
-        read it, and its latest ``history`` commits (default :data:`idivm.describe.HISTORY`;
+        """Base table ``name``: schema (and the schema it was declared with, as written), key and
+        element keys, storage features, the views that read it, and its latest ``history`` commits (default :data:`idivm.describe.HISTORY`;
         each with its idivm metadata, e.g. the ``origin`` of an ingested batch).  Needs no Spark."""
         from idivm.describe import Description
 
@@ -700,7 +738,8 @@ class Warehouse:
         path = catalog.path_of(entry)
         return Description("table", name, path, entry.schema, delta.row_count(path), delta.version(path),
                            entry.created, tuple(entry.key), delta.features(path), tuple(catalog.readers(name)),
-                           _history(path, history), {p: tuple(k) for p, k in entry.element_keys.items()})
+                           _history(path, history), {p: tuple(k) for p, k in entry.element_keys.items()},
+                           declared_schema=declared_schema(entry))
 
     def describe_view(self, name: str, history: int | None = None) -> "Description":
         """View ``name``: schema, IDs, strategy, what it reads and the versions it reflects, its
@@ -781,7 +820,8 @@ class Warehouse:
         path = catalog.path_of(entry)
         return TableInfo(name=entry.name, key=tuple(entry.key), rows=delta.row_count(path),
                          version=delta.version(path), schema=entry.schema, path=path, created=entry.created,
-                         element_keys={p: tuple(k) for p, k in entry.element_keys.items()})
+                         element_keys={p: tuple(k) for p, k in entry.element_keys.items()},
+                         declared_schema=declared_schema(entry))
 
     def _install(self, writes: Sequence[tuple[str, Callable[[Path], Any]]],
                  register: Callable[[Catalog], None]) -> None:
@@ -819,6 +859,16 @@ class Warehouse:
                 except OSError:
                     pass
             raise
+
+
+def declared_schema(entry: TableEntry) -> "DeclaredSchema | None":
+    """The schema base table ``entry`` was declared with, parsed again from the text the
+    catalog keeps (None: its types were inferred from its data)."""
+    if entry.declared_schema is None:
+        return None
+    from idivm.declared_schema import DeclaredSchema
+
+    return DeclaredSchema.from_json(entry.declared_schema)
 
 
 def lag(catalog: Catalog, watermark: Mapping[str, int]) -> int:

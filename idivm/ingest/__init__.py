@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -23,6 +24,9 @@ from idivm.ingest.idiff import read_idiff, resolve_patches
 from idivm.ingest.records import Change, ChangeSet, RecordError, Rejected, SchemaDrift, SchemaDriftError
 from idivm.ingest.rows import read_rows
 from idivm.storage import delta
+
+if TYPE_CHECKING:
+    from idivm.declared_schema import DeclaredSchema
 
 READERS = {"debezium": read_debezium, "rows": read_rows, "idiff": read_idiff}
 INGEST_FORMATS = tuple(READERS)
@@ -41,7 +45,8 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
                 key: tuple[str, ...] | list[str], format: str = "debezium",
                 element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False,
                 table: str | None = None, evolve: bool = False,
-                progress: Callable[[str], None] | None = None) -> IngestResult:
+                progress: Callable[[str], None] | None = None,
+                declared: "DeclaredSchema | None" = None) -> IngestResult:
     """Ingest every batch of ``source`` (a file, a directory, ``-`` or a Kafka topic
     ``kafka://HOST:PORT/TOPIC``; :mod:`~idivm.ingest.feeds`) in order, each in one commit,
     skipping batches already taken.
@@ -55,6 +60,8 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     commit that applies the batch.  A Kafka topic is read by the consumer group
     ``idivm.<table>`` (``table``: by default the name of the quarantine's directory), whose
     offsets are committed after each batch's commit.  ``progress`` is told of each batch applied.
+    Records are checked against the table's ``declared`` schema, if it has one
+    (:mod:`~idivm.ingest.records`; such a table never drifts, so ``evolve`` changes nothing).
     """
     read = _reader(format)
     if kafka.is_kafka(source):
@@ -65,7 +72,7 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     try:
         for batch in feed:
             results.append(ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys,
-                                        strict, evolve))
+                                        strict, evolve, declared))
             if batch.done is not None:
                 batch.done()
             if progress:
@@ -81,7 +88,7 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
 
 def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
                  read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
-                 evolve: bool = False) -> IngestResult:
+                 evolve: bool = False, declared: "DeclaredSchema | None" = None) -> IngestResult:
     taken = taken_in(Path(table_path), batch.origin)
     if taken is None:
         q = taken_in(quarantine.path, batch.origin)
@@ -91,7 +98,8 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
                             replayed=int(taken["version"]))
     table_schema = delta.schema(table_path)
     try:
-        schema, change_set = _read_batch(read, batch, table_path, table_schema, key, element_keys, strict, evolve)
+        schema, change_set = _read_batch(read, batch, table_path, table_schema, key, element_keys, strict, evolve,
+                                         declared)
     except RecordError as e:
         if batch.offsets is None:
             raise
@@ -113,12 +121,13 @@ def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, k
 
 def _read_batch(read, batch: Batch, table_path: str | Path, schema: pa.Schema, key: tuple[str, ...],
                 element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
-                evolve: bool) -> tuple[pa.Schema, ChangeSet]:
+                evolve: bool, declared: "DeclaredSchema | None" = None) -> tuple[pa.Schema, ChangeSet]:
     """(the schema the batch is applied with, its changes): the table's ``schema``, or, when
     ``evolve`` and its records have columns the table lacks, ``schema`` with those added at its
     end (nullable, their types inferred from their values: :func:`added_columns`)."""
     try:
-        return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict)
+        return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict,
+                                    declared=declared)
     except (SchemaDrift, SchemaDriftError):
         if not evolve:
             raise
@@ -129,7 +138,8 @@ def _read_batch(read, batch: Batch, table_path: str | Path, schema: pa.Schema, k
         raise InternalError(f"{batch.name}: schema drift seen reading strictly but not otherwise")
     except SchemaDriftError as e:
         schema = pa.schema([*schema, *added_columns(e.values, batch.name)])
-    return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict, schema)
+    return schema, read_checked(read, batch.text, batch.name, table_path, key, element_keys, strict, schema,
+                                declared)
 
 
 def _rejected_by_feed(change_set: ChangeSet, rejected: Sequence[Rejected]) -> ChangeSet:
@@ -142,7 +152,8 @@ def _rejected_by_feed(change_set: ChangeSet, rejected: Sequence[Rejected]) -> Ch
 
 def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple[str, ...] | list[str],
                       element_keys: Mapping[str, Sequence[str]] | None = None,
-                      fixed: str | Path | None = None, format: str | None = None) -> IngestResult:
+                      fixed: str | Path | None = None, format: str | None = None,
+                      declared: "DeclaredSchema | None" = None) -> IngestResult:
     """Replay the records of ``quarantine`` (those of each format in the order they were
     quarantined), or, given ``fixed``, the records of that feed in their place (read in
     ``format``): the ones that are valid now are applied in one commit, the others stay
@@ -170,7 +181,7 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     results, left = [], []
     done = taken_in(Path(table_path), origin)
     for fmt, name, text, positions in texts:
-        change_set = read_checked(_reader(fmt), text, name, table_path, key, element_keys, False)
+        change_set = read_checked(_reader(fmt), text, name, table_path, key, element_keys, False, declared=declared)
         for r in change_set.rejected:
             source, line, at = positions[r.line - 1]
             left.append({"origin": origin, "source": source, "line": line, "format": fmt, "reason": r.problem,
@@ -188,14 +199,14 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
 
 def read_checked(read, text: str, name: str, table_path: str | Path, key: tuple[str, ...],
                  element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
-                 schema: pa.Schema | None = None) -> ChangeSet:
+                 schema: pa.Schema | None = None, declared: "DeclaredSchema | None" = None) -> ChangeSet:
     """The changes of ``text`` (file ``name``) as ``read`` gives them for the table at
-    ``table_path``, the upserts whose nested collections break their ``element_keys`` rejected
+    ``table_path`` (checked against its ``declared`` schema too), the upserts whose nested collections break their ``element_keys`` rejected
     too (``strict``: raised), and the updates by path made upserts of the rows they give
     (:func:`~idivm.ingest.idiff.resolve_patches`, which reads those rows).  ``schema``: the
     table's schema widened by the batch's new columns (``ingest --evolve``)."""
     schema = schema or delta.schema(table_path)
-    change_set = read(text, name, schema, key, strict=strict)
+    change_set = read(text, name, schema, key, strict=strict, declared=declared)
     if element_keys:
         change_set = _check_element_keys(change_set, schema, element_keys, strict, text)
 

@@ -16,6 +16,7 @@ nothing, makes exactly one commit, so every ingested file is in the history.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,9 @@ class IngestResult:
     inserted/updated/deleted, tombstones skipped, and the table version after it;
     records quarantined; for one batch, its name and whether it had been taken before
     (``replayed``: the version that took it); for a whole feed, its ``batches``; the columns
-    the commit added to the table (``ingest --evolve``)."""
+    the commit added to the table (``ingest --evolve``); the fields of open records that the
+    table's declared schema does not declare, which were not stored (``undeclared``: field
+    path and how many rows had it)."""
 
     changes: int
     inserted: int
@@ -46,23 +49,29 @@ class IngestResult:
     replayed: int | None = None
     batches: tuple["IngestResult", ...] = field(default=(), compare=False)
     added: tuple[str, ...] = ()
+    undeclared: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     def as_json(self, table: str) -> dict:
         """This batch (or feed) of an ingest into ``table`` as a JSON object for programs
         (``ingest --output json``)."""
         return {"table": table, "source": self.source, "changes": self.changes, "inserted": self.inserted,
                 "updated": self.updated, "deleted": self.deleted, "skipped": self.skipped,
-                "quarantined": self.quarantined, "version": self.version, "replayed": self.replayed}
+                "quarantined": self.quarantined, "version": self.version, "replayed": self.replayed,
+                "undeclared": dict(self.undeclared)}
 
     @staticmethod
     def total(source: str, results: Sequence["IngestResult"], version: int) -> "IngestResult":
         """The sum of the batches ``results`` of feed ``source``."""
         def sum_of(field: str) -> int:
             return sum(getattr(r, field) for r in results)
+        undeclared: dict[str, int] = {}
+        for r in results:
+            for path, rows in r.undeclared:
+                undeclared[path] = undeclared.get(path, 0) + rows
         return IngestResult(sum_of("changes"), sum_of("inserted"), sum_of("updated"), sum_of("deleted"),
                             sum_of("skipped"), results[-1].version if results else version,
                             sum_of("quarantined"), source, None, tuple(results),
-                            tuple(c for r in results for c in r.added))
+                            tuple(c for r in results for c in r.added), tuple(undeclared.items()))
 
 
 def condense(changes: Iterable[Change]) -> list[Change]:
@@ -79,7 +88,7 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
     columns at its end (``ingest --evolve``), which the same commit adds to the table."""
     if not change_set.changes:
         return IngestResult(0, 0, 0, 0, change_set.skipped, delta.version(table_path),
-                            len(change_set.rejected), change_set.source)
+                            len(change_set.rejected), change_set.source, undeclared=change_set.undeclared)
     evolve = schema is not None
     schema = schema if evolve else delta.schema(table_path)
     net = condense(change_set.changes)
@@ -94,12 +103,16 @@ def apply_changes(table_path: str | Path, change_set: ChangeSet, key: Sequence[s
          delta.MatchedUpdate(set=columns),
          delta.NotMatchedInsert(values=columns, predicate=f"NOT ({is_delete})")],
         commit_metadata={"idivm.operation": "ingest", "idivm.source": change_set.source,
-                         "idivm.changes": change_set.records, **(metadata or {})},
+                         "idivm.changes": change_set.records,
+                         **({"idivm.undeclared": json.dumps(dict(change_set.undeclared))}
+                            if change_set.undeclared else {}),
+                         **(metadata or {})},
         row_group_rows=delta.BASE_ROW_GROUP, merge_schema=evolve)
     return IngestResult(changes=change_set.records,
                         inserted=int(metrics.get("num_target_rows_inserted") or 0),
                         updated=int(metrics.get("num_target_rows_updated") or 0),
                         deleted=int(metrics.get("num_target_rows_deleted") or 0),
                         skipped=change_set.skipped, version=int(metrics["version"]),
-                        quarantined=len(change_set.rejected), source=change_set.source)
+                        quarantined=len(change_set.rejected), source=change_set.source,
+                        undeclared=change_set.undeclared)
 

@@ -30,11 +30,14 @@ base64 value).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from idivm.ingest.records import DELETE, UPSERT, Change, ChangeSet, RowChecker, json_kind, read_records
+
+if TYPE_CHECKING:
+    from idivm.declared_schema import DeclaredSchema
 
 OPS = {"c": "create", "r": "snapshot read", "u": "update", "d": "delete"}
 
@@ -49,15 +52,17 @@ _TIMESTAMP_UNITS = {
 
 
 def read_debezium(text: str, source: str, schema: pa.Schema, key: tuple[str, ...],
-                  strict: bool = False) -> ChangeSet:
+                  strict: bool = False, declared: "DeclaredSchema | None" = None) -> ChangeSet:
     """The changes of the Debezium events of file ``source`` (its ``text``), checked against the
-    table's ``schema`` and ``key`` (:func:`~idivm.ingest.records.read_records`).
+    table's ``schema`` and ``key``, and its ``declared`` schema if it has one
+    (:func:`~idivm.ingest.records.read_records`).
 
     A bad record (``file:line: problem``): malformed JSON, a line that is not an event, an
     unknown op, ``after`` missing for c/r/u or ``before`` for d, a row that is not an object, a
     missing or null key column, a value of the wrong type.
     """
-    return read_records(text, source, schema, key, _event, blank_is_tombstone=True, strict=strict)
+    return read_records(text, source, schema, key, _event, blank_is_tombstone=True, strict=strict,
+                        declared=declared)
 
 
 def _event(value: Any, line: int, checker: RowChecker) -> list[Change] | None:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import pyarrow as pa
 
@@ -57,6 +57,9 @@ from idivm.ingest.records import (
     json_kind,
     read_records,
 )
+
+if TYPE_CHECKING:
+    from idivm.declared_schema import DeclaredSchema
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +105,13 @@ class _Bad(Exception):
     """A problem of a record found while reading its i-diff (the message names its JSON path)."""
 
 
-def read_idiff(text: str, source: str, schema: pa.Schema, key: tuple[str, ...], strict: bool = False) -> ChangeSet:
+def read_idiff(text: str, source: str, schema: pa.Schema, key: tuple[str, ...], strict: bool = False,
+               declared: "DeclaredSchema | None" = None) -> ChangeSet:
     """The changes of the row i-diffs of file ``source`` (its ``text``), checked against the
-    package's i-diff schema, the table's ``schema`` and ``key``
-    (:func:`~idivm.ingest.records.read_records`); updates by path are :data:`PATCH` changes."""
-    return read_records(text, source, schema, key, _record, strict=strict)
+    package's i-diff schema, the table's ``schema`` and ``key``, and its ``declared`` schema if
+    it has one (:func:`~idivm.ingest.records.read_records`); updates by path are :data:`PATCH`
+    changes."""
+    return read_records(text, source, schema, key, _record, strict=strict, declared=declared)
 
 
 def _record(value: Any, line: int, checker: RowChecker) -> list[Change]:

@@ -29,6 +29,8 @@ from idivm.storage.delta import quoted
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from idivm.declared_schema import DeclaredSchema
+
 FORMATS = ("jsonl", "json", "parquet", "csv")
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet",
                ".pq": "parquet", ".csv": "csv"}
@@ -130,30 +132,34 @@ def load_source(source: Any, *, format: str | None = None) -> Rows:
 
 def read_json_lines(path: str | os.PathLike) -> Rows:
     """One JSON object per line (blank lines are skipped)."""
-    text = read_text(path)
-    records, lines = [], []
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
-        _check_object(value, path, n)
-        records.append(value)
-        lines.append(n)
-    return _records_rows(records, lines, str(path))
+    return _records_rows(*json_records(path, "jsonl"), str(path))
 
 
 def read_json(path: str | os.PathLike) -> Rows:
     """A top-level JSON array of objects, or objects one after the other (JSON Lines)."""
+    return _records_rows(*json_records(path, "json"), str(path))
+
+
+def json_records(path: str | os.PathLike, fmt: str) -> tuple[list[dict], list[int]]:
+    """The objects of a JSON Lines (``jsonl``) or JSON (``json``) file and the line each starts on."""
     text = read_text(path)
     records, lines = [], []
-    for n, value in _json_values(text, str(path)):
+    if fmt == "jsonl":
+        values = []
+        for n, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                values.append((n, json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+    else:
+        values = _json_values(text, str(path))
+    for n, value in values:
         _check_object(value, path, n)
         records.append(value)
         lines.append(n)
-    return _records_rows(records, lines, str(path))
+    return records, lines
 
 
 def _records_rows(records: list[dict], lines: list[int], origin: str) -> Rows:
@@ -239,13 +245,14 @@ def read_parquet(path: str | os.PathLike) -> Rows:
     return Rows(table, str(path), "row")
 
 
-def read_csv(path: str | os.PathLike) -> Rows:
-    """A CSV file with a header line; column types are inferred by pyarrow."""
+def read_csv(path: str | os.PathLike, column_types: Mapping[str, pa.DataType] | None = None) -> Rows:
+    """A CSV file with a header line; column types are inferred by pyarrow, except those given."""
     import pyarrow.csv as pacsv
 
     if Path(path).is_dir():
         raise DataError(f"cannot read {str(path)!r}: it is a directory")
-    table = _read_file(path, pacsv.read_csv, "invalid CSV")
+    options = pacsv.ConvertOptions(column_types=dict(column_types or {}))
+    table = _read_file(path, lambda p: pacsv.read_csv(p, convert_options=options), "invalid CSV")
     # Line numbers assume no quoted line breaks: the header is line 1.
     return Rows(table, str(path), "line", range(2, table.num_rows + 2))
 
@@ -253,6 +260,130 @@ def read_csv(path: str | os.PathLike) -> Rows:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+# --- sources with a declared schema ----------------------------------------------------------------
+
+#: the fields of open records a declared schema does not declare, which are not stored: (path, rows)
+Undeclared = tuple[tuple[str, int], ...]
+
+
+def load_declared(source: Any, declared: "DeclaredSchema", key: Sequence[str], *,
+                  format: str | None = None) -> tuple[Rows, Undeclared]:
+    """The rows of ``source`` (as :func:`load_source` takes it; None: no rows) checked against and
+    converted to the ``declared`` schema: absent fields are null, fields of the wrong type
+    are a :class:`DataError` naming the row (or line) and the field, the undeclared fields of
+    open records are left out and counted, those of closed records are errors.
+
+    Records (JSON files, lists of dicts) are checked as ingest checks records
+    (:class:`~idivm.ingest.records.RowChecker`); Arrow data (Parquet, CSV, Arrow tables) is
+    cast column by column to the declared types, losslessly."""
+    if source is None:
+        return Rows(declared.arrow.empty_table(), "schema", "row"), ()
+    if isinstance(source, (str, os.PathLike)):
+        fmt = format or infer_format(source)
+        if fmt not in FORMATS:
+            raise DataError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+        if fmt in ("jsonl", "json"):
+            records, lines = json_records(source, fmt)
+            return _declared_records(records, Rows(declared.arrow.empty_table(), str(source), "line", lines), declared,
+                                     key)
+        if fmt == "csv":
+            scalars = {f.name: f.type for f in declared.arrow
+                       if not pa.types.is_nested(f.type) and not pa.types.is_timestamp(f.type)}
+            return _declared_table(read_csv(source, scalars), declared)
+        return _declared_table(read_parquet(source), declared)
+    if isinstance(source, (pa.Table, pa.RecordBatch)):
+        return _declared_table(load_source(source), declared)
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        for i, r in enumerate(source):
+            if not isinstance(r, Mapping):
+                raise DataError(f"rows[{i}] is {type(r).__name__}, not a dict")
+        return _declared_records(list(source), Rows(declared.arrow.empty_table(), "rows", "index"), declared, key)
+    return load_source(source), ()  # raises: not a source
+
+
+def _declared_records(records: Sequence[Mapping[str, Any]], where: Rows, declared: "DeclaredSchema",
+                      key: Sequence[str]) -> tuple[Rows, Undeclared]:
+    from idivm.ingest.records import RecordError, RowChecker
+
+    checker = RowChecker(declared.arrow, tuple(key), where.origin, declared)
+    converted = []
+    for i, record in enumerate(records):
+        try:
+            converted.append(checker.row(record, where.locate(i))[1])
+        except RecordError as e:
+            if where.unit == "line":
+                raise
+            raise DataError(f"{where.origin}: {where.where([i])}: {e.problem}") from None
+    table = pa.Table.from_pylist(converted, schema=declared.arrow)
+    return Rows(table, where.origin, where.unit, where.locators), checker.undeclared_counts()
+
+
+def _declared_table(rows: Rows, declared: "DeclaredSchema") -> tuple[Rows, Undeclared]:
+    table, schema = rows.table, declared.arrow
+    extra = [n for n in table.column_names if n not in schema.names]
+    if extra and not declared.open:
+        raise DataError(f"{rows.origin}: column {extra[0]!r} is not declared by the closed schema "
+                        f"(fields: {', '.join(schema.names)})")
+    columns = []
+    for f in schema:
+        if f.name not in table.column_names:
+            columns.append(pa.nulls(table.num_rows, f.type))
+            continue
+        column = table.column(f.name)
+        lossy = pa.types.is_timestamp(column.type) and pa.types.is_timestamp(f.type)
+        try:
+            columns.append(column if column.type == f.type else column.cast(f.type, safe=not lossy))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            bad = _first_uncastable(column, f.type, lossy)
+            at = f"{rows.where([bad])}: " if bad is not None else ""
+            raise DataError(f"{rows.origin}: {at}column '{f.name}' ({column.type}) cannot be stored as the declared "
+                            f"{f.type}: {_first_line(e)}") from None
+    undeclared = tuple((n, table.num_rows - table.column(n).null_count) for n in extra)
+    return Rows(pa.Table.from_arrays(columns, schema=schema), rows.origin, rows.unit, rows.locators), \
+        tuple(u for u in undeclared if u[1])
+
+
+def _first_uncastable(column: pa.ChunkedArray, t: pa.DataType, lossy: bool) -> int | None:
+    """The index of the first value of ``column`` that cannot be cast to ``t`` (None: the whole
+    column cannot be, whatever its values)."""
+    values = column.combine_chunks()
+    for i in range(len(values)):
+        try:
+            values.slice(i, 1).cast(t, safe=not lossy)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None if values[i].as_py() is None else i
+    return None
+
+
+def declared_dataframe(df: "DataFrame", declared: "DeclaredSchema") -> tuple["DataFrame", Undeclared]:
+    """A Spark DataFrame with the columns of the ``declared`` schema: its own columns, which must
+    have the declared types, and nulls for those it lacks; its other columns are left out and
+    counted (an open schema) or an error (a closed one)."""
+    from pyspark.sql import functions as F
+
+    actual = _spark_delta_schema(df)
+    schema = declared.arrow
+    extra = [n for n in actual.names if n not in schema.names]
+    if extra and not declared.open:
+        raise DataError(f"DataFrame: column {extra[0]!r} is not declared by the closed schema "
+                        f"(fields: {', '.join(schema.names)})")
+    spark_types = {f.name: f.dataType for f in schemas.spark_schema(schema).fields}
+    columns = []
+    for f in schema:
+        if f.name not in actual.names:
+            columns.append(F.lit(None).cast(spark_types[f.name]).alias(f.name))
+            continue
+        if actual.field(f.name).type != f.type:
+            raise DataError(f"DataFrame: column '{f.name}' is {actual.field(f.name).type} but the schema declares "
+                            f"{f.type}; cast it first")
+        columns.append(F.col(quoted(f.name)))
+    undeclared: Undeclared = ()
+    if extra:
+        counts = df.agg(*[F.count(F.col(quoted(n))).alias(f"n{i}") for i, n in enumerate(extra)]).first()
+        undeclared = tuple((n, counts[f"n{i}"]) for i, n in enumerate(extra) if counts[f"n{i}"])
+    return df.select(*columns), undeclared
 
 
 # --- JSON values to Arrow ---------------------------------------------------------------------------
@@ -395,6 +526,11 @@ def _check_key_columns(names: Sequence[str], types: Mapping[str, Any], key: Sequ
     for k in key:
         if nested(types[k]):
             raise DataError(f"{origin}: key column {k} has a nested type ({types[k]}); key columns must be scalars")
+
+
+def check_declared_key(schema: pa.Schema, key: Sequence[str]) -> None:
+    """The key columns are declared by ``schema``, as scalars."""
+    _check_key_columns(schema.names, {f.name: f.type for f in schema}, key, "schema", pa.types.is_nested)
 
 
 def check_key(rows: Rows, key: Sequence[str]) -> None:

@@ -21,6 +21,12 @@ it as UTC); ``date`` also takes an integer number of days since 1970-01-01
 (Debezium's ``io.debezium.time.Date``); arrays fit lists (each element
 checked); objects fit structs (each field checked, absent fields are null,
 unknown fields are errors) and maps.
+
+A table with a declared schema (:mod:`idivm.declared_schema`) is checked the same way, except
+for fields the schema does not declare: a record that has one in a closed record is bad
+(rejected, never schema drift), while those of open records are left out of the row and
+counted (:attr:`ChangeSet.undeclared`).  A JSON Schema is also checked as a whole against each
+whole row (``required``, ``enum``, ``minimum``, ...).
 """
 
 from __future__ import annotations
@@ -33,11 +39,14 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
 from idivm.errors import DataError
+
+if TYPE_CHECKING:
+    from idivm.declared_schema import DeclaredSchema
 
 UPSERT = "upsert"
 DELETE = "delete"
@@ -84,13 +93,16 @@ class Rejected:
 class ChangeSet:
     """The changes of one file, in file order; how many change records they came from
     (a Debezium update that changes the key gives two changes); how many records
-    were skipped (tombstones); the records rejected, in file order."""
+    were skipped (tombstones); the records rejected, in file order; the fields of open
+    records a declared schema does not declare, which were not stored: (path, how many
+    records had it), in order of first appearance."""
 
     source: str
     changes: tuple[Change, ...]
     records: int
     skipped: int = 0
     rejected: tuple[Rejected, ...] = ()
+    undeclared: tuple[tuple[str, int], ...] = ()
 
 
 class RecordError(DataError):
@@ -125,14 +137,16 @@ RecordReader = Callable[[Any, int, "RowChecker"], "list[Change] | None"]
 
 
 def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...], record: RecordReader,
-                 blank_is_tombstone: bool = False, strict: bool = False) -> ChangeSet:
+                 blank_is_tombstone: bool = False, strict: bool = False,
+                 declared: "DeclaredSchema | None" = None) -> ChangeSet:
     """The changes of the JSON Lines ``text`` of file ``source``, each record read by ``record``.
 
     A malformed line or a bad record is :class:`Rejected` (``strict``: raised, the first one);
     columns the table does not have are a :class:`DataError` naming each of them with the line
-    it first appears on.  Blank lines are ignored, or counted as tombstones.
+    it first appears on (for a table with a ``declared`` schema: see the module docstring).
+    Blank lines are ignored, or counted as tombstones.
     """
-    checker = RowChecker(schema, key, source)
+    checker = RowChecker(schema, key, source, declared)
     changes: list[Change] = []
     rejected: list[Rejected] = []
     drift: dict[str, int] = {}
@@ -168,19 +182,30 @@ def read_records(text: str, source: str, schema: pa.Schema, key: tuple[str, ...]
         raise SchemaDriftError(f"{source}: column{'s' if len(drift) > 1 else ''} {named} not in the table "
                                f"(columns: {', '.join(schema.names)}); nothing was applied "
                                "(ingest --evolve adds them)", drift, drift_values)
-    return ChangeSet(source, tuple(changes), records, skipped, tuple(rejected))
+    return ChangeSet(source, tuple(changes), records, skipped, tuple(rejected), checker.undeclared_counts())
 
 
 class RowChecker:
-    """Checks rows of one file against a table's Arrow schema and key; errors name ``file:line``."""
+    """Checks rows of one file against a table's Arrow schema and key, and its ``declared``
+    schema if it has one; errors name ``file:line``.  Counts the undeclared fields of the rows
+    it accepts (:meth:`undeclared_counts`)."""
 
-    def __init__(self, schema: pa.Schema, key: tuple[str, ...], source: str):
+    def __init__(self, schema: pa.Schema, key: tuple[str, ...], source: str,
+                 declared: "DeclaredSchema | None" = None):
         missing = [k for k in key if k not in schema.names]
         if missing:
             raise DataError(f"key column(s) {', '.join(missing)} not in the table's schema")
         self.schema = schema
         self.key = tuple(key)
         self.source = source
+        #: paths of the records that accept undeclared fields; None: no declared schema
+        self.open_records = declared.open_records if declared is not None else None
+        self._record_problem = declared.record_problem() if declared is not None else None
+        self._undeclared: dict[str, int] = {}
+
+    def undeclared_counts(self) -> tuple[tuple[str, int], ...]:
+        """(field path, rows) of the undeclared fields of open records in the rows accepted so far."""
+        return tuple(self._undeclared.items())
 
     def error(self, line: int, problem: str) -> RecordError:
         return RecordError(self.source, line, problem)
@@ -189,9 +214,17 @@ class RowChecker:
             ) -> tuple[tuple, dict[str, Any]]:
         """(key, row) of a whole row: every column of the table, absent ones null."""
         fields = self._fields(value, line, what)
+        if self._record_problem is not None:
+            problem = self._record_problem(fields)
+            if problem:
+                raise self.error(line, f"{what} {problem}")
+        undeclared = [k for k in fields if k not in self.schema.names]
         converted = {f.name: self.value(fields.get(f.name), f.type, f.name, line, what,
-                                         (timestamp_units or {}).get(f.name)) for f in self.schema}
-        return self._key(fields, converted, line, what), converted
+                                        (timestamp_units or {}).get(f.name), undeclared) for f in self.schema}
+        key = self._key(fields, converted, line, what)
+        for path in dict.fromkeys(undeclared):
+            self._undeclared[path] = self._undeclared.get(path, 0) + 1
+        return key, converted
 
     def key_of(self, value: Any, line: int, what: str = "row", timestamp_units: Mapping[str, str] | None = None
                ) -> tuple[tuple, dict[str, Any]]:
@@ -206,6 +239,11 @@ class RowChecker:
         if not isinstance(value, Mapping):
             raise self.error(line, f"{what} is {json_kind(value)}, not an object")
         unknown = {k: v for k, v in value.items() if k not in self.schema.names}
+        if unknown and self.open_records is not None:
+            if "" in self.open_records:
+                return value
+            raise self.error(line, f"{what} has field {next(iter(unknown))!r}, which the closed schema does not "
+                                   f"declare (fields: {', '.join(self.schema.names)})")
         if unknown:
             raise SchemaDrift(self.source, line, f"{what} has column {next(iter(unknown))!r}, which table columns "
                                                  f"({', '.join(self.schema.names)}) do not include", unknown)
@@ -221,11 +259,13 @@ class RowChecker:
         except TypeError:
             raise self.error(line, f"{what}: key columns must hold scalar values") from None
 
-    def value(self, v: Any, t: pa.DataType, path: str, line: int, what: str, unit: str | None = None) -> Any:
+    def value(self, v: Any, t: pa.DataType, path: str, line: int, what: str, unit: str | None = None,
+              undeclared: list[str] | None = None) -> Any:
         """JSON value ``v`` converted to type ``t`` of column ``path`` (:func:`convert`); a bad one is
-        an error of ``line`` whose message starts with ``what``."""
+        an error of ``line`` whose message starts with ``what``.  The undeclared fields of open
+        records of a declared schema are appended to ``undeclared``."""
         try:
-            return convert(v, t, path, unit)
+            return convert(v, t, path, unit, self.open_records, undeclared)
         except _Mismatch as e:
             raise self.error(line, f"{what}: {e}") from None
 
@@ -234,8 +274,13 @@ class _Mismatch(Exception):
     """A JSON value that does not fit a column type (message names the column path)."""
 
 
-def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None) -> Any:
+def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None,
+            open_records: frozenset[str] | None = None, undeclared: list[str] | None = None) -> Any:
     """The Python value for JSON value ``v`` in a column of Arrow type ``t`` (see the module docstring).
+
+    ``open_records``: the paths of the records of a declared schema that accept undeclared
+    fields (None: no declared schema, every struct is closed); the paths of the undeclared
+    fields met in them are appended to ``undeclared``.
 
     ``unit`` is what the Debezium envelope's schema says of the column: ``ms``/``us``/``ns``
     allow an integer for a timestamp, counted in that unit since the epoch (Debezium's
@@ -315,16 +360,23 @@ def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None) -> Any:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) \
             or pa.types.is_fixed_size_list(t):
         if isinstance(v, list):
-            return [convert(e, t.value_type, f"{path}[]") for e in v]
+            return [convert(e, t.value_type, f"{path}[]", None, open_records, undeclared) for e in v]
         raise bad("an array")
     if pa.types.is_struct(t):
         if not isinstance(v, Mapping):
             raise bad("an object")
         names = [t.field(i).name for i in range(t.num_fields)]
         unknown = [k for k in v if k not in names]
-        if unknown:
+        if unknown and open_records is not None and path in open_records:
+            if undeclared is not None:
+                undeclared.extend(f"{path}.{k}" for k in unknown)
+        elif unknown and open_records is not None:
+            raise _Mismatch(f"closed record '{path}' has field {unknown[0]!r}, which the schema does not declare "
+                            f"(fields: {', '.join(names)})")
+        elif unknown:
             raise _Mismatch(f"column '{path}' has no field {unknown[0]!r} (fields: {', '.join(names)})")
-        return {t.field(i).name: convert(v.get(t.field(i).name), t.field(i).type, f"{path}.{t.field(i).name}")
+        return {t.field(i).name: convert(v.get(t.field(i).name), t.field(i).type, f"{path}.{t.field(i).name}",
+                                         None, open_records, undeclared)
                 for i in range(t.num_fields)}
     if pa.types.is_map(t):
         if not isinstance(v, Mapping):

@@ -9,18 +9,24 @@ Empty lines are ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from idivm.ingest.records import DELETE, UPSERT, Change, ChangeSet, RowChecker, json_kind, read_records
 
+if TYPE_CHECKING:
+    from idivm.declared_schema import DeclaredSchema
+
 DELETE_FIELD = "__delete"
 
 
-def read_rows(text: str, source: str, schema: pa.Schema, key: tuple[str, ...], strict: bool = False) -> ChangeSet:
-    """The changes of a file of rows and ``{"__delete": {...}}`` lines (its ``text``); bad lines
-    are rejected with ``file:line`` (:func:`~idivm.ingest.records.read_records`)."""
-    return read_records(text, source, schema, key, _row, strict=strict)
+def read_rows(text: str, source: str, schema: pa.Schema, key: tuple[str, ...], strict: bool = False,
+              declared: "DeclaredSchema | None" = None) -> ChangeSet:
+    """The changes of a file of rows and ``{"__delete": {...}}`` lines (its ``text``), checked
+    against the table's ``schema`` and ``key``, and its ``declared`` schema if it has one; bad
+    lines are rejected with ``file:line`` (:func:`~idivm.ingest.records.read_records`)."""
+    return read_records(text, source, schema, key, _row, strict=strict, declared=declared)
 
 
 def _row(value, line: int, checker: RowChecker) -> list[Change]:
