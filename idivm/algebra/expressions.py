@@ -201,6 +201,43 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("floor", 1, 1, _first),
         FunctionSpec("ceil", 1, 1, _first),
         FunctionSpec("to_string", 1, 1, _const(T.STRING)),
+        # AsterixDB's type constructors and TO_* conversions: NULL when the value does not
+        # convert; every integer width is stored as a 64-bit integer
+        FunctionSpec("to_int8", 1, 1, _const(T.INT)),
+        FunctionSpec("to_int16", 1, 1, _const(T.INT)),
+        FunctionSpec("to_int32", 1, 1, _const(T.INT)),
+        FunctionSpec("to_bigint", 1, 1, _const(T.INT)),
+        FunctionSpec("to_double", 1, 1, _const(T.DOUBLE)),
+        FunctionSpec("to_boolean", 1, 1, _const(T.BOOL)),
+        FunctionSpec("to_date", 1, 1, _const(T.ScalarType("date"))),
+        FunctionSpec("null_if", 2, 2, _first),
+        # strings (positions are 0-based, as in SQL++)
+        FunctionSpec("ltrim", 1, 1, _const(T.STRING)),
+        FunctionSpec("rtrim", 1, 1, _const(T.STRING)),
+        FunctionSpec("string_contains", 2, 2, _const(T.BOOL)),
+        FunctionSpec("starts_with", 2, 2, _const(T.BOOL)),
+        FunctionSpec("ends_with", 2, 2, _const(T.BOOL)),
+        FunctionSpec("position", 2, 2, _const(T.INT)),
+        FunctionSpec("replace", 3, 3, _const(T.STRING)),
+        FunctionSpec("reverse", 1, 1, _const(T.STRING)),
+        FunctionSpec("repeat", 2, 2, _const(T.STRING)),
+        FunctionSpec("initcap", 1, 1, _const(T.STRING)),
+        FunctionSpec("regexp_contains", 2, 2, _const(T.BOOL)),
+        FunctionSpec("regexp_like", 2, 2, _const(T.BOOL)),
+        # numbers
+        FunctionSpec("sqrt", 1, 1, _const(T.DOUBLE)),
+        FunctionSpec("exp", 1, 1, _const(T.DOUBLE)),
+        FunctionSpec("ln", 1, 1, _const(T.DOUBLE)),
+        FunctionSpec("log10", 1, 1, _const(T.DOUBLE)),
+        FunctionSpec("power", 2, 2, _const(T.DOUBLE)),
+        FunctionSpec("sign", 1, 1, _const(T.INT)),
+        # dates (a string in ISO form is read as a date)
+        FunctionSpec("get_year", 1, 1, _const(T.INT)),
+        FunctionSpec("get_month", 1, 1, _const(T.INT)),
+        FunctionSpec("get_day", 1, 1, _const(T.INT)),
+        # collections
+        FunctionSpec("range", 2, 2, _const(T.CollectionType(T.INT, ordered=True))),
+        FunctionSpec("collection_length", 1, 1, _const(T.INT)),
         # collection predicates used by lifted subqueries
         FunctionSpec("exists", 1, 1, _const(T.BOOL)),
         FunctionSpec("contains", 2, 2, _const(T.BOOL)),
@@ -214,11 +251,30 @@ def _specs() -> dict[str, FunctionSpec]:
 SCALAR_FUNCTIONS: dict[str, FunctionSpec] = _specs()
 
 # SQL++ surface names of scalar functions callable by name (upper-case) -> registry name
+# (MISSING is NULL in idivm: IF_MISSING and IF_MISSING_OR_NULL are COALESCE, MISSING_IF is NULL_IF)
 FUNCTION_ALIASES = {
-    "COALESCE": "coalesce", "IFNULL": "coalesce", "LOWER": "lower", "UPPER": "upper",
-    "TRIM": "trim", "LENGTH": "length", "CHAR_LENGTH": "length", "SUBSTR": "substr",
-    "SUBSTRING": "substr", "ABS": "abs", "ROUND": "round", "FLOOR": "floor", "CEIL": "ceil",
-    "CEILING": "ceil", "TO_STRING": "to_string", "CONCAT": "concat",
+    "COALESCE": "coalesce", "IFNULL": "coalesce", "IF_NULL": "coalesce", "IFMISSING": "coalesce",
+    "IF_MISSING": "coalesce", "IFMISSINGORNULL": "coalesce", "IF_MISSING_OR_NULL": "coalesce",
+    "NULLIF": "null_if", "NULL_IF": "null_if", "MISSINGIF": "null_if", "MISSING_IF": "null_if",
+    "LOWER": "lower", "UPPER": "upper",
+    "TRIM": "trim", "LTRIM": "ltrim", "RTRIM": "rtrim", "LENGTH": "length", "CHAR_LENGTH": "length",
+    "STRING_LENGTH": "length", "SUBSTR": "substr", "SUBSTRING": "substr", "CONTAINS": "string_contains",
+    "STARTS_WITH": "starts_with", "ENDS_WITH": "ends_with", "POSITION": "position", "REPLACE": "replace",
+    "REVERSE": "reverse", "REPEAT": "repeat", "INITCAP": "initcap",
+    "REGEXP_CONTAINS": "regexp_contains", "REGEXP_LIKE": "regexp_like",
+    "ABS": "abs", "ROUND": "round", "FLOOR": "floor", "CEIL": "ceil",
+    "CEILING": "ceil", "SQRT": "sqrt", "EXP": "exp", "LN": "ln", "LOG": "log10", "POWER": "power",
+    "SIGN": "sign",
+    "TO_STRING": "to_string", "TO_STR": "to_string", "TOSTRING": "to_string", "STRING": "to_string",
+    "CONCAT": "concat",
+    "INT8": "to_int8", "TINYINT": "to_int8", "INT16": "to_int16", "SMALLINT": "to_int16",
+    "INT32": "to_int32", "INTEGER": "to_int32", "INT": "to_int32",
+    "INT64": "to_bigint", "BIGINT": "to_bigint", "TO_BIGINT": "to_bigint", "TOBIGINT": "to_bigint",
+    "DOUBLE": "to_double", "FLOAT": "to_double", "TO_DOUBLE": "to_double", "TODOUBLE": "to_double",
+    "BOOLEAN": "to_boolean", "TO_BOOLEAN": "to_boolean", "TO_BOOL": "to_boolean",
+    "DATE": "to_date",
+    "GET_YEAR": "get_year", "GET_MONTH": "get_month", "GET_DAY": "get_day",
+    "RANGE": "range", "LEN": "collection_length", "ARRAY_LENGTH": "collection_length",
 }
 
 

@@ -200,7 +200,8 @@ class FunctionCall(Operator):
         return self.input.output_variables() + (self.var,)
 
 
-COLLECTION_FUNCTIONS = frozenset({"array_count", "array_sum", "array_avg", "array_min", "array_max"})
+COLLECTION_FUNCTIONS = frozenset({"array_count", "array_sum", "array_avg", "array_min", "array_max",
+                                  "strict_count", "strict_sum", "strict_avg", "strict_min", "strict_max"})
 
 
 @_ops("input")

@@ -31,9 +31,14 @@ _BINARY = {
     "=": "eq", "==": "eq", "!=": "ne", "<>": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge",
     "AND": "and", "OR": "or",
 }
+# the collection aggregates: ARRAY_* skip NULL elements, STRICT_* (COLL_* in older AsterixDB) do not
 _COLLECTION_FUNCTIONS = {
     "ARRAY_COUNT": "array_count", "ARRAY_SUM": "array_sum", "ARRAY_AVG": "array_avg",
     "ARRAY_MIN": "array_min", "ARRAY_MAX": "array_max",
+    "STRICT_COUNT": "strict_count", "STRICT_SUM": "strict_sum", "STRICT_AVG": "strict_avg",
+    "STRICT_MIN": "strict_min", "STRICT_MAX": "strict_max",
+    "COLL_COUNT": "strict_count", "COLL_SUM": "strict_sum", "COLL_AVG": "strict_avg",
+    "COLL_MIN": "strict_min", "COLL_MAX": "strict_max",
 }
 
 
@@ -295,12 +300,15 @@ class TermBuilder(ABC):
                 raise SemanticError(f"{e.name} needs a collection, got {at}", e.args[0].span)
             fn = _COLLECTION_FUNCTIONS[e.name]
             el = at.element if isinstance(at, T.CollectionType) else T.ANY
-            if isinstance(el, T.TupleType) and len(el.fields) == 1 and fn != "array_count":
+            counts = fn.endswith("_count")
+            if isinstance(el, T.TupleType) and len(el.fields) == 1 and not counts:
                 el = el.fields[0][1]
-            ty = {"array_count": T.INT, "array_avg": T.DOUBLE}.get(fn, el)
-            var = self.fresh(fn.removeprefix("array_"), ty)
+            ty = T.INT if counts else T.DOUBLE if fn.endswith("_avg") else el
+            var = self.fresh(fn.split("_", 1)[1], ty)
             ctx.plan = O.FunctionCall(ctx.plan, fn, (arg,), var, span=e.span)
             return Var(var, span=e.span)
+        if e.name == "GET_OBJECT_FIELD_VALUE":
+            return self.field_value(e, sc, ctx)
         name = FUNCTION_ALIASES.get(e.name)
         if name is None:
             raise SemanticError(f"unknown function {e.name}", e.span)
@@ -308,6 +316,16 @@ class TermBuilder(ABC):
         if not spec.accepts(len(e.args)):
             raise SemanticError(f"{e.name} takes {spec.arity_text()} arguments, got {len(e.args)}", e.span)
         return Call(name, tuple(self.scalar_arg(a, sc, ctx) for a in e.args), span=e.span)
+
+    def field_value(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``GET_OBJECT_FIELD_VALUE(t, 'name')``: the field access ``t.name`` (the name must be
+        a string literal: the fields of a tuple are known when the view is defined)."""
+        if len(e.args) != 2:
+            raise SemanticError(f"{e.name} takes 2 arguments, got {len(e.args)}", e.span)
+        name = e.args[1]
+        if not (isinstance(name, A.Literal) and name.kind == "string"):
+            raise UnsupportedError(f"{e.name} needs a string literal as the field name", name.span)
+        return self.expr(A.FieldAccess(e.args[0], name.value, span=e.span), sc, ctx)
 
     # ------------------------------------------------------------------ names
 

@@ -146,6 +146,65 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             return F.ceil(a[0])
         case "to_string":
             return a[0].cast("string")
+        case "to_int8" | "to_int16" | "to_int32" | "to_bigint":  # out of range or not a number: NULL
+            width = {"to_int8": "tinyint", "to_int16": "smallint", "to_int32": "int", "to_bigint": "bigint"}[f]
+            return a[0].try_cast(width).cast("bigint")
+        case "to_double":
+            return a[0].try_cast("double")
+        case "to_boolean":
+            return a[0].try_cast("boolean")
+        case "to_date":
+            return a[0].try_cast("date")
+        case "null_if":
+            return F.when(a[0] == a[1], F.lit(None)).otherwise(a[0])
+        case "ltrim":
+            return F.ltrim(a[0])
+        case "rtrim":
+            return F.rtrim(a[0])
+        case "string_contains":
+            return F.contains(a[0], a[1])
+        case "starts_with":
+            return F.startswith(a[0], a[1])
+        case "ends_with":
+            return F.endswith(a[0], a[1])
+        case "position":  # 0-based; -1 when absent
+            return F.position(a[1], a[0]) - 1
+        case "replace":
+            return F.replace(a[0], a[1], a[2])
+        case "reverse":
+            return F.reverse(a[0])
+        case "repeat":
+            return F.repeat(a[0], a[1])
+        case "initcap":
+            return F.initcap(a[0])
+        case "regexp_contains":  # a match anywhere in the string
+            return F.regexp(a[0], a[1])
+        case "regexp_like":  # the whole string matches
+            return F.regexp(a[0], F.concat(F.lit("^(?:"), a[1], F.lit(")$")))
+        case "sqrt":
+            return F.sqrt(a[0])
+        case "exp":
+            return F.exp(a[0])
+        case "ln":
+            return F.ln(a[0])
+        case "log10":
+            return F.log10(a[0])
+        case "power":
+            return F.pow(a[0], a[1])
+        case "sign":
+            return F.signum(a[0]).cast("bigint")
+        case "get_year":
+            return F.year(a[0])
+        case "get_month":
+            return F.month(a[0])
+        case "get_day":
+            return F.dayofmonth(a[0])
+        case "range":  # the integers from a[0] to a[1]; empty when a[0] > a[1]
+            lo, hi = a[0].cast("bigint"), a[1].cast("bigint")
+            return F.when(lo <= hi, F.sequence(lo, hi)).otherwise(
+                F.when(lo.isNotNull() & hi.isNotNull(), F.array().cast("array<bigint>")))
+        case "collection_length":
+            return F.when(a[0].isNotNull(), F.size(a[0]))
         case "exists":
             return F.coalesce(F.size(a[0]) > 0, F.lit(False))
         case "contains":  # x IN bag: FALSE for an empty bag even when x is NULL (SQL's x IN (empty))
@@ -158,25 +217,33 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
 
 
 def collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
-    """ARRAY_COUNT & co. over an array column: NULL elements are ignored, as SQL aggregates do."""
+    """ARRAY_COUNT & co. over an array column: NULL elements are ignored, as SQL aggregates do;
+    STRICT_COUNT counts them and the other STRICT_* functions are NULL when there is one.  The
+    count of a NULL collection is 0, the other aggregates of it NULL."""
     el = dtype.elementType if isinstance(dtype, ST.ArrayType) else None
     visible = [f for f in el.fields if not f.name.startswith(HIDDEN_PREFIX)] if isinstance(el, ST.StructType) else []
-    if len(visible) == 1 and fn != "array_count":  # a one-column subquery: its values
+    kind, _, what = fn.partition("_")
+    if len(visible) == 1 and what != "count":  # a one-column subquery: its values
         name = visible[0].name
         c = F.transform(c, lambda x: x.getField(name))
         el = visible[0].dataType
     values = F.filter(c, lambda x: x.isNotNull())
     n = F.size(values)
-    if fn == "array_count":
-        return F.when(c.isNull(), F.lit(None)).otherwise(n)
-    if fn == "array_min":
-        return F.array_min(values)
-    if fn == "array_max":
-        return F.array_max(values)
-    zero = F.lit(0).cast(el if isinstance(el, ST.NumericType) else ST.DoubleType())
-    total = F.aggregate(values, zero, lambda acc, x: acc + x)
-    if fn == "array_sum":
-        return F.when(n > 0, total)
-    if fn == "array_avg":
-        return F.when(n > 0, total.cast("double") / n)
-    raise InternalError(f"no Spark compilation for collection function {fn}")
+    if what == "count":
+        return F.when(c.isNull(), F.lit(0)).otherwise(F.size(c) if kind == "strict" else n)
+    if what == "min":
+        out = F.array_min(values)
+    elif what == "max":
+        out = F.array_max(values)
+    else:
+        zero = F.lit(0).cast(el if isinstance(el, ST.NumericType) else ST.DoubleType())
+        total = F.aggregate(values, zero, lambda acc, x: acc + x)
+        if what == "sum":
+            out = F.when(n > 0, total)
+        elif what == "avg":
+            out = F.when(n > 0, total.cast("double") / n)
+        else:
+            raise InternalError(f"no Spark compilation for collection function {fn}")
+    if kind == "strict":
+        return F.when(n == F.size(c), out)
+    return out

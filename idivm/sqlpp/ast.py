@@ -295,7 +295,8 @@ class CreateView(Node):
 
 
 AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
-COLLECTION_AGGREGATES = frozenset({"ARRAY_COUNT", "ARRAY_SUM", "ARRAY_AVG", "ARRAY_MIN", "ARRAY_MAX"})
+COLLECTION_AGGREGATES = frozenset({"ARRAY_COUNT", "ARRAY_SUM", "ARRAY_AVG", "ARRAY_MIN", "ARRAY_MAX",
+                                   "STRICT_COUNT", "STRICT_SUM", "STRICT_AVG", "STRICT_MIN", "STRICT_MAX"})
 
 
 Node._root = Node

@@ -630,13 +630,22 @@ class _ToAst(Transformer_NonRecursive):
         name_tok = ch[0]
         types = _types(ch[1:])
         args = tuple(_nodes(ch))
-        name = name_tok.value.upper()
+        # AsterixDB spells its functions with '_' or '-' alike (get_year, `get-year`)
+        name = (_unquote(name_tok) if name_tok.type == "QUOTED_NAME" else name_tok.value).upper().replace("-", "_")
         if "STAR" in types and name != "COUNT":
             raise SqlppSyntaxError(f"'*' is only allowed as the argument of COUNT, not {name}", _span(meta))
         if "DISTINCT" in types and not args:
             raise SqlppSyntaxError(f"{name}(DISTINCT …) needs an argument", _span(meta))
         return ast.FunctionCall(name, args, distinct="DISTINCT" in types, star="STAR" in types,
                                 span=_span(meta))
+
+    def qualified_call(self, meta, ch):
+        """``dataverse.function(...)``: the call; the dataverse name is not checked (a view
+        reads the warehouse's tables whatever dataverse the query names)."""
+        base, call = _nodes(ch)
+        if not isinstance(base, ast.Identifier):
+            raise SqlppSyntaxError(f"{call.name}(…) is a function, not a field of a value", _span(meta))
+        return call
 
     def case_expr(self, meta, ch):
         operand = else_ = None
