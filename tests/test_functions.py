@@ -183,7 +183,7 @@ def test_asterixdb_functions_by_their_documented_semantics(maintained, changed):
 def test_range_in_from(maintained):
     before, after, _, ranges = maintained
     # the elements of RANGE have no IDs: auto recomputes the view (and id would refuse it)
-    assert ranges.strategy == "recompute" and "provenance" in ranges.strategy_note
+    assert ranges.strategy_note.startswith("recompute") and "provenance" in ranges.strategy_note
     assert sorted((r["id"], r["r"]) for r in before["ranges"]) == [(1, k) for k in range(1, 8)]
     assert sorted((r["id"], r["r"]) for r in after["ranges"]) == [(1, 1), (1, 2), (5, 1), (5, 2), (5, 3)]
 
