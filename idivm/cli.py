@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from idivm import __version__
+from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.display import format_value, json_text
 from idivm.errors import CatalogError, IdivmError
 from idivm.exec.runtime import versions_text
@@ -420,14 +421,18 @@ def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
     wh = open_warehouse(ctx)
     from idivm.exec.materialize import collect_rows
 
+    scalars = False
     if name in wh.catalog.tables:
         df, columns = wh.read_table(name), wh.catalog.table(name).schema.names
     else:
-        df, columns = wh.read(name), wh.catalog.view(name).schema.names
+        schema = wh.catalog.view(name).schema
+        df, columns = wh.read(name), schema.names
+        if scalar_type(schema) is not None:  # a view of scalars: its values, in a column 'value'
+            scalars, columns = True, (VALUE_NAME,)
     rows = collect_rows(df, limit, scalars=False)  # decimals as they are, printed as written
     if fmt == "jsonl":
         for r in rows:
-            click.echo(json_text(r))
+            click.echo(json_text(r[VALUE_NAME] if scalars else r))
         return
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     click.echo(format_table(list(columns), cells))

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from idivm.algebra.builder import VALUE_COLUMN, VALUE_NAME, scalar_type
 from idivm.types import TupleType
 
 #: the prefix of idivm's keys in the metadata of a Delta commit
@@ -143,7 +144,11 @@ class Description:
             row(name, rel)
         row("read by", ", ".join(self.readers) or "no view")
         lines.append("schema:")
-        lines += [f"  {n}: {t}" for n, t in self.schema.fields]
+        values = scalar_type(self.schema) if self.kind == "view" else None
+        if values is not None:
+            lines.append(f"  {VALUE_NAME}: {values} (a view of values, stored in column {VALUE_COLUMN})")
+        else:
+            lines += [f"  {n}: {t}" for n, t in self.schema.fields]
         if self.text:
             lines.append("definition:")
             lines += [f"  {line}" for line in self.text.strip().splitlines()]

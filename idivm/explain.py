@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from idivm.algebra import operators as O
-from idivm.algebra.builder import ViewPlan
+from idivm.algebra.builder import VALUE_COLUMN, ViewPlan, scalar_type
 from idivm.algebra.printer import describe, format_plan
 from idivm.diffs.base_signatures import BaseSignatures
 from idivm.script import DeltaScript
@@ -47,7 +47,7 @@ class Explanation:
             "{" + ", ".join(n for _, n in self.provenance.view_ids) + "}"
         script = self.script.render() if self.script is not None else f"no Δ-script: {self.no_script}"
         return "\n".join([
-            f"view {self.view.name}: {self.view.type}",
+            f"view {self.view.name}: {self._type()}",
             f"IDs: {ids}",
             *([f"strategy: {self.strategy}"] if self.strategy else []),
             "",
@@ -62,6 +62,12 @@ class Explanation:
             *(["", "higher-order delta maps (strategy maps; DBToaster §4-§6):", self.maps] if self.maps else
               ["", f"no higher-order delta maps: {self.no_maps}"] if self.no_maps else []),
         ])
+
+    def _type(self) -> str:
+        values = scalar_type(self.view.type)
+        if values is None:
+            return str(self.view.type)
+        return f"{{{{{values}}}}} (values, stored in column {VALUE_COLUMN})"
 
     def _indexes(self) -> str:
         lines = [self.indexes.summary]
@@ -85,6 +91,7 @@ class Explanation:
         return {
             "view": self.view.name,
             "type": self.view.type.to_json(),
+            **({"values": values.to_json()} if (values := scalar_type(self.view.type)) is not None else {}),
             "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
             **({"strategy": self.strategy} if self.strategy else {}),
             "plan": node(self.view.plan),

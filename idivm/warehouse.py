@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from idivm import types as T
+from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
@@ -585,18 +586,23 @@ class Warehouse:
         return self._view_info(catalog, catalog.view(name))
 
     def read(self, name: str) -> "DataFrame":
-        """View ``name`` as a Spark DataFrame of its user-visible columns."""
+        """View ``name`` as a Spark DataFrame of its user-visible columns (a view of scalars,
+        ``SELECT VALUE x.price``: one column ``value``)."""
         from idivm.exec.materialize import user_visible
 
         catalog = self.catalog
         path = catalog.path_of(catalog.view(name))  # an unknown name fails before Spark starts
         return user_visible(delta.read_spark(self.spark, path, engine=self.storage))
 
-    def rows(self, name: str, limit: int | None = None) -> list[dict]:
-        """View ``name`` as plain Python values (user-visible columns only)."""
+    def rows(self, name: str, limit: int | None = None) -> list:
+        """View ``name`` as plain Python values: a dict of its user-visible columns per row, or,
+        for a view of scalars (``SELECT VALUE x.price``), the values themselves."""
         from idivm.exec.materialize import collect_rows
 
-        return collect_rows(self.read(name), limit)
+        rows = collect_rows(self.read(name), limit)
+        if scalar_type(self.catalog.view(name).schema) is not None:
+            return [r[VALUE_NAME] for r in rows]
+        return rows
 
     def explain(self, name_or_text: str | os.PathLike, format: str = "text") -> str:
         """What idivm knows about a defined view (by name) or a ``CREATE VIEW`` text or file:

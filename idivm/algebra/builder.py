@@ -39,9 +39,17 @@ from idivm.errors import SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
 
 
+#: the one column of a view that returns scalars (``SELECT VALUE x.price``): a hidden name (the
+#: prefix of hidden columns, :data:`idivm.provenance.ids.HIDDEN`), which readers show as ``value``
+VALUE_COLUMN = "__idivm_value"
+#: the name readers give the values of a scalar view (``show``, ``Warehouse.read``)
+VALUE_NAME = "value"
+
+
 @dataclass(frozen=True, slots=True)
 class ViewPlan:
-    """A view's plan and the static type of its tuples."""
+    """A view's plan and the static type of its stored rows (for a view of scalars, one
+    :data:`VALUE_COLUMN` holding them: :func:`scalar_type`)."""
 
     name: str
     plan: O.Operator
@@ -56,17 +64,30 @@ class _Built:
 
 
 def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPlan:
-    """Plan a ``CREATE VIEW``; the view must return tuples."""
+    """Plan a ``CREATE VIEW``.  A view of tuples stores one column per field; a view of other
+    values (scalars, collections: ``SELECT VALUE x.price``, ``SELECT VALUE COUNT(*)``) stores
+    them in the one hidden column :data:`VALUE_COLUMN`."""
     b = PlanBuilder(tables)
     plan, ty = b.query_plan(view.query)
     if not isinstance(ty, T.TupleType):
-        raise UnsupportedError(
-            f"view '{view.name}' returns {ty} values; a view must return tuples "
-            "(use SELECT a, b ... or SELECT VALUE {...})", view.query.span)
+        if ty == T.ANY:
+            raise UnsupportedError(
+                f"the type of the values of view '{view.name}' cannot be inferred; "
+                "a view must return values of one known type", view.query.span)
+        return ViewPlan(view.name, O.ReturnBag(plan.input, TupleExpr(((VALUE_COLUMN, plan.element),)),
+                                               span=plan.span), T.TupleType(((VALUE_COLUMN, ty),)))
     if not isinstance(plan.element, TupleExpr):  # SELECT VALUE of a tuple: one column per field
         el = plan.element
-        plan = O.ReturnBag(plan.input, TupleExpr(tuple((n, Field(el, n)) for n in ty.names)), span=plan.span)
+        plan = O.ReturnBag(plan.input, TupleExpr(tuple((n, Field(el, n)) for n, _ in ty.fields)), span=plan.span)
     return ViewPlan(view.name, plan, ty)
+
+
+def scalar_type(schema: T.TupleType) -> T.Type | None:
+    """The type of the values of a view of scalars (or collections) stored as ``schema``; None
+    for a view of tuples."""
+    if schema.names == (VALUE_COLUMN,):
+        return schema.fields[0][1]
+    return None
 
 
 def build_query(query: A.Query, tables: Mapping[str, T.TupleType]) -> tuple[O.Operator, T.Type]:

@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
+from idivm.algebra.builder import VALUE_COLUMN, VALUE_NAME
 from idivm.algebra.operators import Operator
 from idivm.errors import DataError
 from idivm.exec.compiler import PlanCompiler
@@ -64,10 +65,13 @@ def _has_hidden(dtype: ST.DataType) -> bool:
 
 
 def user_visible(df: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
-    """Drop hidden columns (but those named in ``keep``, first) and hidden fields of nested tuples."""
+    """Drop hidden columns (but those named in ``keep``, first) and hidden fields of nested tuples.
+    The values of a view of scalars (its hidden :data:`~idivm.algebra.builder.VALUE_COLUMN`)
+    are the column :data:`~idivm.algebra.builder.VALUE_NAME`."""
+    shown = {VALUE_COLUMN: VALUE_NAME}
     return df.select(*[F.col(quoted(c)) for c in keep],
-                     *[_visible(F.col(quoted(f.name)), f.dataType).alias(f.name)
-                       for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX)])
+                     *[_visible(F.col(quoted(f.name)), f.dataType).alias(shown.get(f.name, f.name))
+                       for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX) or f.name in shown])
 
 
 def to_python(value: Any, scalars: bool = True) -> Any:
