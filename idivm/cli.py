@@ -419,7 +419,7 @@ def drop_table(ctx: click.Context, name: str, cascade: bool) -> None:
 def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
     """Print the rows of view (or base table) NAME."""
     wh = open_warehouse(ctx)
-    from idivm.exec.materialize import collect_rows
+    from idivm.exec.materialize import collect_rows, spark_errors
 
     scalars = False
     if name in wh.catalog.tables:
@@ -429,7 +429,8 @@ def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
         df, columns = wh.read(name), schema.names
         if scalar_type(schema) is not None:  # a view of scalars: its values, in a column 'value'
             scalars, columns = True, (VALUE_NAME,)
-    rows = collect_rows(df, limit, scalars=False)  # decimals as they are, printed as written
+    with spark_errors(name, "table" if name in wh.catalog.tables else "view"):
+        rows = collect_rows(df, limit, scalars=False)  # decimals as they are, printed as written
     if fmt == "jsonl":
         for r in rows:
             click.echo(json_text(r[VALUE_NAME] if scalars else r))

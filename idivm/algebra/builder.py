@@ -34,7 +34,7 @@ from typing import Mapping
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
-from idivm.algebra.term_builder import Binding, GroupContext, Scope, TermBuilder, _Ctx
+from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
 from idivm.errors import SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
 
@@ -146,13 +146,14 @@ class PlanBuilder(TermBuilder):
             ltype, rtype = left.type, right.type
             fields_ = []
             for i, (n, v) in enumerate(zip(names, vars_)):
-                ft = T.common_type(ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY,
-                                   rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY)
+                ft = _union_type(f"column {n} of UNION ALL",
+                                 ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY,
+                                 rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY, q.span)
                 self.var_types[v] = ft
                 fields_.append((n, ft))
             element = TupleExpr(tuple((n, Var(v)) for n, v in zip(names, vars_)))
             return _Built(O.UnionAll(lp, rp, span=q.span), element, T.TupleType(tuple(fields_)))
-        ty = T.common_type(left.type, right.type)
+        ty = _union_type("UNION ALL", left.type, right.type, q.span)
         var = self.fresh("value", ty)
         lp = O.Project(left.plan, ((var, lt),))
         rp = O.Project(right.plan, ((var, rt),))
@@ -407,6 +408,8 @@ class PlanBuilder(TermBuilder):
                 fn = call.name.lower()
                 agg = O.Aggregate(fn, arg, call.distinct)
                 at = self.type_of(arg)
+                if fn in ("sum", "avg") and at not in (T.ANY, T.NULL) and not T.is_numeric(at):
+                    raise SemanticError(f"type mismatch in {agg}: its argument is {at}, not a number", call.span)
                 ty = {"count": T.INT, "avg": T.DOUBLE}.get(fn, at)
                 if fn == "sum" and at == T.ANY:
                     ty = T.ANY
@@ -486,6 +489,15 @@ class PlanBuilder(TermBuilder):
         return [(n, Field(t, n)) for n, _ in ty.fields]
 
     # ------------------------------------------------------------------ expressions
+
+
+def _union_type(what: str, left: T.Type, right: T.Type, span) -> T.Type:
+    """The type of the values of both branches of a UNION ALL in one place; values of
+    different types there are refused (a stored column has one type)."""
+    ty = T.unify(left, right)
+    if ty is None:
+        raise SemanticError(f"{what} mixes values of types {left} and {right}; {ONE_TYPE}", span)
+    return ty
 
 
 def _split_and(e: A.Expr) -> list[A.Expr]:
