@@ -125,7 +125,7 @@ class PlanBuilder(TermBuilder):
         if q.group_by or aggs or q.group_as:
             out_scope = self.group_by(q, sc, ctx, aggs)
             if q.having is not None:
-                cond = self.expr(q.having, out_scope, ctx)
+                cond = self.condition(q.having, out_scope, ctx)
                 ctx.plan = O.Select(ctx.plan, cond, span=q.having.span)
         elif q.having is not None:
             raise SemanticError("HAVING needs GROUP BY or an aggregate", q.having.span)
@@ -278,7 +278,7 @@ class PlanBuilder(TermBuilder):
                 cond_scope.natural[c] = lcols[c]
         elif j.condition is not None:
             ctx = _Ctx(O.Ground())
-            cond = self.expr(j.condition, cond_scope, ctx)
+            cond = self.condition(j.condition, cond_scope, ctx)
             if not isinstance(ctx.plan, O.Ground):
                 raise UnsupportedError("subqueries in JOIN … ON are not supported; move them to WHERE",
                                        j.condition.span)
@@ -300,13 +300,21 @@ class PlanBuilder(TermBuilder):
             if isinstance(target, (A.Exists, A.InSubquery)):
                 semis.append(c)
             else:
-                plain.append(self.expr(c, sc, ctx))
+                plain.append(self.condition(c, sc, ctx))
         if plain:
             ctx.plan = O.Select(ctx.plan, conjunction(plain), span=cond.span)
         for c in semis:
             if not self.semijoin(c, sc, ctx):
                 t = self.expr(c, sc, ctx)  # first: it stacks the subquery's ApplyPlan on ctx.plan
                 ctx.plan = O.Select(ctx.plan, t, span=c.span)
+
+    def condition(self, c: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
+        """The term of a condition (WHERE, HAVING, ON), which must be a boolean."""
+        t = self.expr(c, sc, ctx)
+        ty = self.type_of(t)
+        if ty not in (T.BOOL, T.NULL, T.ANY):
+            raise SemanticError(f"type mismatch: the condition {t} is {ty}, not a boolean", c.span)
+        return t
 
     def semijoin(self, c: A.Expr, sc: Scope, ctx: _Ctx) -> bool:
         """Turn ``[NOT] EXISTS (q)`` / ``x [NOT] IN (q)`` into SemiJoin/AntiJoin when q's FROM
