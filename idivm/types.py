@@ -121,6 +121,12 @@ def is_numeric(t: Type) -> bool:
     return isinstance(t, ScalarType) and t.kind in ("int", "double", "decimal")
 
 
+def brief(t: Type, width: int = 60) -> str:
+    """``str(t)``, cut to about ``width`` characters (a record type of many fields in a message)."""
+    text = str(t)
+    return text if len(text) <= width else text[: width - 2] + "…" + text[-1]
+
+
 def unify(a: Type, b: Type) -> Type | None:
     """The type of a value that has type ``a`` or type ``b`` (a UNION ALL column, the branches
     of CASE, the items of an array constructor, the arguments of COALESCE, the operands of a

@@ -504,7 +504,7 @@ def _union_type(what: str, left: T.Type, right: T.Type, span) -> T.Type:
     different types there are refused (a stored column has one type)."""
     ty = T.unify(left, right)
     if ty is None:
-        raise SemanticError(f"{what} mixes values of types {left} and {right}; {ONE_TYPE}", span)
+        raise SemanticError(f"{what} mixes values of types {T.brief(left)} and {T.brief(right)}; {ONE_TYPE}", span)
     return ty
 
 

@@ -166,7 +166,7 @@ def _all_of(*checks: Callable[[list[T.Type]], str | None]) -> Callable[[list[T.T
 def _comparable(args: list[T.Type]) -> str | None:
     for a in args[1:]:
         if not T.comparable(args[0], a):
-            return f"it compares {args[0]} with {a}"
+            return f"it compares {T.brief(args[0])} with {T.brief(a)}"
     return None
 
 
@@ -175,7 +175,7 @@ def _unifiable(args: list[T.Type]) -> str | None:
     for a in args:
         u = T.unify(ty, a)
         if u is None:
-            return f"its arguments mix {ty} and {a}"
+            return f"its arguments mix {T.brief(ty)} and {T.brief(a)}"
         ty = u
     return None
 

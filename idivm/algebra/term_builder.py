@@ -277,8 +277,9 @@ class TermBuilder(ABC):
         for t in terms:
             u = T.unify(ty, self.type_of(t))
             if u is None:
-                raise SemanticError(f"{what} mixes values of types {ty} and {self.type_of(t)} ({t} is "
-                                    f"{self.type_of(t)}); {ONE_TYPE}", span)
+                other = T.brief(self.type_of(t))
+                raise SemanticError(f"{what} mixes values of types {T.brief(ty)} and {other} ({t} is {other}); "
+                                    f"{ONE_TYPE}", span)
             ty = u
         return ty
 
