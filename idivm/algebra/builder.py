@@ -70,9 +70,9 @@ def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPla
     b = PlanBuilder(tables)
     plan, ty = b.query_plan(view.query)
     if not isinstance(ty, T.TupleType):
-        if ty == T.ANY:
+        if ty in (T.ANY, T.NULL):
             raise UnsupportedError(
-                f"the type of the values of view '{view.name}' cannot be inferred; "
+                f"the type of the values of view '{view.name}' cannot be inferred ({ty}); "
                 "a view must return values of one known type", view.query.span)
         return ViewPlan(view.name, O.ReturnBag(plan.input, TupleExpr(((VALUE_COLUMN, plan.element),)),
                                                span=plan.span), T.TupleType(((VALUE_COLUMN, ty),)))
