@@ -27,6 +27,7 @@ TABLES = {
                           ("label", T.TupleType((("text", T.STRING),))),
                           ("tags", T.CollectionType(T.STRING)))),
     "other": T.TupleType((("oid", T.INT), ("name", T.STRING))),
+    "labels": T.TupleType((("pid", T.STRING), ("text", T.STRING))),
 }
 
 # (id, query after "CREATE VIEW v AS\n", line and column of the offending expression, message part)
@@ -61,6 +62,10 @@ MIXED = [
      "type mismatch: the condition p.pid is int, not a boolean"),
     ("sum_of_strings", "SELECT p.n, SUM(p.kind) AS s FROM parts p GROUP BY p.n", 1, 13,
      "type mismatch in SUM(p.kind): its argument is string, not a number"),
+    ("natural_join_columns", "SELECT text FROM parts NATURAL JOIN labels", 1, 18,
+     "type mismatch in parts.pid = labels.pid: it compares int with string"),
+    ("in_subquery", "SELECT p.pid FROM parts p\nWHERE p.kind IN (SELECT VALUE o.oid FROM other o)", 2, 7,
+     "type mismatch in p.kind = o.oid: it compares string with int"),
     ("upper_of_number", "SELECT VALUE UPPER(p.n) FROM parts p", 1, 14, "its argument is int, not a string"),
 ]
 

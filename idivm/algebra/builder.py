@@ -273,7 +273,7 @@ class PlanBuilder(TermBuilder):
                 if lcols[c] is None or rcols[c] is None:
                     side = "left" if lcols[c] is None else "right"
                     raise SemanticError(f"NATURAL JOIN column '{c}' is ambiguous on the {side} side", j.span)
-            cond = conjunction([Call("eq", (lcols[c], rcols[c])) for c in common])
+            cond = conjunction([self.call("eq", (lcols[c], rcols[c]), span=j.span) for c in common])
             for c in common:
                 cond_scope.natural[c] = lcols[c]
         elif j.condition is not None:
@@ -350,7 +350,7 @@ class PlanBuilder(TermBuilder):
             if sub_ctx.plan is not sub and O.free_variables(sub_ctx.plan) & block_vars:
                 return False
             operand = self.expr(c.operand, sc, ctx)
-            match = Call("eq", (operand, element))
+            match = self.call("eq", (operand, element), span=c.span)
             if negated:  # NOT IN: no match, no NULL on either side (SQL three-valued logic)
                 match = Call("or", (match, Call("is_null", (operand,)), Call("is_null", (element,))))
             correlated.append(match)
