@@ -30,7 +30,7 @@ import click
 from idivm import __version__
 from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.display import format_value, json_text
-from idivm.errors import CatalogError, IdivmError
+from idivm.errors import CatalogError, IdivmError, InternalError
 from idivm.exec.runtime import versions_text
 from idivm.ingest import INGEST_FORMATS
 from idivm.ingest.load import FORMATS
@@ -667,6 +667,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except IdivmError as e:
         if state.debug:
             traceback.print_exc()
+        if isinstance(e, InternalError):  # our bug, or a failure of Spark's we do not know
+            hint = "" if state.debug else " (run with --debug for the traceback)"
+            click.echo(f"internal error: {e.one_line()}{hint}", err=True)
+            return 1
         click.echo(f"error: {e.one_line()}", err=True)
         excerpt = e.excerpt()
         if excerpt:

@@ -51,8 +51,8 @@ def spark_error(subject: str, e: BaseException) -> IdivmError | None:
     * an error of the data (SQLSTATE class 22: a value that cannot be cast, a division by zero,
       an overflow; a subquery used as a scalar that returned several values,
       :data:`~idivm.exec.terms.SCALAR_SUBQUERY_ERROR`) is a :class:`DataError`;
-    * a plan Spark cannot analyse (class 42: types the builder let through) is an
-      :class:`UnsupportedError`;
+    * a plan Spark cannot analyse (class 42, :data:`UNANALYSABLE`: types the builder let
+      through) is an :class:`UnsupportedError`;
     * anything else is an :class:`InternalError`.
     """
     from py4j.protocol import Py4JJavaError
@@ -74,9 +74,14 @@ def spark_error(subject: str, e: BaseException) -> IdivmError | None:
     text = _first_sentence(text)
     if state and state.startswith("22"):
         return DataError(f"{subject}: a value of its data cannot be computed: {text}")
-    if state and state.startswith("42"):
+    if state and state.startswith("42") and text.startswith(UNANALYSABLE):
         return UnsupportedError(f"{subject}: Spark cannot evaluate it: {text}")
     return InternalError(f"{subject}: Spark failed: {text}")
+
+
+#: the error conditions of a plan Spark cannot analyse: types or fields it does not accept
+UNANALYSABLE = ("[DATATYPE_MISMATCH", "[FIELD_NOT_FOUND", "[INVALID_EXTRACT", "[UNRESOLVED_", "[CAST_WITHOUT_SUGGESTION",
+                "[INCOMPATIBLE_")
 
 
 def _first_sentence(message: str) -> str:
