@@ -66,6 +66,8 @@ class ScalarView:
     duckdb: str  # one column
     strategies: tuple[str, ...]
     slow_strategies: tuple[str, ...] = ()
+    #: a global aggregate: a view without IDs, which every strategy recomputes
+    single_row: bool = False
 
     def text(self, strategy: str) -> str:
         return f"CREATE VIEW {self.name}_{strategy} AS {self.query}"
@@ -79,7 +81,7 @@ VIEWS = [
     ScalarView("doubled", "SELECT VALUE p.price * 2 + l.did FROM links l JOIN parts p ON p.pid = l.pid",
                "SELECT p.price * 2 + l.did FROM links l JOIN parts p ON p.pid = l.pid", ("tuple",), ("id",)),
     ScalarView("part_count", "SELECT VALUE COUNT(*) FROM parts p WHERE p.kind <> 'c'",
-               "SELECT count(*) FROM parts WHERE kind <> 'c'", ("auto",), ("id", "recompute")),
+               "SELECT count(*) FROM parts WHERE kind <> 'c'", ("auto",), ("id", "recompute"), single_row=True),
     ScalarView("kind_totals", "SELECT VALUE SUM(p.price) FROM links l JOIN parts p ON p.pid = l.pid GROUP BY p.kind",
                "SELECT sum(p.price) FROM links l JOIN parts p ON p.pid = l.pid GROUP BY p.kind",
                ("maps",), ("id", "tuple")),
@@ -181,7 +183,7 @@ def test_scalar_views_match_duckdb_and_their_recomputation_through_changes(defin
         if result.version is None:
             problems.append(f"{name}: committed nothing")
         # the views without IDs (a global aggregate) are recomputed by every strategy
-        if strategy in ("id", "tuple", "maps") and result.strategy != strategy:
+        if strategy in ("id", "tuple", "maps") and not view.single_row and result.strategy != strategy:
             problems.append(f"{name}: maintained by {result.strategy} ({result.note}), not {strategy}")
         verification = wh.verify(name)
         if not verification.ok:
