@@ -28,8 +28,9 @@ from typing import Any
 import click
 
 from idivm import __version__
+from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.display import format_value, json_text
-from idivm.errors import CatalogError, IdivmError
+from idivm.errors import CatalogError, IdivmError, InternalError
 from idivm.exec.runtime import versions_text
 from idivm.ingest import INGEST_FORMATS
 from idivm.ingest.load import FORMATS
@@ -440,16 +441,21 @@ def drop_table(ctx: click.Context, name: str, cascade: bool) -> None:
 def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
     """Print the rows of view (or base table) NAME."""
     wh = open_warehouse(ctx)
-    from idivm.exec.materialize import collect_rows
+    from idivm.exec.materialize import collect_rows, spark_errors
 
+    scalars = False
     if name in wh.catalog.tables:
         df, columns = wh.read_table(name), wh.catalog.table(name).schema.names
     else:
-        df, columns = wh.read(name), wh.catalog.view(name).schema.names
-    rows = collect_rows(df, limit, scalars=False)  # decimals as they are, printed as written
+        schema = wh.catalog.view(name).schema
+        df, columns = wh.read(name), schema.names
+        if scalar_type(schema) is not None:  # a view of scalars: its values, in a column 'value'
+            scalars, columns = True, (VALUE_NAME,)
+    with spark_errors(name, "table" if name in wh.catalog.tables else "view"):
+        rows = collect_rows(df, limit, scalars=False)  # decimals as they are, printed as written
     if fmt == "jsonl":
         for r in rows:
-            click.echo(json_text(r))
+            click.echo(json_text(r[VALUE_NAME] if scalars else r))
         return
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
     click.echo(format_table(list(columns), cells))
@@ -686,6 +692,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except IdivmError as e:
         if state.debug:
             traceback.print_exc()
+        if isinstance(e, InternalError):  # our bug, or a failure of Spark's we do not know
+            hint = "" if state.debug else " (run with --debug for the traceback)"
+            click.echo(f"internal error: {e.one_line()}{hint}", err=True)
+            return 1
         click.echo(f"error: {e.one_line()}", err=True)
         excerpt = e.excerpt()
         if excerpt:

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from idivm.algebra.builder import VALUE_COLUMN, VALUE_NAME, scalar_type
 from idivm.types import TupleType
 
 if TYPE_CHECKING:
@@ -151,7 +152,11 @@ class Description:
         row("read by", ", ".join(self.readers) or "no view")
         lines.append("schema:" if self.kind == "view" or self.declared_schema is None else
                      "schema (as stored):")
-        lines += [f"  {n}: {t}" for n, t in self.schema.fields]
+        values = scalar_type(self.schema) if self.kind == "view" else None
+        if values is not None:
+            lines.append(f"  {VALUE_NAME}: {values} (a view of values, stored in column {VALUE_COLUMN})")
+        else:
+            lines += [f"  {n}: {t}" for n, t in self.schema.fields]
         if self.declared_schema is not None:
             lines.append(f"declared schema ({self.declared_schema.summary()}):")
             lines += [f"  {line}" for line in self.declared_schema.text.strip().splitlines()]

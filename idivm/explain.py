@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from idivm.algebra import operators as O
-from idivm.algebra.builder import ViewPlan
+from idivm.algebra.builder import VALUE_COLUMN, ViewPlan, scalar_type
 from idivm.algebra.printer import describe, format_plan
 from idivm.declared_schema import DeclaredSchema
 from idivm.diffs.base_signatures import BaseSignatures
@@ -51,7 +51,7 @@ class Explanation:
             "{" + ", ".join(n for _, n in self.provenance.view_ids) + "}"
         script = self.script.render() if self.script is not None else f"no Δ-script: {self.no_script}"
         return "\n".join([
-            f"view {self.view.name}: {self.view.type}",
+            f"view {self.view.name}: {self._type()}",
             f"IDs: {ids}",
             *([f"strategy: {self.strategy}"] if self.strategy else []),
             *(["", "declared schemas of the base tables:", self._declared()] if self.declared_schemas else []),
@@ -76,6 +76,12 @@ class Explanation:
             lines += [f"    {line}" for line in text[1:]]
         return "\n".join(lines)
 
+    def _type(self) -> str:
+        values = scalar_type(self.view.type)
+        if values is None:
+            return str(self.view.type)
+        return f"{{{{{values}}}}} (values, stored in column {VALUE_COLUMN})"
+
     def _indexes(self) -> str:
         lines = [self.indexes.summary]
         for index in self.indexes.indexes:
@@ -98,6 +104,7 @@ class Explanation:
         return {
             "view": self.view.name,
             "type": self.view.type.to_json(),
+            **({"values": values.to_json()} if (values := scalar_type(self.view.type)) is not None else {}),
             "ids": [{"column": c, "name": n} for c, n in self.provenance.view_ids],
             **({"strategy": self.strategy} if self.strategy else {}),
             **({"declared_schemas": {t: {**d.to_json(), "open_records": sorted(d.open_records)}

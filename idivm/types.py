@@ -121,13 +121,21 @@ def is_numeric(t: Type) -> bool:
     return isinstance(t, ScalarType) and t.kind in ("int", "double", "decimal")
 
 
-def common_type(a: Type, b: Type) -> Type:
+def brief(t: Type, width: int = 60) -> str:
+    """``str(t)``, cut to about ``width`` characters (a record type of many fields in a message)."""
+    text = str(t)
+    return text if len(text) <= width else text[: width - 2] + "…" + text[-1]
+
+
+def unify(a: Type, b: Type) -> Type | None:
     """The type of a value that has type ``a`` or type ``b`` (a UNION ALL column, the branches
-    of CASE, the arguments of COALESCE).
+    of CASE, the items of an array constructor, the arguments of COALESCE, the operands of a
+    comparison), or None when no one type holds both: a string and a number, tuples of other
+    fields, a tuple and a scalar.
 
     Numbers widen as in arithmetic (int and double give double), tuples with the same field
-    names field by field; NULL and unknown (ANY) give way to the other type; any other mixture
-    keeps ``a``.
+    names field by field, collections element by element (a bag and an array give a bag);
+    NULL and unknown (ANY) give way to the other type.
     """
     if a in (NULL, ANY):
         return b
@@ -139,8 +147,29 @@ def common_type(a: Type, b: Type) -> Type:
             return DOUBLE
         return ScalarType("decimal", 38, 18) if "decimal" in kinds else INT
     if isinstance(a, TupleType) and isinstance(b, TupleType) and a.names == b.names:
-        return TupleType(tuple((n, common_type(x, y)) for (n, x), (_, y) in zip(a.fields, b.fields)))
-    return a
+        fields = [(n, unify(x, y)) for (n, x), (_, y) in zip(a.fields, b.fields)]
+        return None if any(t is None for _, t in fields) else TupleType(tuple(fields))  # type: ignore[arg-type]
+    if isinstance(a, CollectionType) and isinstance(b, CollectionType):
+        element = unify(a.element, b.element)
+        return None if element is None else CollectionType(element, a.ordered and b.ordered)
+    return None
+
+
+def common_type(a: Type, b: Type) -> Type:
+    """:func:`unify`, or ``a`` for types that do not unify (where the builder has already
+    refused such a mixture, or a plan of ours only needs a type for ``a``'s values)."""
+    u = unify(a, b)
+    return a if u is None else u
+
+
+def comparable(a: Type, b: Type) -> bool:
+    """Whether values of types ``a`` and ``b`` can be compared (``=``, ``<``, ``IN``): types
+    that :func:`unify`, and dates and timestamps with strings (the string is read as a date)."""
+    if unify(a, b) is not None:
+        return True
+    temporal = {"date", "timestamp"}
+    kinds = {t.kind for t in (a, b) if isinstance(t, ScalarType)}
+    return len(kinds) == 2 and "string" in kinds and bool(kinds & temporal)
 
 
 def from_arrow(arrow_type) -> Type:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from idivm import types as T
+from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
@@ -494,9 +495,11 @@ class Warehouse:
             rel = catalog.new_view_path(view_name, generation=uuid.uuid4().hex[:12])
         if progress:
             progress(f"{view_name}: materializing")
-        writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
+        from idivm.exec.materialize import spark_errors
+
+        with spark_errors(view_name):
+            writes, extra, metadata = self._runtime.materialize(catalog, program, rel, strategy)
         entry = ViewEntry(name=view_name, text=text, schema=programs.visible_type(program.type), path=rel, extra=extra)
-        from idivm.exec.materialize import data_errors
 
         def register(cat: Catalog) -> None:
             if replaced is None:
@@ -504,7 +507,7 @@ class Warehouse:
             else:  # the commit point of a replace
                 cat.replace_view(entry, replacing=replaced.path)
 
-        with data_errors(view_name):
+        with spark_errors(view_name):
             self._install(writes, register)
             if replaced is not None:  # the old definition's files, and those of replaces a crash interrupted
                 new = Path(rel).name
@@ -559,17 +562,21 @@ class Warehouse:
         catalog = self.catalog
         names = [name] if name is not None else catalog.dependency_order()
         results = []
+        from idivm.exec.materialize import spark_errors
+
         for n in names:
             started = time.monotonic()
-            result = MaintenanceResult.of(n, self._runtime.maintain(catalog, n, progress, use_indexes, max_changes),
-                                          started)
+            with spark_errors(n):
+                run = self._runtime.maintain(catalog, n, progress, use_indexes, max_changes)
+            result = MaintenanceResult.of(n, run, started)
             if verify_every and result.version is not None and result.version % verify_every == 0:
                 check = self.verify(n)
                 result = replace(result, verification=check)
                 if not check.ok:
                     if progress:
                         progress(f"WARNING: {check.summary()}\n{n}: repairing by recomputation")
-                    result = replace(result, repaired_version=self._runtime.repair(self.catalog, n))
+                    with spark_errors(n):
+                        result = replace(result, repaired_version=self._runtime.repair(self.catalog, n))
             results.append(result)
         return results
 
@@ -577,13 +584,23 @@ class Warehouse:
         """Rebuild view ``name`` from scratch at the current versions of its base tables (its
         caches and maps too), in one commit: for a view whose changes can no longer be read
         (``maintain`` says so when the versions it needs were vacuumed)."""
+        from idivm.exec.materialize import spark_errors
+
         started = time.monotonic()
-        return MaintenanceResult.of(name, self._runtime.refresh(self.catalog, name), started)
+        with spark_errors(name):
+            run = self._runtime.refresh(self.catalog, name)
+        return MaintenanceResult.of(name, run, started)
 
     def verify(self, name: str, limit: int = 5, progress: Callable[[str], None] | None = None) -> "Verification":
         """Recompute view ``name`` from scratch at its watermark (the versions of the base tables
         and views it reads that it reflects) and compare it with the stored view, hidden IDs
         included, as bags.  ``progress`` is told of each comparison."""
+        from idivm.exec.materialize import spark_errors
+
+        with spark_errors(name):
+            return self._verify(name, limit, progress)
+
+    def _verify(self, name: str, limit: int, progress: Callable[[str], None] | None) -> "Verification":
         def step(message: str) -> None:
             if progress:
                 progress(message)
@@ -634,10 +651,10 @@ class Warehouse:
                  watermark: Mapping[str, int], limit: int, kind: str = "view") -> "Verification":
         """The stored table at ``path`` (at ``version``; default the latest) compared with
         ``expected``, recomputed at ``watermark``."""
-        from idivm.exec.materialize import compare_frames, data_errors
+        from idivm.exec.materialize import compare_frames, spark_errors
 
         stored = delta.read_spark(self.spark, path, version, engine=self.storage)
-        with data_errors(name):
+        with spark_errors(name):
             diff = compare_frames(stored, expected, limit)
         return Verification(name, dict(watermark), diff.rows, diff.missing, diff.extra,
                             diff.missing_examples, diff.extra_examples, kind=kind)
@@ -652,18 +669,24 @@ class Warehouse:
         return self._view_info(catalog, catalog.view(name))
 
     def read(self, name: str) -> "DataFrame":
-        """View ``name`` as a Spark DataFrame of its user-visible columns."""
+        """View ``name`` as a Spark DataFrame of its user-visible columns (a view of scalars,
+        ``SELECT VALUE x.price``: one column ``value``)."""
         from idivm.exec.materialize import user_visible
 
         catalog = self.catalog
         path = catalog.path_of(catalog.view(name))  # an unknown name fails before Spark starts
         return user_visible(delta.read_spark(self.spark, path, engine=self.storage))
 
-    def rows(self, name: str, limit: int | None = None) -> list[dict]:
-        """View ``name`` as plain Python values (user-visible columns only)."""
-        from idivm.exec.materialize import collect_rows
+    def rows(self, name: str, limit: int | None = None) -> list:
+        """View ``name`` as plain Python values: a dict of its user-visible columns per row, or,
+        for a view of scalars (``SELECT VALUE x.price``), the values themselves."""
+        from idivm.exec.materialize import collect_rows, spark_errors
 
-        return collect_rows(self.read(name), limit)
+        with spark_errors(name):
+            rows = collect_rows(self.read(name), limit)
+        if scalar_type(self.catalog.view(name).schema) is not None:
+            return [r[VALUE_NAME] for r in rows]
+        return rows
 
     def explain(self, name_or_text: str | os.PathLike, format: str = "text") -> str:
         """What idivm knows about a defined view (by name) or a ``CREATE VIEW`` text or file:

@@ -13,7 +13,8 @@ defined once per maintenance strategy of :data:`STRATEGIES` (``id`` and ``tuple`
 names ``<view>_id`` and ``<view>_tuple``.  The nested views over the Yelp tables (the thesis'
 V and V1, an unnest of ``users.elite``, a GROUP AS with ARRAY_COUNT, [NOT] IN over a
 collection-valued variable and field) are defined once, with
-the default strategy.  Then, batch after batch, the changes are ingested (one file per
+the default strategy.  Views of scalars (``SELECT VALUE p.price``, ``SELECT VALUE COUNT(*)``,
+``SELECT VALUE u.elite``) are among both.  Then, batch after batch, the changes are ingested (one file per
 table), every view is maintained and checked:
 
 * ``verify(view)`` passes (the stored view equals its recomputation at its watermark);
@@ -434,13 +435,15 @@ class RelationalView:
     """A view over devices/parts and DuckDB SQL for the same query.
 
     ``single_row``: a global aggregate (no GROUP BY), a view without IDs, which every strategy
-    may recompute."""
+    may recompute.  ``scalar``: a view of scalars (``SELECT VALUE x.price``), whose rows are the
+    values themselves (DuckDB's answer has one column)."""
 
     name: str
     sqlpp: str  # CREATE VIEW text or the path of a .sqlpp file
     duckdb: str
     tables: frozenset[str]
     single_row: bool = False
+    scalar: bool = False
 
     @property
     def text(self) -> str:
@@ -463,10 +466,11 @@ DEVICE_TABLES = frozenset({"devices", "parts", "devices_parts"})
 D, P, DP = "devices", "parts", "devices_parts"
 
 
-def _view(name: str, sqlpp_query: str, duckdb_sql: str, tables: Iterable[str], single_row: bool = False
-          ) -> RelationalView:
+def _view(name: str, sqlpp_query: str, duckdb_sql: str, tables: Iterable[str], single_row: bool = False,
+          scalar: bool = False) -> RelationalView:
     """A view whose SQL++ query follows ``CREATE VIEW name AS``."""
-    return RelationalView(name, f"CREATE VIEW {name} AS\n{sqlpp_query}", duckdb_sql, frozenset(tables), single_row)
+    return RelationalView(name, f"CREATE VIEW {name} AS\n{sqlpp_query}", duckdb_sql, frozenset(tables), single_row,
+                          scalar)
 
 
 RELATIONAL = [
@@ -735,6 +739,23 @@ RELATIONAL = [
           """SELECT p.pid, floor(p.price / 25) AS band FROM parts p
              WHERE floor(p.price / 25) NOT IN (0, 2) AND p.pid % 4 IN (0, 1)""",
           {P}),
+    # --- views of scalars (SELECT VALUE of a scalar): a selection, a global count, a sum per
+    # group, distinct values
+    _view("part_price_values", "SELECT VALUE p.price FROM parts p WHERE p.price > 30 OR p.price IS NULL",
+          "SELECT price FROM parts WHERE price > 30 OR price IS NULL", {P}, scalar=True),
+    _view("phone_link_count",
+          """SELECT VALUE COUNT(*) FROM devices d JOIN devices_parts dp ON d.did = dp.did
+             WHERE d.category = 'phone'""",
+          "SELECT count(*) FROM devices d JOIN devices_parts dp ON d.did = dp.did WHERE d.category = 'phone'",
+          {D, DP}, single_row=True, scalar=True),
+    _view("device_cost_values",
+          "SELECT VALUE SUM(p.price) FROM devices_parts dp JOIN parts p ON p.pid = dp.pid GROUP BY dp.did",
+          "SELECT sum(p.price) FROM devices_parts dp JOIN parts p ON p.pid = dp.pid GROUP BY dp.did",
+          {P, DP}, scalar=True),
+    _view("linked_categories",
+          "SELECT DISTINCT VALUE d.category FROM devices d JOIN devices_parts dp ON d.did = dp.did",
+          "SELECT DISTINCT d.category FROM devices d JOIN devices_parts dp ON d.did = dp.did",
+          {D, DP}, scalar=True),
 ]
 assert len({v.name for v in RELATIONAL}) == len(RELATIONAL)
 
@@ -812,6 +833,10 @@ def _good_reviews_expected(o: Oracle) -> Counter:
     return Counter({(b, n, n): 1 for b, n in good.items()})
 
 
+def _elite_lists_expected(o: Oracle) -> Counter:
+    return Counter(tuple(sorted(u["elite"] or [])) for u in o.rows("users") if u["fans"] >= 10)
+
+
 NESTED = [
     NestedView("sf_reviews", str(VIEWS_DIR / "sf_reviews.sqlpp"),
                frozenset({"businesses", "reviews", "users"}), _sf_reviews_expected, _sf_reviews_actual),
@@ -837,6 +862,13 @@ NESTED = [
                lambda o: Counter((u["user_id"], u["fans"]) for u in o.rows("users")
                                  if 2015 in (u["elite"] or []) and 2010 not in (u["elite"] or [])),
                lambda rows: Counter((r["user_id"], r["fans"]) for r in rows)),
+    # views of values: nested scalars unnested, and a nested array column as it is
+    NestedView("elite_year_values", "CREATE VIEW elite_year_values AS SELECT VALUE y FROM users u, u.elite AS y",
+               frozenset({"users"}), lambda o: Counter(y for u in o.rows("users") for y in u["elite"] or []),
+               Counter),
+    NestedView("elite_lists", "CREATE VIEW elite_lists AS SELECT VALUE u.elite FROM users u WHERE u.fans >= 10",
+               frozenset({"users"}), _elite_lists_expected,
+               lambda rows: Counter(tuple(sorted(v or [])) for v in rows)),
 ]
 
 
@@ -848,7 +880,10 @@ def duckdb_bag(con, sql: str) -> tuple[list[str], Counter]:
     return names, Counter(tuple(norm(v) for v in row) for row in cur.fetchall())
 
 
-def view_bag(rows: list[dict], columns: list[str]) -> Counter:
+def view_bag(rows: list, columns: list[str], scalar: bool = False) -> Counter:
+    """The view's rows as DuckDB's rows: tuples of the columns, or of the one value of a view of scalars."""
+    if scalar:
+        return Counter((norm(v),) for v in rows)
     return Counter(tuple(norm(r[c]) for c in columns) for r in rows)
 
 
@@ -963,7 +998,7 @@ def check_views(corpus: Corpus, context: str, verify: bool | Collection[str] = T
         if stored[view.name][1] is None:
             continue
         columns, expected = answers[view.view.name]
-        actual = view_bag(stored[view.name][1], columns)
+        actual = view_bag(stored[view.name][1], columns, view.view.scalar)
         if actual != expected:
             problems.append(f"{context}: view {view.name} differs from DuckDB: "
                             + _short(bag_difference(expected, actual)))
@@ -1112,7 +1147,8 @@ def test_views_stored_by_delta_spark_match_recomputation_and_duckdb(make_warehou
 #: the aggregate views of the corpus the maps strategy maintains (one GROUP BY over inner joins of
 #: tables): SUM, COUNT(*), COUNT of a column, AVG, MIN and MAX of numbers and of strings, HAVING,
 #: a self-join with a condition
-MAPS_VIEWS = ("phone_cost", "shared_part_counts", "category_price_stats", "expensive_devices", "shared_parts")
+MAPS_VIEWS = ("phone_cost", "shared_part_counts", "category_price_stats", "expensive_devices", "shared_parts",
+              "device_cost_values")
 
 
 #: of those, the default run's: every aggregate function among them

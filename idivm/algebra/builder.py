@@ -34,14 +34,22 @@ from typing import Mapping
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
-from idivm.algebra.term_builder import Binding, GroupContext, Scope, TermBuilder, _Ctx
+from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
 from idivm.errors import SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
 
 
+#: the one column of a view that returns scalars (``SELECT VALUE x.price``): a hidden name (the
+#: prefix of hidden columns, :data:`idivm.provenance.ids.HIDDEN`), which readers show as ``value``
+VALUE_COLUMN = "__idivm_value"
+#: the name readers give the values of a scalar view (``show``, ``Warehouse.read``)
+VALUE_NAME = "value"
+
+
 @dataclass(frozen=True, slots=True)
 class ViewPlan:
-    """A view's plan and the static type of its tuples."""
+    """A view's plan and the static type of its stored rows (for a view of scalars, one
+    :data:`VALUE_COLUMN` holding them: :func:`scalar_type`)."""
 
     name: str
     plan: O.Operator
@@ -56,17 +64,30 @@ class _Built:
 
 
 def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPlan:
-    """Plan a ``CREATE VIEW``; the view must return tuples."""
+    """Plan a ``CREATE VIEW``.  A view of tuples stores one column per field; a view of other
+    values (scalars, collections: ``SELECT VALUE x.price``, ``SELECT VALUE COUNT(*)``) stores
+    them in the one hidden column :data:`VALUE_COLUMN`."""
     b = PlanBuilder(tables)
     plan, ty = b.query_plan(view.query)
     if not isinstance(ty, T.TupleType):
-        raise UnsupportedError(
-            f"view '{view.name}' returns {ty} values; a view must return tuples "
-            "(use SELECT a, b ... or SELECT VALUE {...})", view.query.span)
+        if ty in (T.ANY, T.NULL):
+            raise UnsupportedError(
+                f"the type of the values of view '{view.name}' cannot be inferred ({ty}); "
+                "a view must return values of one known type", view.query.span)
+        return ViewPlan(view.name, O.ReturnBag(plan.input, TupleExpr(((VALUE_COLUMN, plan.element),)),
+                                               span=plan.span), T.TupleType(((VALUE_COLUMN, ty),)))
     if not isinstance(plan.element, TupleExpr):  # SELECT VALUE of a tuple: one column per field
         el = plan.element
-        plan = O.ReturnBag(plan.input, TupleExpr(tuple((n, Field(el, n)) for n in ty.names)), span=plan.span)
+        plan = O.ReturnBag(plan.input, TupleExpr(tuple((n, Field(el, n)) for n, _ in ty.fields)), span=plan.span)
     return ViewPlan(view.name, plan, ty)
+
+
+def scalar_type(schema: T.TupleType) -> T.Type | None:
+    """The type of the values of a view of scalars (or collections) stored as ``schema``; None
+    for a view of tuples."""
+    if schema.names == (VALUE_COLUMN,):
+        return schema.fields[0][1]
+    return None
 
 
 def build_query(query: A.Query, tables: Mapping[str, T.TupleType]) -> tuple[O.Operator, T.Type]:
@@ -101,7 +122,7 @@ class PlanBuilder(TermBuilder):
             out_scope = self.group_by(q, sc, ctx, aggs)
             self.lets(q.group_lets, out_scope, ctx)
             if q.having is not None:
-                cond = self.expr(q.having, out_scope, ctx)
+                cond = self.condition(q.having, out_scope, ctx)
                 ctx.plan = O.Select(ctx.plan, cond, span=q.having.span)
         elif q.having is not None:
             raise SemanticError("HAVING needs GROUP BY or an aggregate", q.having.span)
@@ -130,13 +151,14 @@ class PlanBuilder(TermBuilder):
             ltype, rtype = left.type, right.type
             fields_ = []
             for i, (n, v) in enumerate(zip(names, vars_)):
-                ft = T.common_type(ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY,
-                                   rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY)
+                ft = _union_type(f"column {n} of UNION ALL",
+                                 ltype.fields[i][1] if isinstance(ltype, T.TupleType) else T.ANY,
+                                 rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY, q.span)
                 self.var_types[v] = ft
                 fields_.append((n, ft))
             element = TupleExpr(tuple((n, Var(v)) for n, v in zip(names, vars_)))
             return _Built(O.UnionAll(lp, rp, span=q.span), element, T.TupleType(tuple(fields_)))
-        ty = T.common_type(left.type, right.type)
+        ty = _union_type("UNION ALL", left.type, right.type, q.span)
         var = self.fresh("value", ty)
         lp = O.Project(left.plan, ((var, lt),))
         rp = O.Project(right.plan, ((var, rt),))
@@ -262,12 +284,12 @@ class PlanBuilder(TermBuilder):
                 if lcols[c] is None or rcols[c] is None:
                     side = "left" if lcols[c] is None else "right"
                     raise SemanticError(f"NATURAL JOIN column '{c}' is ambiguous on the {side} side", j.span)
-            cond = conjunction([Call("eq", (lcols[c], rcols[c])) for c in common])
+            cond = conjunction([self.call("eq", (lcols[c], rcols[c]), span=j.span) for c in common])
             for c in common:
                 cond_scope.natural[c] = lcols[c]
         elif j.condition is not None:
             ctx = _Ctx(O.Ground())
-            cond = self.expr(j.condition, cond_scope, ctx)
+            cond = self.condition(j.condition, cond_scope, ctx)
             if not isinstance(ctx.plan, O.Ground):
                 raise UnsupportedError("subqueries in JOIN … ON are not supported; move them to WHERE",
                                        j.condition.span)
@@ -289,13 +311,21 @@ class PlanBuilder(TermBuilder):
             if isinstance(target, (A.Exists, A.InSubquery)):
                 semis.append(c)
             else:
-                plain.append(self.expr(c, sc, ctx))
+                plain.append(self.condition(c, sc, ctx))
         if plain:
             ctx.plan = O.Select(ctx.plan, conjunction(plain), span=cond.span)
         for c in semis:
             if not self.semijoin(c, sc, ctx):
                 t = self.expr(c, sc, ctx)  # first: it stacks the subquery's ApplyPlan on ctx.plan
                 ctx.plan = O.Select(ctx.plan, t, span=c.span)
+
+    def condition(self, c: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
+        """The term of a condition (WHERE, HAVING, ON), which must be a boolean."""
+        t = self.expr(c, sc, ctx)
+        ty = self.type_of(t)
+        if ty not in (T.BOOL, T.NULL, T.ANY):
+            raise SemanticError(f"type mismatch: the condition {t} is {ty}, not a boolean", c.span)
+        return t
 
     def semijoin(self, c: A.Expr, sc: Scope, ctx: _Ctx) -> bool:
         """Turn ``[NOT] EXISTS (q)`` / ``x [NOT] IN (q)`` into SemiJoin/AntiJoin when q's FROM
@@ -331,7 +361,7 @@ class PlanBuilder(TermBuilder):
             if sub_ctx.plan is not sub and O.free_variables(sub_ctx.plan) & block_vars:
                 return False
             operand = self.expr(c.operand, sc, ctx)
-            match = Call("eq", (operand, element))
+            match = self.call("eq", (operand, element), span=c.span)
             if negated:  # NOT IN: no match, no NULL on either side (SQL three-valued logic)
                 match = Call("or", (match, Call("is_null", (operand,)), Call("is_null", (element,))))
             correlated.append(match)
@@ -398,6 +428,8 @@ class PlanBuilder(TermBuilder):
                 fn = call.name.lower()
                 agg = O.Aggregate(fn, arg, call.distinct)
                 at = self.type_of(arg)
+                if fn in ("sum", "avg") and at not in (T.ANY, T.NULL) and not T.is_numeric(at):
+                    raise SemanticError(f"type mismatch in {agg}: its argument is {at}, not a number", call.span)
                 ty = {"count": T.INT, "avg": T.DOUBLE}.get(fn, at)
                 if fn == "sum" and at == T.ANY:
                     ty = T.ANY
@@ -477,6 +509,15 @@ class PlanBuilder(TermBuilder):
         return [(n, Field(t, n)) for n, _ in ty.fields]
 
     # ------------------------------------------------------------------ expressions
+
+
+def _union_type(what: str, left: T.Type, right: T.Type, span) -> T.Type:
+    """The type of the values of both branches of a UNION ALL in one place; values of
+    different types there are refused (a stored column has one type)."""
+    ty = T.unify(left, right)
+    if ty is None:
+        raise SemanticError(f"{what} mixes values of types {T.brief(left)} and {T.brief(right)}; {ONE_TYPE}", span)
+    return ty
 
 
 def _split_and(e: A.Expr) -> list[A.Expr]:

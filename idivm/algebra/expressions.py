@@ -143,6 +143,53 @@ def _first(args: list[T.Type]) -> T.Type:
     return T.NULL
 
 
+def _anything(args: list[T.Type]) -> str | None:
+    return None
+
+
+def _each(accepts: Callable[[T.Type], bool], what: str, first: int = 0, last: int | None = None
+          ) -> Callable[[list[T.Type]], str | None]:
+    """A check that arguments ``first`` to ``last`` (default: all) are ``what`` (or NULL, or of
+    a type the definition cannot know)."""
+    def check(args: list[T.Type]) -> str | None:
+        for i, a in enumerate(args[first:last], first + 1):
+            if a not in (T.NULL, T.ANY) and not accepts(a):
+                return f"argument {i} is {a}, not {what}" if len(args) > 1 else f"its argument is {a}, not {what}"
+        return None
+    return check
+
+
+def _all_of(*checks: Callable[[list[T.Type]], str | None]) -> Callable[[list[T.Type]], str | None]:
+    return lambda args: next((m for c in checks if (m := c(args)) is not None), None)
+
+
+def _comparable(args: list[T.Type]) -> str | None:
+    for a in args[1:]:
+        if not T.comparable(args[0], a):
+            return f"it compares {T.brief(args[0])} with {T.brief(a)}"
+    return None
+
+
+def _unifiable(args: list[T.Type]) -> str | None:
+    ty: T.Type = T.NULL
+    for a in args:
+        u = T.unify(ty, a)
+        if u is None:
+            return f"its arguments mix {T.brief(ty)} and {T.brief(a)}"
+        ty = u
+    return None
+
+
+def _member(args: list[T.Type]) -> str | None:
+    bag, value = args
+    return _comparable([bag.element, value]) if isinstance(bag, T.CollectionType) else None
+
+
+_numbers = _each(T.is_numeric, "a number")
+_booleans = _each(lambda a: a == T.BOOL, "a boolean")
+_strings = _each(lambda a: a == T.STRING, "a string")
+
+
 @dataclass(frozen=True, slots=True)
 class FunctionSpec:
     name: str
@@ -150,6 +197,9 @@ class FunctionSpec:
     max_args: int | None  # None: variadic
     result: Callable[[list[T.Type]], T.Type]
     symbol: str | None = None  # infix/prefix operator used when printing
+    #: why arguments of these types are refused (their mixture, a string where a number is
+    #: needed, ...), or None: the builder's type check
+    check: Callable[[list[T.Type]], str | None] = _anything
 
     def accepts(self, n: int) -> bool:
         return n >= self.min_args and (self.max_args is None or n <= self.max_args)
@@ -168,38 +218,40 @@ def _const(t: T.Type) -> Callable[[list[T.Type]], T.Type]:
 
 def _specs() -> dict[str, FunctionSpec]:
     specs = [
-        FunctionSpec("add", 2, 2, _numeric, "+"),
-        FunctionSpec("sub", 2, 2, _numeric, "-"),
-        FunctionSpec("mul", 2, 2, _numeric, "*"),
-        FunctionSpec("div", 2, 2, lambda a: T.DOUBLE if _numeric(a) == T.INT else _numeric(a), "/"),
-        FunctionSpec("mod", 2, 2, _numeric, "%"),
-        FunctionSpec("neg", 1, 1, _numeric, "-"),
+        FunctionSpec("add", 2, 2, _numeric, "+", _numbers),
+        FunctionSpec("sub", 2, 2, _numeric, "-", _numbers),
+        FunctionSpec("mul", 2, 2, _numeric, "*", _numbers),
+        FunctionSpec("div", 2, 2, lambda a: T.DOUBLE if _numeric(a) == T.INT else _numeric(a), "/",
+                     _numbers),
+        FunctionSpec("mod", 2, 2, _numeric, "%", _numbers),
+        FunctionSpec("neg", 1, 1, _numeric, "-", _numbers),
         FunctionSpec("concat", 2, None, _const(T.STRING), "||"),
-        FunctionSpec("eq", 2, 2, _const(T.BOOL), "="),
-        FunctionSpec("ne", 2, 2, _const(T.BOOL), "!="),
+        FunctionSpec("eq", 2, 2, _const(T.BOOL), "=", _comparable),
+        FunctionSpec("ne", 2, 2, _const(T.BOOL), "!=", _comparable),
         # null-safe equality (maintenance plans match IDs, which may be NULL, with it)
         FunctionSpec("same", 2, 2, _const(T.BOOL), "IS NOT DISTINCT FROM"),
-        FunctionSpec("lt", 2, 2, _const(T.BOOL), "<"),
-        FunctionSpec("le", 2, 2, _const(T.BOOL), "<="),
-        FunctionSpec("gt", 2, 2, _const(T.BOOL), ">"),
-        FunctionSpec("ge", 2, 2, _const(T.BOOL), ">="),
-        FunctionSpec("and", 2, None, _const(T.BOOL), "AND"),
-        FunctionSpec("or", 2, None, _const(T.BOOL), "OR"),
-        FunctionSpec("not", 1, 1, _const(T.BOOL), "NOT"),
+        FunctionSpec("lt", 2, 2, _const(T.BOOL), "<", _comparable),
+        FunctionSpec("le", 2, 2, _const(T.BOOL), "<=", _comparable),
+        FunctionSpec("gt", 2, 2, _const(T.BOOL), ">", _comparable),
+        FunctionSpec("ge", 2, 2, _const(T.BOOL), ">=", _comparable),
+        FunctionSpec("and", 2, None, _const(T.BOOL), "AND", _booleans),
+        FunctionSpec("or", 2, None, _const(T.BOOL), "OR", _booleans),
+        FunctionSpec("not", 1, 1, _const(T.BOOL), "NOT", _booleans),
         FunctionSpec("is_null", 1, 1, _const(T.BOOL)),
         FunctionSpec("is_missing", 1, 1, _const(T.BOOL)),
-        FunctionSpec("like", 2, 2, _const(T.BOOL), "LIKE"),
-        FunctionSpec("in", 2, None, _const(T.BOOL)),
-        FunctionSpec("coalesce", 1, None, _common),
-        FunctionSpec("lower", 1, 1, _const(T.STRING)),
-        FunctionSpec("upper", 1, 1, _const(T.STRING)),
-        FunctionSpec("trim", 1, 1, _const(T.STRING)),
+        FunctionSpec("like", 2, 2, _const(T.BOOL), "LIKE", _strings),
+        FunctionSpec("in", 2, None, _const(T.BOOL), check=_comparable),
+        FunctionSpec("coalesce", 1, None, _common, check=_unifiable),
+        FunctionSpec("lower", 1, 1, _const(T.STRING), check=_strings),
+        FunctionSpec("upper", 1, 1, _const(T.STRING), check=_strings),
+        FunctionSpec("trim", 1, 1, _const(T.STRING), check=_strings),
         FunctionSpec("length", 1, 1, _const(T.INT)),
-        FunctionSpec("substr", 2, 3, _const(T.STRING)),
-        FunctionSpec("abs", 1, 1, _first),
-        FunctionSpec("round", 1, 2, _first),
-        FunctionSpec("floor", 1, 1, _first),
-        FunctionSpec("ceil", 1, 1, _first),
+        FunctionSpec("substr", 2, 3, _const(T.STRING),
+                     check=_all_of(_each(lambda a: a == T.STRING, "a string", 0, 1), _each(T.is_numeric, "a number", 1))),
+        FunctionSpec("abs", 1, 1, _first, check=_numbers),
+        FunctionSpec("round", 1, 2, _first, check=_numbers),
+        FunctionSpec("floor", 1, 1, _first, check=_numbers),
+        FunctionSpec("ceil", 1, 1, _first, check=_numbers),
         FunctionSpec("to_string", 1, 1, _const(T.STRING)),
         # AsterixDB's type constructors and TO_* conversions: NULL when the value does not
         # convert; every integer width is stored as a 64-bit integer
@@ -240,7 +292,7 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("collection_length", 1, 1, _const(T.INT)),
         # collection predicates used by lifted subqueries
         FunctionSpec("exists", 1, 1, _const(T.BOOL)),
-        FunctionSpec("contains", 2, 2, _const(T.BOOL)),
+        FunctionSpec("contains", 2, 2, _const(T.BOOL), check=_member),
         # the single element of a one-element bag (scalar use of a subquery); NULL if empty
         FunctionSpec("singleton", 1, 1,
                      lambda a: a[0].element if isinstance(a[0], T.CollectionType) else T.ANY),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from idivm import types as T
 from idivm.algebra import operators as O
@@ -40,6 +40,10 @@ _COLLECTION_FUNCTIONS = {
     "COLL_COUNT": "strict_count", "COLL_SUM": "strict_sum", "COLL_AVG": "strict_avg",
     "COLL_MIN": "strict_min", "COLL_MAX": "strict_max",
 }
+
+
+#: why values of different types in one place (the results of a CASE, ...) are refused
+ONE_TYPE = "the values of one place (a column, a field, a collection's elements) must have one type"
 
 
 @dataclass
@@ -188,12 +192,12 @@ class TermBuilder(ABC):
                 arg = self.scalar_arg(x, sc, ctx)
                 if op == "+":
                     return arg
-                return Call("neg" if op == "-" else "not", (arg,), span=e.span)
+                return self.call("neg" if op == "-" else "not", (arg,), span=e.span)
             case A.BinaryOp(op=op, left=l, right=r):
                 fn = _BINARY.get(op.upper())
                 if fn is None:
                     raise SemanticError(f"unknown operator {op}", e.span)
-                return Call(fn, (self.scalar_arg(l, sc, ctx), self.scalar_arg(r, sc, ctx)), span=e.span)
+                return self.call(fn, (self.scalar_arg(l, sc, ctx), self.scalar_arg(r, sc, ctx)), span=e.span)
             case A.FunctionCall():
                 return self.function(e, sc, ctx)
             case A.CaseWhen(operand=op, whens=whens, else_=other):
@@ -201,29 +205,30 @@ class TermBuilder(ABC):
                 ws = []
                 for c, r in whens:
                     ct = self.scalar_arg(c, sc, ctx)
-                    ws.append((Call("eq", (opt, ct)) if opt is not None else ct, self.expr(r, sc, ctx)))
+                    ws.append((self.call("eq", (opt, ct), span=c.span) if opt is not None else ct, self.expr(r, sc, ctx)))
                 o = self.expr(other, sc, ctx) if other is not None else None
+                self.unified("CASE", [r for _, r in ws] + ([o] if o is not None else []), e.span)
                 return Case(tuple(ws), o, span=e.span)
             case A.IsTest(operand=x, what=what, negated=neg):
                 arg = self.scalar_arg(x, sc, ctx)
-                t = Call("is_missing" if what == "MISSING" else "is_null", (arg,), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
+                t = self.call("is_missing" if what == "MISSING" else "is_null", (arg,), span=e.span)
+                return self.call("not", (t,), span=e.span) if neg else t
             case A.Like(operand=x, pattern=p, negated=neg):
-                t = Call("like", (self.scalar_arg(x, sc, ctx), self.scalar_arg(p, sc, ctx)), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
+                t = self.call("like", (self.scalar_arg(x, sc, ctx), self.scalar_arg(p, sc, ctx)), span=e.span)
+                return self.call("not", (t,), span=e.span) if neg else t
             case A.Between(operand=x, low=lo, high=hi, negated=neg):
                 xt = self.scalar_arg(x, sc, ctx)
-                t = Call("and", (Call("ge", (xt, self.scalar_arg(lo, sc, ctx))),
-                                 Call("le", (xt, self.scalar_arg(hi, sc, ctx)))), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
+                t = self.call("and", (self.call("ge", (xt, self.scalar_arg(lo, sc, ctx)), span=e.span),
+                                      self.call("le", (xt, self.scalar_arg(hi, sc, ctx)), span=e.span)), span=e.span)
+                return self.call("not", (t,), span=e.span) if neg else t
             case A.InList(operand=x, items=items, negated=neg):
                 args = (self.scalar_arg(x, sc, ctx),) + tuple(self.scalar_arg(i, sc, ctx) for i in items)
-                t = Call("in", args, span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
+                t = self.call("in", args, span=e.span)
+                return self.call("not", (t,), span=e.span) if neg else t
             case A.Exists(query=q, negated=neg):
                 var = self.apply(q, sc, ctx, e.span)
-                t = Call("exists", (Var(var),), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
+                t = self.call("exists", (Var(var),), span=e.span)
+                return self.call("not", (t,), span=e.span) if neg else t
             case A.InSubquery(operand=x, query=q, negated=neg):
                 xt = self.scalar_arg(x, sc, ctx)
                 var = self.apply(q, sc, ctx, e.span)
@@ -235,8 +240,8 @@ class TermBuilder(ABC):
                     raise UnsupportedError(
                         "IN over a subquery that returns tuples is supported only as a WHERE conjunct; "
                         "write SELECT VALUE in the subquery", q.span)
-                t = Call("contains", (coll, xt), span=e.span)
-                return Call("not", (t,), span=e.span) if neg else t
+                t = self.call("contains", (coll, xt), span=e.span)
+                return self.call("not", (t,), span=e.span) if neg else t
             case A.Subquery(query=q, ordered=ordered):
                 if ordered:
                     raise UnsupportedError(
@@ -256,12 +261,37 @@ class TermBuilder(ABC):
             case A.BagConstructor(items=items) | A.ArrayConstructor(items=items):
                 terms = tuple(self.expr(i, sc, ctx) for i in items)
                 ordered = isinstance(e, A.ArrayConstructor)
-                el = self.type_of(terms[0]) if terms else T.ANY
+                el = self.unified(f"the {'array' if ordered else 'bag'} constructor", terms, e.span) \
+                    if terms else T.ANY
                 var = self.fresh("array" if ordered else "bag", T.CollectionType(el, ordered))
                 cls = O.ConstructArray if ordered else O.ConstructBag
                 ctx.plan = cls(ctx.plan, terms, var, span=e.span)
                 return Var(var, span=e.span)
         raise SemanticError(f"unsupported expression {type(e).__name__}", e.span)
+
+    def call(self, function: str, args: tuple[Term, ...], span: Span | None = None) -> Call:
+        """``function(args)``, refused when its arguments' types do not fit it (a string where
+        a number is needed, a comparison of a string with a number: Spark would fail on them,
+        or cast them silently): :attr:`~idivm.algebra.expressions.FunctionSpec.check`."""
+        t = Call(function, args, span=span)
+        why = SCALAR_FUNCTIONS[function].check([self.type_of(a) for a in args])
+        if why is not None:
+            raise SemanticError(f"type mismatch in {t}: {why}", span)
+        return t
+
+    def unified(self, what: str, terms: Sequence[Term], span: Span | None) -> T.Type:
+        """The one type of ``terms``, values of one place (the results of a CASE, the items of a
+        constructor, a column of UNION ALL); values of different types there (a number and a
+        string, tuples of other fields) are refused: a stored column has one type."""
+        ty: T.Type = T.NULL
+        for t in terms:
+            u = T.unify(ty, self.type_of(t))
+            if u is None:
+                other = T.brief(self.type_of(t))
+                raise SemanticError(f"{what} mixes values of types {T.brief(ty)} and {other} ({t} is {other}); "
+                                    f"{ONE_TYPE}", span)
+            ty = u
+        return ty
 
     def scalar_arg(self, e: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
         """An operand of a scalar operator: a subquery here is used as a scalar (its single
@@ -269,7 +299,7 @@ class TermBuilder(ABC):
         t = self.expr(e, sc, ctx)
         if isinstance(e, A.Subquery):
             ct = self.type_of(t)
-            single = Call("singleton", (t,), span=e.span)
+            single = self.call("singleton", (t,), span=e.span)
             if isinstance(ct, T.CollectionType) and isinstance(ct.element, T.TupleType) \
                     and len(ct.element.fields) == 1:
                 return Field(single, ct.element.fields[0][0], span=e.span)
@@ -315,7 +345,7 @@ class TermBuilder(ABC):
         spec = SCALAR_FUNCTIONS[name]
         if not spec.accepts(len(e.args)):
             raise SemanticError(f"{e.name} takes {spec.arity_text()} arguments, got {len(e.args)}", e.span)
-        return Call(name, tuple(self.scalar_arg(a, sc, ctx) for a in e.args), span=e.span)
+        return self.call(name, tuple(self.scalar_arg(a, sc, ctx) for a in e.args), span=e.span)
 
     def field_value(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
         """``GET_OBJECT_FIELD_VALUE(t, 'name')``: the field access ``t.name`` (the name must be

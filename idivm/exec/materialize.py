@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -18,8 +19,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
+from idivm.algebra.builder import VALUE_COLUMN, VALUE_NAME
 from idivm.algebra.operators import Operator
-from idivm.errors import DataError
+from idivm.errors import DataError, IdivmError, InternalError, UnsupportedError
 from idivm.exec.compiler import PlanCompiler
 from idivm.exec.terms import SCALAR_SUBQUERY_ERROR
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
@@ -28,15 +30,66 @@ from idivm.storage.spark import Caches
 
 
 @contextmanager
-def data_errors(view: str) -> Iterator[None]:
-    """Turn the errors the data raises inside Spark while a view is evaluated (see
-    :data:`~idivm.exec.terms.SCALAR_SUBQUERY_ERROR`) into a DataError naming the view."""
+def spark_errors(name: str, kind: str = "view") -> Iterator[None]:
+    """Turn an error Spark raises while view (or ``kind``) ``name`` is evaluated, written or read
+    into one of ours (:func:`spark_error`), with the Spark error as its cause."""
     try:
         yield
-    except Exception as e:
-        if SCALAR_SUBQUERY_ERROR in str(e):
-            raise DataError(f"view {view}: {SCALAR_SUBQUERY_ERROR}") from None
+    except IdivmError:
         raise
+    except Exception as e:
+        error = spark_error(f"{kind} {name}", e)
+        if error is None:
+            raise
+        raise error from e
+
+
+def spark_error(subject: str, e: BaseException) -> IdivmError | None:
+    """Our error for an error of Spark's (None for any other), in one line naming its ``subject``
+    (``view v``):
+
+    * an error of the data (SQLSTATE class 22: a value that cannot be cast, a division by zero,
+      an overflow; a subquery used as a scalar that returned several values,
+      :data:`~idivm.exec.terms.SCALAR_SUBQUERY_ERROR`) is a :class:`DataError`;
+    * a plan Spark cannot analyse (class 42, :data:`UNANALYSABLE`: types the builder let
+      through) is an :class:`UnsupportedError`;
+    * anything else is an :class:`InternalError`.
+    """
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    if SCALAR_SUBQUERY_ERROR in str(e):
+        return DataError(f"{subject}: {SCALAR_SUBQUERY_ERROR}")
+    if isinstance(e, PySparkException):
+        state, text = e.getSqlState(), str(e)
+    elif isinstance(e, Py4JJavaError):
+        java = e.java_exception
+        try:
+            state = java.getSqlState() if hasattr(java, "getSqlState") else None
+        except Exception:  # not a SparkThrowable
+            state = None
+        text = f"{java.getClass().getSimpleName()}: {java.getMessage()}"
+    else:
+        return None
+    text = _first_sentence(text)
+    if state and state.startswith("22"):
+        return DataError(f"{subject}: a value of its data cannot be computed: {text}")
+    if state and state.startswith("42") and text.startswith(UNANALYSABLE):
+        return UnsupportedError(f"{subject}: Spark cannot evaluate it: {text}")
+    return InternalError(f"{subject}: Spark failed: {text}")
+
+
+#: the error conditions of a plan Spark cannot analyse: types or fields it does not accept
+UNANALYSABLE = ("[DATATYPE_MISMATCH", "[FIELD_NOT_FOUND", "[INVALID_EXTRACT", "[UNRESOLVED_", "[CAST_WITHOUT_SUGGESTION",
+                "[INCOMPATIBLE_")
+
+
+def _first_sentence(message: str) -> str:
+    """The first line of a Spark message up to its first sentence's end (Spark goes on with advice
+    for Spark SQL's users, the SQLSTATE and the plan)."""
+    line = (message or "").strip().split("\n", 1)[0]
+    line = re.split(r"(?<=[.;])\s+(?=[A-Z])|\s*SQLSTATE: ", line, maxsplit=1)[0]
+    return line.strip().rstrip(";")
 
 
 def evaluate_plan(spark: SparkSession, plan: Operator, read_table: Callable[[str], DataFrame]) -> DataFrame:
@@ -64,10 +117,13 @@ def _has_hidden(dtype: ST.DataType) -> bool:
 
 
 def user_visible(df: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
-    """Drop hidden columns (but those named in ``keep``, first) and hidden fields of nested tuples."""
+    """Drop hidden columns (but those named in ``keep``, first) and hidden fields of nested tuples.
+    The values of a view of scalars (its hidden :data:`~idivm.algebra.builder.VALUE_COLUMN`)
+    are the column :data:`~idivm.algebra.builder.VALUE_NAME`."""
+    shown = {VALUE_COLUMN: VALUE_NAME}
     return df.select(*[F.col(quoted(c)) for c in keep],
-                     *[_visible(F.col(quoted(f.name)), f.dataType).alias(f.name)
-                       for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX)])
+                     *[_visible(F.col(quoted(f.name)), f.dataType).alias(shown.get(f.name, f.name))
+                       for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX) or f.name in shown])
 
 
 def to_python(value: Any, scalars: bool = True) -> Any:

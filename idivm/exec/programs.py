@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from idivm import types as T
 from idivm.catalog import BaseTables, Catalog, ViewEntry
 from idivm.errors import CatalogError
+from idivm.algebra.builder import VALUE_COLUMN
 from idivm.provenance.ids import HIDDEN
 from idivm.storage import delta
 
@@ -235,13 +236,15 @@ def check_views_read(catalog: Catalog, plan) -> None:
                                    f"to key them by ({why})", op.source.span)
 
 
-def visible_type(t: T.Type) -> T.Type:
+def visible_type(t: T.Type, top: bool = True) -> T.Type:
     """``t`` without hidden columns and fields (those of the views a view reads that it copies):
-    the user-visible type of a view's rows."""
+    the user-visible type of a view's rows (a view of values keeps its one column
+    ``VALUE_COLUMN``, which holds them)."""
     if isinstance(t, T.TupleType):
-        return T.TupleType(tuple((n, visible_type(ft)) for n, ft in t.fields if not n.startswith(HIDDEN)))
+        return T.TupleType(tuple((n, visible_type(ft, False)) for n, ft in t.fields
+                                 if not n.startswith(HIDDEN) or (top and n == VALUE_COLUMN)))
     if isinstance(t, T.CollectionType):
-        return T.CollectionType(visible_type(t.element), t.ordered)
+        return T.CollectionType(visible_type(t.element, False), t.ordered)
     return t
 
 

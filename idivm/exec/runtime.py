@@ -338,7 +338,7 @@ class Runtime:
 
     def _maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool,
                   max_changes: int | None = None) -> Run:
-        from idivm.exec.materialize import data_errors
+        from idivm.exec.materialize import spark_errors
 
         entry = catalog.view(view_name)
         path = catalog.path_of(entry)
@@ -368,7 +368,7 @@ class Runtime:
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
         note, script, planned, base_rows = "", None, None, None
         if strategy == "maps":
-            with data_errors(view_name):
+            with spark_errors(view_name):
                 return self._maintain_maps(catalog, entry, program, tables, old, new, changes, metadata, progress)
         if strategy in ("id", "tuple", "auto"):
             script, note = program.script, program.note
@@ -396,7 +396,7 @@ class Runtime:
                        note=note, base_rows=base_rows, lagged=lagged)
         metadata["idivm.strategy"] = script.strategy
         diff_rows = written = 0
-        with data_errors(view_name):
+        with spark_errors(view_name):
             # caches first (§2.4 pass 3), in order: each from the versions of the base tables and
             # of the earlier caches it reflects (after a crash between a cache's commit and the
             # next one's, the committed caches are already there and are not redone).  The view
@@ -598,7 +598,7 @@ class Runtime:
         from them; unless ``with_caches`` is false: the view's commit then records that it
         reflects no cache version) at base-table versions ``at`` and overwrite it in one commit
         carrying ``metadata``: (view version, view rows, cache rows written)."""
-        from idivm.exec.materialize import data_errors
+        from idivm.exec.materialize import spark_errors
 
         entry = catalog.view(view_name)
         path = catalog.path_of(entry)
@@ -613,7 +613,7 @@ class Runtime:
                 cmeta = {**metadata, "idivm.cache": cache.name, "idivm.strategy": "recompute"}
                 if versions:
                     cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
-                with data_errors(view_name):
+                with spark_errors(view_name):
                     versions[cache.name] = delta.write_spark(cdf, caches[cache.name], mode="overwrite",
                                                              commit_metadata=cmeta, engine=self.storage,
                                                              deletion_vectors=True)
@@ -621,7 +621,7 @@ class Runtime:
             metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
         df = self.evaluate_at(catalog, prov.plan, at)
         metadata["idivm.strategy"] = "recompute"
-        with data_errors(view_name):
+        with spark_errors(view_name):
             version = layouts.write_view(df, path, "overwrite", metadata, [c for c, _ in prov.view_ids],
                                          planned.strategy if planned is not None else None, self.storage)
         return version, delta.row_count(path), written
