@@ -337,3 +337,12 @@ def test_nested_upstream(make_warehouse, tmp_path):
         for name in ("nest", "phones", "totals", "flat"):
             check = wh.verify(name)
             assert check.ok, check.summary()
+
+
+def test_a_view_of_values_cannot_be_read(make_warehouse):
+    wh = make_warehouse("values")
+    wh.create_table("t", "k", [{"k": 1, "v": 1.5}, {"k": 2, "v": 2.5}])
+    wh.define("CREATE VIEW prices AS SELECT VALUE t.v FROM t", strategy="id")
+    with pytest.raises(UnsupportedError, match="view prices cannot be read by another view: it is a view of values"):
+        wh.define("CREATE VIEW again AS SELECT p FROM prices AS p")
+    assert "again" not in wh.catalog.views

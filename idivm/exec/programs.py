@@ -229,7 +229,13 @@ def check_views_read(catalog: Catalog, plan) -> None:
     ``plan`` that cannot be an input relation: one without IDs, whose rows have no key."""
     from idivm.errors import UnsupportedError
 
+    from idivm.algebra.builder import scalar_type
+
     for op, entry in _views_read(catalog, plan):
+        if scalar_type(entry.schema) is not None:
+            raise UnsupportedError(f"view {entry.name} cannot be read by another view: it is a view of values, "
+                                   "not of tuples (SELECT VALUE of a tuple, or SELECT ... AS name, can be)",
+                                   op.source.span)
         if not entry.extra.get("ids"):
             why = entry.extra.get("strategy_note") or "it has a single row or its IDs are unknown"
             raise UnsupportedError(f"view {entry.name} cannot be read by another view: its rows have no IDs "
