@@ -74,3 +74,26 @@ def small_view_files():
     layout.CLUSTERED_FILE_BYTES = indexes.INDEX_FILE_BYTES = 4096
     yield
     layout.CLUSTERED_FILE_BYTES, indexes.INDEX_FILE_BYTES = defaults
+
+
+@pytest.fixture
+def run(capsys, spark):
+    """``run(*args) -> (exit code, stdout, stderr)`` of one in-process invocation of the
+    command line.
+
+    The CLI applies idivm's session settings to the shared SparkSession; the test
+    run's shuffle partitions are put back afterwards.
+    """
+    from idivm import cli
+
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+
+    def invoke(*args):
+        try:
+            code = cli.main([str(a) for a in args])
+        finally:
+            spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke

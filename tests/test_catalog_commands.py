@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from idivm import cli
+from test_cli_views import canonical
 from idivm.catalog import Catalog
 
 BUSINESSES = [
@@ -60,31 +60,6 @@ def view_file(tmp_path: Path, text: str, name: str) -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def canonical(value):
-    """Bags compared without order, at every level."""
-    if isinstance(value, dict):
-        return {k: canonical(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
-    return value
-
-
-@pytest.fixture
-def run(capsys, spark):
-    """``run(*args) -> (exit code, stdout, stderr)`` of one in-process invocation."""
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-
-    def invoke(*args):
-        try:
-            code = cli.main([str(a) for a in args])
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", partitions)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
 
 
 @pytest.fixture

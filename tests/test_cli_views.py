@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from idivm import cli
 
 BUSINESSES = [
     {"business_id": "b1", "name": "Garaje", "city": "San Francisco", "categories": ["Mexican", "Burgers"]},
@@ -68,26 +67,6 @@ def canonical(value):
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
-
-
-@pytest.fixture
-def run(capsys, spark):
-    """``run(*args) -> (exit code, stdout, stderr)`` of one in-process invocation.
-
-    The CLI applies idivm's session settings to the shared SparkSession; the test
-    run's shuffle partitions are put back afterwards.
-    """
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-
-    def invoke(*args):
-        try:
-            code = cli.main([str(a) for a in args])
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", partitions)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from idivm import cli
 from idivm.declared_schema import DeclaredSchema, parse_schema, read_schema
 from idivm.errors import DataError, SemanticError, SqlppSyntaxError
 from idivm.warehouse import Warehouse
@@ -430,21 +429,6 @@ def test_views_over_empty_tables_are_maintained_batch_after_batch(make_warehouse
 
 
 # --- the command line -------------------------------------------------------------------------------------
-
-@pytest.fixture
-def run(capsys, spark):
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-
-    def invoke(*args):
-        try:
-            code = cli.main([str(a) for a in args])
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", partitions)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
-
 
 def test_cli_table_create_with_a_schema(run, tmp_path):
     wh = tmp_path / "wh"

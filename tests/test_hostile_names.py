@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from idivm import cli
 from idivm.catalog import MAX_NAME, Catalog, check_name, directory_name
 from idivm.errors import CatalogError
 
@@ -58,22 +57,6 @@ CREATE VIEW `recomputed.view` AS
 SELECT VALUE {{"line": o.{q(LINE)}, "tag": t.{q(TAG)}}} FROM {q(ORDERS)} AS o, o.{q(TAGS)} AS t
 """),
 }
-
-
-@pytest.fixture
-def run(capsys, spark):
-    """``run(*args) -> (exit code, stdout, stderr)`` of one in-process invocation."""
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
-
-    def invoke(*args):
-        try:
-            code = cli.main([str(a) for a in args])
-        finally:
-            spark.conf.set("spark.sql.shuffle.partitions", partitions)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
 
 
 def jsonl(path: Path, rows) -> Path:

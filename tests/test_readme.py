@@ -10,7 +10,7 @@ import re
 import shlex
 from pathlib import Path
 
-from idivm import cli
+from test_cli_views import canonical
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```(?P<lang>\w*)(?P<info>[^\n]*)\n(?P<body>.*?)^```", re.S | re.M)
@@ -23,18 +23,8 @@ def tutorial_blocks() -> list[tuple[str, str, str]]:
     return [(m["lang"], m["info"].strip(), m["body"]) for m in BLOCK.finditer(section)]
 
 
-def canonical(value):
-    """A JSON value with its arrays as bags (sorted), to compare views' rows and nested bags."""
-    if isinstance(value, dict):
-        return {k: canonical(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
-    return value
-
-
-def test_the_tutorial_runs_as_written(tmp_path, monkeypatch, capsys, spark):
+def test_the_tutorial_runs_as_written(tmp_path, monkeypatch, run):
     monkeypatch.chdir(tmp_path)
-    partitions = spark.conf.get("spark.sql.shuffle.partitions")
     blocks = tutorial_blocks()
     assert sum(lang == "sh" for lang, _, _ in blocks) >= 3
     last_output = shown_output = None
@@ -51,11 +41,7 @@ def test_the_tutorial_runs_as_written(tmp_path, monkeypatch, capsys, spark):
                     continue
                 args = shlex.split(line)
                 assert args[0] == "idivm", line
-                try:
-                    code = cli.main(args[1:])
-                finally:
-                    spark.conf.set("spark.sql.shuffle.partitions", partitions)
-                out, err = capsys.readouterr()
+                code, out, err = run(*args[1:])
                 assert code == 0, f"{line}\n{out}\n{err}"
                 last_output = out
                 if args[3] == "show":
