@@ -5,7 +5,8 @@ query of the groups in :data:`~tests.conformance.asterix.GROUPS` (``--asterixdb-
 fewer) and prints a pass table per group; without DIR the cases are skipped.
 
 Each query in scope becomes a warehouse of its own: a base table per dataset it reads, filled
-with the case's inserted rows, and the query as a view (``auto`` strategy).  It passes when
+with the case's inserted rows (an empty dataset: created with its record type as the declared
+schema), and the query as a view (``auto`` strategy).  It passes when
 
 1. the view, as defined, equals AsterixDB's expected result (a bag of values: the query's
    top-level ORDER BY is stripped; numbers compare by value to 12 significant digits), and
@@ -69,7 +70,10 @@ def test_query(query, make_warehouse, record_outcome, tmp_path):
     try:
         tables = {ds.name: (ds, [plain(r) for r in ds.rows.values()]) for ds in query.datasets}
         for ds, rows in tables.values():
-            wh.create_table(ds.name, ds.key, rows)
+            if rows or ds.type_text is None:
+                wh.create_table(ds.name, ds.key, rows)
+            else:  # an empty dataset: a table of its declared record type
+                wh.create_table(ds.name, ds.key, None, schema=ds.type_text)
         stage = "define"
         name = wh.define(query.view).name
         stage = "result"
