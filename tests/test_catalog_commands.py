@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_views import canonical
+from test_cli_views import canonical, write_jsonl
 from idivm.catalog import Catalog
 
 BUSINESSES = [
@@ -49,11 +49,6 @@ GOOD_REVIEWS = """\
 CREATE VIEW good_reviews AS
 SELECT r.review_id, r.business_id FROM reviews r WHERE r.stars >= 4
 """
-
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def view_file(tmp_path: Path, text: str, name: str) -> Path:
