@@ -22,7 +22,7 @@ import json
 
 import pytest
 
-from tests.conformance.asterix import GROUPS, Bag, cleanup, data_reader, queries, runtime_tests, same_bag
+from .asterix import GROUPS, Bag, cleanup, data_reader, queries, runtime_tests, same_bag
 
 
 def pytest_generate_tests(metafunc):
