@@ -26,7 +26,6 @@ from idivm.exec.compiler import PlanCompiler
 from idivm.exec.terms import SCALAR_SUBQUERY_ERROR
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 from idivm.storage.delta import quoted
-from idivm.storage.spark import Caches
 
 
 @contextmanager
@@ -191,37 +190,63 @@ class FrameDiff:
     extra_examples: tuple
 
 
+#: the columns :func:`compare_frames` adds to the rows it compares: the side a row is on (1 for
+#: the actual rows, -1 for the expected ones), and per distinct row the difference of its
+#: multiplicities (actual minus expected) and its multiplicity on the actual side
+_SIDE, _DIFFERENCE, _ACTUAL = "__idivm_compare_side", "__idivm_compare_difference", "__idivm_compare_actual"
+
+
 def compare_frames(actual: DataFrame, expected: DataFrame, limit: int = 5) -> FrameDiff:
     """Compare two DataFrames with the same columns as bags of rows (nested bags unordered),
     doubles to :data:`DIGITS` significant digits.  Rounding alone would tell apart two sums a
     few units in the 16th digit apart that fall on either side of a rounding boundary; so the
     rows left over on each side (when at most :data:`PAIRED_MAX`) are paired in the driver,
-    a pair being equal but for doubles that round to neighbouring values (:func:`_near`)."""
+    a pair being equal but for doubles that round to neighbouring values (:func:`_near`).
+
+    The two sides are compared by one aggregation of their union by distinct row (one Spark
+    job when they are equal); the rows that differ are read only when some do."""
     columns = [f.name for f in expected.schema.fields]
     missing_cols = set(columns) ^ {f.name for f in actual.schema.fields}
     if missing_cols:
         raise ValueError(f"different columns: {sorted(missing_cols)}")
 
-    def canon(df: DataFrame) -> DataFrame:
+    def canon(df: DataFrame, side: int) -> DataFrame:
         types = {f.name: f.dataType for f in df.schema.fields}
-        return df.select(*[canonical(F.col(quoted(n)), types[n]).alias(n) for n in columns])
+        return df.select(*[canonical(F.col(quoted(n)), types[n]).alias(n) for n in columns],
+                         F.lit(side).alias(_SIDE))
 
-    held = Caches()
-    a, e = held.add(canon(actual)), held.add(canon(expected))  # each side is computed once
-    try:
-        missing = held.add(e.exceptAll(a))
-        extra = held.add(a.exceptAll(e))
-        n_missing, n_extra = missing.count(), extra.count()
-        if n_missing and n_extra and max(n_missing, n_extra) <= PAIRED_MAX:
-            left, right = _unpaired([to_python(r, False) for r in missing.collect()],
-                                   [to_python(r, False) for r in extra.collect()])
-            return FrameDiff(a.count(), len(left), len(right), tuple(to_python(r) for r in left[:limit]),
-                             tuple(to_python(r) for r in right[:limit]))
-        return FrameDiff(a.count(), n_missing, n_extra,
-                         tuple(collect_rows(missing, limit)) if n_missing else (),
-                         tuple(collect_rows(extra, limit)) if n_extra else ())
-    finally:
-        held.release()
+    side = F.col(_SIDE)
+    groups = canon(actual, 1).unionByName(canon(expected, -1)) \
+        .groupBy(*[F.col(quoted(n)) for n in columns]) \
+        .agg(F.sum(side).alias(_DIFFERENCE), F.sum(F.when(side > 0, 1).otherwise(0)).alias(_ACTUAL))
+    difference = F.col(_DIFFERENCE)
+    totals = groups.agg(F.sum(_ACTUAL), F.sum(F.when(difference < 0, -difference).otherwise(0)),
+                        F.sum(F.when(difference > 0, difference).otherwise(0))).first()
+    rows, n_missing, n_extra = (int(v or 0) for v in totals)
+    if not (n_missing or n_extra):
+        return FrameDiff(rows, 0, 0, (), ())
+
+    def differing(sign: int, at_most: int | None) -> list:
+        """The rows on one side only (``sign`` -1: expected, 1: actual), each as often as it is
+        missing or extra, at most ``at_most`` (None: all)."""
+        found = groups.filter(difference * sign > 0)
+        if at_most is not None:
+            found = found.limit(at_most)
+        out = []
+        for r in found.collect():
+            out += [tuple(r[:len(columns)])] * abs(int(r[_DIFFERENCE]))
+        return out[:at_most] if at_most is not None else out
+
+    def as_rows(values: list) -> list:
+        return [{n: to_python(v, False) for n, v in zip(columns, row)} for row in values]
+
+    if n_missing and n_extra and max(n_missing, n_extra) <= PAIRED_MAX:
+        left, right = _unpaired(as_rows(differing(-1, None)), as_rows(differing(1, None)))
+        return FrameDiff(rows, len(left), len(right), tuple(to_python(r) for r in left[:limit]),
+                         tuple(to_python(r) for r in right[:limit]))
+    return FrameDiff(rows, n_missing, n_extra,
+                     tuple(to_python(r) for r in as_rows(differing(-1, limit))) if n_missing else (),
+                     tuple(to_python(r) for r in as_rows(differing(1, limit))) if n_extra else ())
 
 
 def _unpaired(missing: list, extra: list) -> tuple[list, list]:
