@@ -200,3 +200,55 @@ def test_a_nested_view_follows_updates_by_path_and_equals_its_recomputation(make
     early = {r["business_id"]: (r["name"], sorted((d["day"], d["open"]) for d in r["days"]))
              for r in wh.rows("early")}
     assert early == {"b1": ("Cafe Nord", [("Mon", 7)]), "b3": ("Bar", []), "b4": ("Shop", [])}
+
+
+def test_an_update_by_path_is_applied_to_the_row_as_committed_when_another_writer_commits_first(wh, tmp_path,
+                                                                                               monkeypatch):
+    """Another writer changes b1's stars after this ingest read b1 to apply its update of the name,
+    before it commits: the commit is refused, the ingest reads b1 again and keeps both changes."""
+    import idivm.ingest as ingest
+
+    real = ingest.apply_changes
+    others = iter([lines(tmp_path / "other.jsonl", [upd(business_id="b1", diff={"stars": upd(5)})])])
+
+    def overtaken(*args, **kwargs):
+        other = next(others, None)
+        if other is not None:  # the other writer's commit lands between this ingest's read and commit
+            monkeypatch.setattr(ingest, "apply_changes", real)
+            wh.ingest("businesses", other, format="idiff")
+            monkeypatch.setattr(ingest, "apply_changes", overtaken)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "apply_changes", overtaken)
+    r = wh.ingest("businesses", lines(tmp_path / "mine.jsonl", [upd(business_id="b1", diff={"name": upd("Bar")})]),
+                  format="idiff")
+    assert r.updated == 1
+    b1 = table(wh)[0]
+    assert (b1["name"], b1["stars"]) == ("Bar", 5)
+
+
+def test_a_file_ingested_by_two_writers_at_once_is_applied_once(wh, tmp_path, monkeypatch):
+    """Both writers find the file not taken yet; the one that commits second is refused, reads the
+    table again, finds the file taken and skips it."""
+    import idivm.ingest as ingest
+
+    feed = lines(tmp_path / "inc.jsonl", [upd(business_id="b2", diff={"stars": upd(1)}),
+                                          ins(row("b3", "New", 2, [], "SF", []), business_id="b3")])
+    real = ingest.apply_changes
+    first = [True]
+
+    def twice(*args, **kwargs):
+        if first[0]:  # the other writer ingests the same file between this one's check and commit
+            first[0] = False
+            monkeypatch.setattr(ingest, "apply_changes", real)
+            wh.ingest("businesses", feed, format="idiff")
+            monkeypatch.setattr(ingest, "apply_changes", twice)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "apply_changes", twice)
+    r = wh.ingest("businesses", feed, format="idiff")
+    assert r.replayed is not None and r.updated == 0
+    assert [(b["business_id"], b["stars"]) for b in table(wh)] == [("b1", 4), ("b2", 1), ("b3", 2)]
+    from idivm.storage import delta
+    ingests = [c for c in delta.history(wh.table_path("businesses")) if c.get("idivm.operation") == "ingest"]
+    assert len(ingests) == 1

@@ -3,6 +3,11 @@
 (:mod:`~idivm.ingest.debezium`, :mod:`~idivm.ingest.rows`, :mod:`~idivm.ingest.idiff`; the
 updates by path of i-diffs made whole rows from the rows the table holds), then applied as one Delta MERGE
 commit (:mod:`~idivm.ingest.apply`).  Uses delta-rs and pyarrow only (no Spark).
+
+A batch is read, checked and committed against one version of its table
+(:func:`at_one_version`): when another writer commits to the table in between, the commit is
+refused and the batch starts again from the new version, so an update by path is applied to the
+row as it stands and a file two writers ingest at once is applied once.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from idivm.errors import DataError, InternalError
+from idivm.errors import ConcurrentWriteError, DataError, InternalError
 from idivm.ingest import kafka
 from idivm.ingest.apply import IngestResult, apply_changes, condense
 from idivm.ingest.debezium import read_debezium
@@ -33,6 +38,26 @@ INGEST_FORMATS = tuple(READERS)
 
 __all__ = ["INGEST_FORMATS", "Change", "ChangeSet", "IngestResult", "Quarantine", "apply_changes", "condense",
            "ingest_feed", "read_debezium", "read_idiff", "read_rows", "retry_quarantined"]
+
+
+#: how many times a batch starts again because other writers committed to its table between its
+#: read and its commit (:func:`at_one_version`)
+COMMIT_ATTEMPTS = 5
+
+
+def at_one_version(table_path: str | Path, attempt: Callable[[], "IngestResult"]) -> "IngestResult":
+    """``attempt()`` with the table at ``table_path`` pinned at its version when it starts
+    (:func:`idivm.storage.delta.pinned`): the rows it reads of the table and the commit it makes
+    are of one version.  A commit refused because another writer committed since starts it
+    again, on the new version (at most :data:`COMMIT_ATTEMPTS` times in all)."""
+    for n in range(COMMIT_ATTEMPTS):
+        try:
+            with delta.pinned(table_path, delta.version(table_path)):
+                return attempt()
+        except ConcurrentWriteError:
+            if n + 1 == COMMIT_ATTEMPTS:
+                raise
+    raise InternalError("unreachable")
 
 
 def _reader(format: str):
@@ -89,6 +114,15 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
 def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
                  read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
                  evolve: bool = False, declared: "DeclaredSchema | None" = None) -> IngestResult:
+    """Apply ``batch`` to the table at ``table_path`` in one commit (its rejected records to
+    ``quarantine``), unless its origin was applied already (:func:`at_one_version`)."""
+    return at_one_version(table_path, lambda: _ingest_batch(table_path, quarantine, batch, key, format, read,
+                                                            element_keys, strict, evolve, declared))
+
+
+def _ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
+                  read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
+                  evolve: bool, declared: "DeclaredSchema | None") -> IngestResult:
     taken = taken_in(Path(table_path), batch.origin)
     if taken is None:
         q = taken_in(quarantine.path, batch.origin)
@@ -160,6 +194,13 @@ def retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple
     quarantined with their new reason.  The retry is one batch whose origin names the
     quarantine's version (and the fixed feed's bytes): after a crash between the table's commit
     and the quarantine's, retrying again only finishes the quarantine's."""
+    return at_one_version(table_path, lambda: _retry_quarantined(table_path, quarantine, key, element_keys, fixed,
+                                                                 format, declared))
+
+
+def _retry_quarantined(table_path: str | Path, quarantine: Quarantine, key: tuple[str, ...] | list[str],
+                       element_keys: Mapping[str, Sequence[str]] | None, fixed: str | Path | None,
+                       format: str | None, declared: "DeclaredSchema | None") -> IngestResult:
     rows = quarantine.rows()
     version = quarantine.version()
     if version is None or (rows.num_rows == 0 and fixed is None):
@@ -212,7 +253,7 @@ def read_checked(read, text: str, name: str, table_path: str | Path, key: tuple[
 
     def rows_of(keys: Sequence[tuple]) -> dict[tuple, dict]:
         wanted = set(keys)
-        held = delta.read_arrow(table_path, holding=(key[0], list({k[0] for k in keys})))
+        held = delta.read_arrow(table_path, delta.pin_of(table_path), holding=(key[0], list({k[0] for k in keys})))
         return {k: r for r in held.to_pylist() if (k := tuple(r[c] for c in key)) in wanted}
 
     def check_row(change: Change) -> None:
