@@ -97,6 +97,24 @@ def quiet_libraries(debug: bool) -> None:
         logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s %(message)s")
 
 
+#: ``--format`` of the commands that print for people or for programs
+OUTPUT_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                             show_default=True, help="json: for programs, on standard output.")
+#: the same, for the commands whose ``--format`` names the format of their input
+OUTPUT_OPTION = click.option("--output", "output", type=click.Choice(["text", "json"]), default="text",
+                             show_default=True, help="json: for programs, on standard output.")
+
+
+def json_line(value: Any) -> str:
+    """``value`` as one line of JSON (what the commands print for programs)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def echo_json(value: Any) -> None:
+    """One JSON document (or line) on standard output."""
+    click.echo(json_line(value))
+
+
 # --- table ---------------------------------------------------------------------------------------
 
 @cli.group()
@@ -117,15 +135,20 @@ def table() -> None:
 @click.option("--element-key", "element_keys", multiple=True, metavar="PATH=COL[,COL]",
               callback=lambda ctx, param, value: parse_element_key_options(value),
               help="Key of the elements of nested collection PATH (e.g. hours=day, a.b=id); repeatable.")
+@OUTPUT_OPTION
 @click.pass_context
 def table_create(ctx: click.Context, name: str, key: str, source: str | None, schema: str | None,
-                 fmt: str | None, element_keys: dict[str, str]) -> None:
+                 fmt: str | None, element_keys: dict[str, str], output: str) -> None:
     """Create base table NAME from FILE, with a declared --schema, or both (an empty table:
-    --schema alone)."""
+    --schema alone).  (--output json: the table as 'table list --format json' shows it, and
+    the undeclared fields left out.)"""
     if source is None and schema is None:
         raise click.UsageError("give --from FILE, --schema FILE|TEXT (an empty table), or both")
     info = open_warehouse(ctx).create_table(name, key, source, format=fmt, element_keys=element_keys,
                                             schema=schema)
+    if output == "json":
+        echo_json({**info.as_json(), "undeclared": dict(info.undeclared)})
+        return
     rows = f"{info.rows} row{'' if info.rows == 1 else 's'}"
     declared = f", declared schema ({info.declared_schema.summary()})" if info.declared_schema is not None else ""
     click.echo(f"created table {info.name} (key {key_description(info.key, info.element_keys, ', ')}): "
@@ -150,16 +173,6 @@ def parse_element_key_options(values: Sequence[str]) -> dict[str, str]:
 def key_description(key: Sequence[str], element_keys: Mapping[str, Sequence[str]], sep: str = ",") -> str:
     """``business_id; hours(day)``: the primary key, then each declared element key."""
     return "; ".join([sep.join(key)] + [f"{p}({sep.join(k)})" for p, k in element_keys.items()])
-
-
-#: ``--format`` of the commands that print for people or for programs
-OUTPUT_FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                             show_default=True, help="json: for programs, on standard output.")
-
-
-def echo_json(value: Any) -> None:
-    """One JSON document (or line) on standard output."""
-    click.echo(json.dumps(value, ensure_ascii=False, default=str))
 
 
 @table.command("list")
@@ -217,15 +230,15 @@ QUARANTINED = 3
               "(a directory's new files, a topic's new messages) until SIGINT or SIGTERM.")
 @click.option("--interval", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="With --follow: the time between two reads of SOURCE.")
-@click.option("--output", "output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: a JSON object per file or partition batch (JSON lines), for programs.")
+@OUTPUT_OPTION
 @click.pass_context
 def ingest(ctx: click.Context, name: str, source: str, fmt: str, strict: bool, evolve: bool, follow: bool,
            interval: float, output: str) -> int:
     """Apply the changes in SOURCE to base table TABLE: a JSON Lines file, a directory of them
     (name order), - (standard input) or a Kafka topic (kafka://HOST:PORT/TOPIC), each file or
-    partition's new messages in one commit.  What was ingested before is skipped.  Bad records go to the table's quarantine (see 'idivm quarantine') and the rest
-    is applied; the exit code is then 3."""
+    partition's new messages in one commit (--output json: a JSON object per file or partition
+    batch, JSON lines).  What was ingested before is skipped.  Bad records go to the table's
+    quarantine (see 'idivm quarantine') and the rest is applied; the exit code is then 3."""
     wh = open_warehouse(ctx)
     if follow and source == "-":
         raise click.UsageError("--follow reads a file, a directory or a topic again, not standard input")
@@ -290,18 +303,27 @@ def quarantine() -> None:
 
 @quarantine.command("list")
 @click.argument("name", metavar="[TABLE]", required=False)
+@OUTPUT_FORMAT
 @click.pass_context
-def quarantine_list(ctx: click.Context, name: str | None) -> None:
-    """Quarantined records per base table (or, for TABLE, per file they came from)."""
+def quarantine_list(ctx: click.Context, name: str | None, fmt: str) -> None:
+    """Quarantined records per base table (or, for TABLE, per file they came from) (json: an
+    array of objects)."""
     wh = open_warehouse(ctx)
     if name is None:
-        rows = [(t, wh.quarantined(t).num_rows) for t in sorted(wh.catalog.tables)]
-        click.echo(format_table(["table", "records"], [r for r in rows if r[1]] or [], right={"records"}))
+        counts = [(t, wh.quarantined(t).num_rows) for t in sorted(wh.catalog.tables)]
+        counts = [(t, n) for t, n in counts if n]
+        if fmt == "json":
+            echo_json([{"table": t, "records": n} for t, n in counts])
+        else:
+            click.echo(format_table(["table", "records"], counts, right={"records"}))
         return
-    q = wh.quarantined(name).to_pylist()
     per: dict[tuple, list] = {}
-    for r in q:
+    for r in wh.quarantined(name).to_pylist():
         per.setdefault((r["source"], r["origin"]), []).append(r)
+    if fmt == "json":
+        echo_json([{"table": name, "source": s, "origin": origin, "records": len(rs), "first_line": rs[0]["line"],
+                    "quarantined_at": rs[0]["quarantined_at"].isoformat()} for (s, origin), rs in per.items()])
+        return
     click.echo(format_table(["source", "records", "first line", "quarantined at"],
                             [(s, len(rs), rs[0]["line"], rs[0]["quarantined_at"].isoformat(timespec="seconds"))
                              for (s, _), rs in per.items()], right={"records", "first line"}))
@@ -309,14 +331,18 @@ def quarantine_list(ctx: click.Context, name: str | None) -> None:
 
 @quarantine.command("show")
 @click.argument("name", metavar="TABLE")
-@click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(["text", "jsonl", "json"]), default="text", show_default=True,
               help="text: position, reason and record; jsonl: the records only, as they were, "
-                   "to fix and replay with 'quarantine retry --from'.")
+                   "to fix and replay with 'quarantine retry --from'; json: an array of objects, "
+                   "each record with where it came from and why it was quarantined.")
 @click.option("--limit", type=int, default=None, help="Show at most this many records.")
 @click.pass_context
 def quarantine_show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
     """The quarantined records of base table TABLE, oldest first."""
     rows = open_warehouse(ctx).quarantined(name).to_pylist()[:limit]
+    if fmt == "json":
+        echo_json([{**r, "quarantined_at": r["quarantined_at"].isoformat()} for r in rows])
+        return
     for r in rows:
         if fmt == "jsonl":
             click.echo(r["record"])
@@ -331,12 +357,16 @@ def quarantine_show(ctx: click.Context, name: str, fmt: str, limit: int | None) 
               help="Replay the records of SOURCE (a file, a directory or -) in place of the quarantined ones.")
 @click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="debezium", show_default=True,
               help="The format of SOURCE.")
+@OUTPUT_OPTION
 @click.pass_context
-def quarantine_retry(ctx: click.Context, name: str, fixed: str | None, fmt: str) -> int:
+def quarantine_retry(ctx: click.Context, name: str, fixed: str | None, fmt: str, output: str) -> int:
     """Replay the quarantined records of TABLE: the valid ones are applied in one commit, the
-    others stay quarantined with their new reason (exit code 3)."""
+    others stay quarantined with their new reason (exit code 3).  (--output json: an object
+    as 'ingest --output json' prints, ``quarantined`` the records still quarantined.)"""
     r = open_warehouse(ctx).retry_quarantined(name, fixed, fmt if fixed else None)
-    if r.replayed is not None:
+    if output == "json":
+        echo_json(r.as_json(name))
+    elif r.replayed is not None:
         click.echo(f"retry already applied in version {r.replayed}; quarantine cleared of it")
     else:
         click.echo(f"replayed into {name}: {ingest_counts(r)}; version {r.version}")
@@ -356,12 +386,17 @@ def quarantine_retry(ctx: click.Context, name: str, fixed: str | None, fmt: str)
               "or maps (higher-order delta maps, for a view of one GROUP BY over joins of tables).")
 @click.option("--replace", is_flag=True, help="Replace the view of that name, if there is one (as CREATE OR "
               "REPLACE VIEW does): the new view is materialized beside it and swapped in atomically.")
+@OUTPUT_FORMAT
 @click.pass_context
-def define(ctx: click.Context, file: str, strategy: str, replace: bool) -> None:
-    """Plan and materialize the view defined in FILE (CREATE [OR REPLACE] VIEW name AS ...)."""
+def define(ctx: click.Context, file: str, strategy: str, replace: bool, fmt: str) -> None:
+    """Plan and materialize the view defined in FILE (CREATE [OR REPLACE] VIEW name AS ...)
+    (json: the view as 'view list --format json' shows it)."""
     with Progress("define") as bar:
         info = open_warehouse(ctx).define(Path(file), strategy=strategy, replace=replace,
                                           progress=bar)  # a file, never SQL++ text
+    if fmt == "json":
+        echo_json(info.as_json())
+        return
     note = f" ({info.strategy_note})" if info.strategy_note else ""
     click.echo(f"defined view {info.name}: {info.rows} row{'' if info.rows == 1 else 's'}, version {info.version}, "
                f"strategy {info.strategy}{note}")
@@ -413,24 +448,35 @@ def drop() -> None:
 @drop.command("view")
 @click.argument("name")
 @click.option("--cascade", is_flag=True, help="Also drop the views that read it (first).")
+@OUTPUT_FORMAT
 @click.pass_context
-def drop_view(ctx: click.Context, name: str, cascade: bool) -> None:
-    """Drop view NAME: its table, caches, maps, indexes and program."""
-    for n in open_warehouse(ctx).drop_view(name, cascade=cascade):
-        click.echo(f"dropped view {n}")
+def drop_view(ctx: click.Context, name: str, cascade: bool, fmt: str) -> None:
+    """Drop view NAME: its table, caches, maps, indexes and program (json: the views and
+    tables dropped, in order)."""
+    echo_dropped(open_warehouse(ctx).drop_view(name, cascade=cascade), [], fmt)
 
 
 @drop.command("table")
 @click.argument("name")
 @click.option("--cascade", is_flag=True, help="Drop the views that read it first (else they prevent the drop).")
+@OUTPUT_FORMAT
 @click.pass_context
-def drop_table(ctx: click.Context, name: str, cascade: bool) -> None:
+def drop_table(ctx: click.Context, name: str, cascade: bool, fmt: str) -> None:
     """Drop base table NAME: its Delta table and quarantine.  Refused while views read it,
-    unless --cascade."""
+    unless --cascade (json: the views and tables dropped, in order)."""
     dropped = open_warehouse(ctx).drop_table(name, cascade=cascade)
-    for n in dropped[:-1]:
-        click.echo(f"dropped view {n}")
-    click.echo(f"dropped table {dropped[-1]}")
+    echo_dropped(dropped[:-1], dropped[-1:], fmt)
+
+
+def echo_dropped(views: Sequence[str], tables: Sequence[str], fmt: str) -> None:
+    """``dropped view V`` per view, then ``dropped table T``; or, as JSON, ``{"views": [...],
+    "tables": [...]}``."""
+    if fmt == "json":
+        echo_json({"views": list(views), "tables": list(tables)})
+        return
+    for kind, names in (("view", views), ("table", tables)):
+        for n in names:
+            click.echo(f"dropped {kind} {n}")
 
 
 @cli.command()
@@ -548,7 +594,7 @@ def maintain(ctx: click.Context, names: tuple[str, ...], all_views: bool, no_ind
                     return
                 for result in wh.maintain(name, progress=bar, use_indexes=not no_index, verify_every=verify_every,
                                           max_changes=max_changes):
-                    bar.print(json.dumps(result.as_json(), ensure_ascii=False, default=str) if fmt == "json"
+                    bar.print(json_line(result.as_json()) if fmt == "json"
                               else result.summary(), click.echo)
                     if result.diverged:
                         diverged.append(result.name)
@@ -618,10 +664,16 @@ class Stop:
 @click.argument("name")
 @click.option("--full", is_flag=True, required=True, help="Recompute the view (and its caches and maps) "
               "from scratch at the current versions of its base tables.")
+@OUTPUT_FORMAT
 @click.pass_context
-def refresh(ctx: click.Context, name: str, full: bool) -> None:
-    """Rebuild view NAME from scratch (for a view whose changes can no longer be read)."""
-    click.echo(open_warehouse(ctx).refresh(name).summary())
+def refresh(ctx: click.Context, name: str, full: bool, fmt: str) -> None:
+    """Rebuild view NAME from scratch (for a view whose changes can no longer be read) (json:
+    an object as 'maintain --format json' prints)."""
+    result = open_warehouse(ctx).refresh(name)
+    if fmt == "json":
+        echo_json(result.as_json())
+    else:
+        click.echo(result.summary())
 
 
 @cli.command()

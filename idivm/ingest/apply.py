@@ -57,7 +57,7 @@ class IngestResult:
         return {"table": table, "source": self.source, "changes": self.changes, "inserted": self.inserted,
                 "updated": self.updated, "deleted": self.deleted, "skipped": self.skipped,
                 "quarantined": self.quarantined, "version": self.version, "replayed": self.replayed,
-                "undeclared": dict(self.undeclared)}
+                "added": list(self.added), "undeclared": dict(self.undeclared)}
 
     @staticmethod
     def total(source: str, results: Sequence["IngestResult"], version: int) -> "IngestResult":
