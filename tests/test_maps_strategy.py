@@ -97,6 +97,7 @@ def test_a_maps_view_follows_changes_of_every_table(wh, tmp_path):
     assert set(_rows(wh)) == {1, 3, 4}
 
 
+@pytest.mark.slow  # about 30 s: a maps view's define and four verifies of its 14 maps
 def test_verify_finds_a_map_that_differs_from_its_definition_and_a_checked_run_repairs_it(cost, tmp_path):
     """A map corrupted behind idivm's back, in a version the view's last commit names."""
     from idivm.storage import delta
