@@ -19,30 +19,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from test_catalog_commands import BUSINESSES, CITIES, REVIEWS, SF_REVIEWS
 from test_cli_views import canonical, write_jsonl
 from idivm import cli
 from idivm.catalog import Catalog
 from idivm.storage import delta
 from idivm.warehouse import Warehouse
 
-BUSINESSES = [
-    {"business_id": "b1", "city": "SF", "hours": [{"day": "mon", "open": 9}]},
-    {"business_id": "b2", "city": "LA", "hours": []},
-    {"business_id": "b3", "city": "SF", "hours": [{"day": "tue", "open": 8}]},
-]
-REVIEWS = [
-    {"review_id": "r1", "business_id": "b1", "stars": 5},
-    {"review_id": "r2", "business_id": "b1", "stars": 3},
-    {"review_id": "r3", "business_id": "b2", "stars": 4},
-]
-SF_REVIEWS = """\
-CREATE VIEW sf_reviews AS
-SELECT b.business_id,
-       (SELECT r.review_id, r.stars FROM reviews r WHERE r.business_id = b.business_id) AS reviews
-FROM businesses b
-WHERE b.city = "SF"
-"""
-CITIES = "CREATE VIEW cities AS SELECT b.city, COUNT(*) AS n FROM businesses b GROUP BY b.city\n"
 
 
 def invoke(warehouse, *args, input=None):
