@@ -282,6 +282,20 @@ def collect(df: "DataFrame", adaptive: bool | None = None) -> "pa.Table":
         conf.set(key, "true")
 
 
+def small_result(df: "DataFrame", max_input_bytes: int) -> "pa.Table | None":
+    """``df``'s rows as an Arrow table (:func:`to_arrow`, in ``df``'s order) when its plan reads at
+    most ``max_input_bytes`` (the sizes Spark knows of the files and rows at its leaves); else
+    None, computing nothing."""
+    leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()
+    read = 0
+    for i in range(leaves.size()):
+        size = leaves.apply(i).stats().sizeInBytes()  # a Scala BigInt, converted by Py4J
+        read += int(size if isinstance(size, int) else size.toString())
+        if read > max_input_bytes:
+            return None
+    return to_arrow(df)
+
+
 def _in_memory(df: "DataFrame") -> bool:
     """Whether every leaf of ``df``'s optimized plan holds its rows in the driver."""
     leaves = df._jdf.queryExecution().optimizedPlan().collectLeaves()

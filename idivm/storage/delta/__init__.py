@@ -157,8 +157,10 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     creates it.  Spark writes Parquet into a staging directory next to the
     table (``<parent>/.<name>.staging-<id>``); its files are then streamed as
     Arrow batches into delta-rs, so the data never passes through the driver's
-    memory as a whole.  The staging directory is removed afterwards, also on
-    failure.  Every column becomes nullable.  With a cluster master, the
+    memory as a whole; only the result of small inputs (at most
+    :data:`~idivm.storage.delta.delta_rs.SMALL_INPUT_BYTES` read) is collected
+    into the driver and written from there, without staging.  The staging
+    directory is removed afterwards, also on failure.  Every column becomes nullable.  With a cluster master, the
     staging directory must be on storage that the executors and the driver share.
     ``row_group_rows`` caps the rows of a Parquet row group (see :func:`merge_arrow`);
     ``file_bytes`` cuts the rows, in the DataFrame's order, into files of about that much

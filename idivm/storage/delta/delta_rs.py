@@ -94,17 +94,30 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
     return version(path)
 
 
+#: a DataFrame whose plan reads at most this many bytes (its input files and rows) is written from
+#: the driver (:func:`write_staged`)
+SMALL_INPUT_BYTES = 16 * 1024 * 1024
+
+
 def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
                  commit_metadata: Mapping[str, Any] | None, row_group_rows: int | None,
                  file_bytes: int | None) -> None:
     """Write a Spark DataFrame to the table at ``target`` through a Parquet staging directory
     whose files are streamed into delta-rs, or, with ``file_bytes``, into
     :func:`~idivm.storage.delta.clustered.write_clustered` (see
-    :func:`idivm.storage.delta.write_spark`)."""
+    :func:`idivm.storage.delta.write_spark`).  The result of small inputs
+    (:data:`SMALL_INPUT_BYTES`: a view, cache, index or map of small tables) is collected into
+    the driver instead, in its order: one Spark job, no staging files."""
     import pyarrow.dataset as ds
-    from deltalake import write_deltalake
+
+    from idivm.storage.spark import small_result
 
     arrow = schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
+    small = small_result(df, SMALL_INPUT_BYTES)
+    if small is not None:
+        _write_reader(schemas.conform(small, arrow).to_reader(), target, mode, commit_metadata=commit_metadata,
+                      row_group_rows=row_group_rows, file_bytes=file_bytes)
+        return
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -114,17 +127,27 @@ def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrit
             reader = schemas.conform(ds.dataset(files, format="parquet").scanner().to_reader(), arrow)
         else:
             reader = pa.RecordBatchReader.from_batches(arrow, iter(()))
-        if file_bytes is not None:
-            write_clustered(target, reader, mode, file_bytes, row_group_rows=row_group_rows,
-                            commit_metadata=commit_metadata)
-        else:
-            write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
-                            schema_mode="overwrite" if mode == "overwrite" else None,
-                            writer_properties=_writer_properties(row_group_rows),
-                            commit_properties=_commit_properties(commit_metadata))
-            count()
+        _write_reader(reader, target, mode, commit_metadata=commit_metadata, row_group_rows=row_group_rows,
+                      file_bytes=file_bytes)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_reader(reader: pa.RecordBatchReader, target: Path, mode: Literal["error", "overwrite"], *,
+                  commit_metadata: Mapping[str, Any] | None, row_group_rows: int | None,
+                  file_bytes: int | None) -> None:
+    """Write the rows of ``reader`` to the table at ``target`` by delta-rs (see :func:`write_staged`)."""
+    from deltalake import write_deltalake
+
+    if file_bytes is not None:
+        write_clustered(target, reader, mode, file_bytes, row_group_rows=row_group_rows,
+                        commit_metadata=commit_metadata)
+        return
+    write_deltalake(str(target), reader, mode=mode, configuration=TABLE_CONFIGURATION,
+                    schema_mode="overwrite" if mode == "overwrite" else None,
+                    writer_properties=_writer_properties(row_group_rows),
+                    commit_properties=_commit_properties(commit_metadata))
+    count()
 
 
 def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Sequence[MergeClause], *,
