@@ -97,9 +97,14 @@ def _bind_update(q: Term, relation: str, values: tuple, sign: int) -> Term:
 
 def simplify(q: Term) -> Term:
     """``q`` with its sums and products flattened, constants folded and the identities
-    ``Q + 0 = Q``, ``Q * 1 = Q``, ``Q * 0 = 0`` applied, to a fixed point; equal in meaning."""
+    ``Q + 0 = Q``, ``Q * 1 = Q``, ``Q * 0 = 0`` applied, to a fixed point; equal in meaning.
+
+    A term may hold one subterm object in many places (the product rule of :func:`delta`
+    refers to ``Δ(A * B)`` in each of the terms of ``Δ(A * B * C)``, so a product of ``k``
+    factors has a delta tree of ``2^k`` leaves made of ``k`` shared parts): each object is
+    simplified once per pass."""
     while True:
-        out = _simplify(q)
+        out = _simplify(q, {})
         if out == q:
             return out
         q = out
@@ -109,24 +114,28 @@ def _constant(q: Term) -> Number | None:
     return q.value if isinstance(q, Const) else None
 
 
-def _simplify(q: Term) -> Term:
+def _simplify(q: Term, done: dict[int, tuple[Term, Term]]) -> Term:
+    """One pass of :func:`simplify` over ``q``; ``done``: the subterm objects simplified in this
+    pass, by identity (with the object, which keeps its identity from being reused)."""
+    seen = done.get(id(q))
+    if seen is not None:
+        return seen[1]
     match q:
         case Add(terms=ts):
-            return _sum([_simplify(t) for t in ts])
+            out = _sum([_simplify(t, done) for t in ts])
         case Mul(terms=ts):
-            return _product([_simplify(t) for t in ts])
+            out = _product([_simplify(t, done) for t in ts])
         case Sum(group=g, term=t):
-            inner = _simplify(t)
-            if inner == ZERO:
-                return ZERO
-            if isinstance(inner, Const) and not g:
-                return inner
-            return Sum(g, inner)
+            inner = _simplify(t, done)
+            out = ZERO if inner == ZERO else inner if isinstance(inner, Const) and not g else Sum(g, inner)
         case Assign(var=x, term=t) if isinstance(t, Term):
-            return Assign(x, _simplify(t))
+            out = Assign(x, _simplify(t, done))
         case Cmp(op=op, left=l, right=r) if not isinstance(l, Var) and not isinstance(r, Var):
-            return ONE if COMPARISONS[op](l.value, r.value) else ZERO
-    return q
+            out = ONE if COMPARISONS[op](l.value, r.value) else ZERO
+        case _:
+            out = q
+    done[id(q)] = (q, out)
+    return out
 
 
 def _product(factors: list[Term]) -> Term:
