@@ -1,0 +1,91 @@
+"""The ``liquid`` layout of the ``delta-spark-dv`` engine (:mod:`idivm.storage.layout`,
+``$IDIVM_DV_LAYOUT``): a view maintained by ID is a Delta table with liquid clustering by its ID
+columns, maintained by MERGE with deletion vectors and compacted by a plain ``OPTIMIZE`` that
+clusters its files.  The clustering is read from the table's own log, not through idivm."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from idivm.errors import SetupError
+from idivm.storage import compaction, delta, layout
+from idivm.storage.compaction import Policy
+
+
+def _log_actions(path) -> list[tuple[int, dict]]:
+    """(version, action) of every action in the JSON commits of the table at ``path``."""
+    actions = []
+    for commit in sorted((path / "_delta_log").glob("*.json")):
+        actions += [(int(commit.stem), json.loads(line)) for line in commit.read_text().splitlines() if line]
+    return actions
+
+
+def _clustering_in_log(path) -> list[str]:
+    """The clustering columns of the last ``delta.clustering`` domain in the table's log."""
+    domains = [a["domainMetadata"] for _, a in _log_actions(path)
+               if a.get("domainMetadata", {}).get("domain") == "delta.clustering"]
+    return [".".join(c) for c in json.loads(domains[-1]["configuration"])["clusteringColumns"]] if domains else []
+
+
+def _ingest(wh, tmp_path, name, rows):
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    wh.ingest("emp", path, format="rows")
+
+
+def test_a_view_in_the_liquid_layout_is_clustered_by_its_ids_and_maintained(make_warehouse, tmp_path, monkeypatch):
+    monkeypatch.setenv(layout.LAYOUT_ENV, "liquid")
+    monkeypatch.setattr(compaction, "DEFAULT_POLICY", Policy(max_deleted_ratio=0.0, max_small_files=10**6,
+                                                             check_every=1))
+    wh = make_warehouse(storage="delta-spark-dv")
+    wh.create_table("emp", "eid", pa.table({"eid": list(range(40)), "dept": [i % 4 for i in range(40)],
+                                            "salary": [10 * i for i in range(40)]}))
+    wh.define("CREATE VIEW staff AS SELECT e.eid, e.dept, e.salary FROM emp e WHERE e.salary >= 0", strategy="id")
+    entry = wh.catalog.view("staff")
+    view = wh.catalog.path_of(entry)
+    ids = [i["column"] for i in entry.extra["ids"]]
+    assert ids and _clustering_in_log(view) == ids
+    assert {"clustering", "deletionVectors", "changeDataFeed"} <= set(delta.features(view)["writer_features"])
+
+    # a batch that updates, inserts and filters out rows: MERGEd with deletion vectors, then the
+    # view (rows updated in files that hold them) is compacted by clustering
+    _ingest(wh, tmp_path, "b1", [{"eid": 3, "dept": 9, "salary": 5}, {"eid": 50, "dept": 1, "salary": 7},
+                                 {"eid": 7, "dept": 7, "salary": -1}])
+    (r,) = wh.maintain("staff")
+    assert r.strategy == "id" and wh.verify("staff").ok, r.summary()
+    (c,) = r.compacted
+    assert c.before.deleted_rows > 0 and c.after.deleted_rows == 0
+    optimize = [a for v, a in _log_actions(view) if v == c.version]
+    assert [a["commitInfo"]["operation"] for a in optimize if "commitInfo" in a] == ["OPTIMIZE"]
+    assert {a["add"].get("clusteringProvider") for a in optimize if "add" in a} == {"liquid"}
+    assert _clustering_in_log(view) == ids
+    changes = delta.read_changes(view, r.version, r.version)
+    assert sorted(changes.column("_change_type").to_pylist()).count("insert") == 1
+
+    # a batch that changes no row of the view still commits its watermark (an empty commit,
+    # which delta-rs cannot make on a clustered table)
+    before = delta.version(view)
+    _ingest(wh, tmp_path, "b2", [{"eid": 60, "dept": 1, "salary": -3}])
+    (r,) = wh.maintain("staff")
+    assert delta.version(view) == before + 1 and wh.verify("staff").ok, r.summary()
+    assert json.loads(delta.history(view, 1)[0]["idivm.watermark"]) == r.new_watermark
+
+
+def test_the_layout_is_chosen_by_the_environment(monkeypatch, spark):
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("name", StringType()), StructField("id", LongType()),
+                         StructField("flag", StructType([StructField("x", LongType())]))])
+    dv, plain = delta.Engine("delta-spark-dv"), delta.Engine("delta-spark")
+    monkeypatch.delenv(layout.LAYOUT_ENV, raising=False)
+    assert layout.dv_layout() == "zorder" and layout.clustering_columns(schema, ["id"], dv) == ()
+    monkeypatch.setenv(layout.LAYOUT_ENV, "liquid")
+    assert layout.clustering_columns(schema, ["id", "name"], dv) == ("id", "name")
+    assert layout.clustering_columns(schema, ["id"], plain) == ()
+    assert layout.clustering_columns(schema, ["flag", "id"], dv) == ()  # a struct has no statistics
+    monkeypatch.setenv(layout.LAYOUT_ENV, "hilbert")
+    with pytest.raises(SetupError, match="IDIVM_DV_LAYOUT"):
+        layout.dv_layout()
