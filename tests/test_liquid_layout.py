@@ -73,6 +73,14 @@ def test_a_view_in_the_liquid_layout_is_clustered_by_its_ids_and_maintained(make
     assert delta.version(view) == before + 1 and wh.verify("staff").ok, r.summary()
     assert json.loads(delta.history(view, 1)[0]["idivm.watermark"]) == r.new_watermark
 
+    # another reader of the clustered table with deletion vectors: delta-rs's query engine
+    from deltalake import DeltaTable, QueryBuilder
+
+    read = QueryBuilder().register("v", DeltaTable(str(view))).execute("SELECT eid, salary FROM v").read_all()
+    expected = {r["eid"]: r["salary"] for r in wh.rows("staff")}
+    assert dict(zip(read.column("eid").to_pylist(), read.column("salary").to_pylist())) == expected
+    assert expected[3] == 5 and 7 not in expected and 60 not in expected and len(expected) == 40
+
 
 def test_the_layout_is_chosen_by_the_environment(monkeypatch, spark):
     from pyspark.sql.types import LongType, StringType, StructField, StructType

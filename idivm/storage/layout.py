@@ -13,7 +13,7 @@ read by :func:`dv_layout` only):
   ``OPTIMIZE ... ZORDER BY`` those columns (the whole table);
 * ``liquid``: written ordered by the ID columns into a table with Delta's liquid clustering by
   them (``CLUSTER BY``, :func:`clustering_columns`); compaction is a plain ``OPTIMIZE``, which
-  clusters incrementally (only files not yet clustered and files with deleted rows).
+  clusters incrementally by ZCube (below a ZCube's size, about 100 GB, the whole table).
 
 ``benchmarks/README.md`` (Liquid clustering against Z-order) has the measurements.
 """

@@ -107,13 +107,6 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def clustering_columns(spark: "SparkSession", path: PathLike) -> list[str]:
-    """The liquid clustering columns of the table at ``path`` (``DESCRIBE DETAIL``; none for a
-    table that is not clustered)."""
-    table = "delta." + quoted(str(Path(path).absolute()))
-    return list(spark.sql(f"DESCRIBE DETAIL {table}").select("clusteringColumns").first()[0] or [])
-
-
 #: writer features of tables delta-rs cannot commit to (liquid clustering)
 _NOT_DELTA_RS_WRITABLE = frozenset({"clustering", "domainMetadata"})
 
@@ -121,6 +114,12 @@ _NOT_DELTA_RS_WRITABLE = frozenset({"clustering", "domainMetadata"})
 def delta_rs_writes(dt: "DeltaTable") -> bool:
     """Whether delta-rs can commit to the table ``dt`` (it cannot to a clustered table)."""
     return not _NOT_DELTA_RS_WRITABLE & set(dt.protocol().writer_features or ())
+
+
+def clustered(dt: "DeltaTable") -> bool:
+    """Whether the table ``dt`` supports liquid clustering (its ``clustering`` writer feature):
+    delta-spark's ``OPTIMIZE`` then clusters it and refuses ``ZORDER BY``."""
+    return "clustering" in (dt.protocol().writer_features or ())
 
 
 #: delta-spark's merge builder method for each of delta-rs's, and the keyword of its assignments
@@ -310,10 +309,11 @@ def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str], *, tar
              commit_metadata: Mapping[str, Any] | None) -> None:
     """delta-spark's ``OPTIMIZE`` of the table at ``path``: Z-ordered by ``order``, else a
     compaction of its small files and its files with deleted rows.  A table with liquid
-    clustering columns is clustered by them instead (plain ``OPTIMIZE``, incremental: it
-    rewrites the files not yet clustered and those with deleted rows), whatever ``order``."""
+    clustering is clustered by its clustering columns instead, whatever ``order`` (a plain ``OPTIMIZE``, which
+    Delta runs by ZCube: files of full ZCubes stay; below Delta's ZCube size, about 100 GB, the
+    whole table is rewritten, its deletion vectors purged, as by Z-ordering)."""
     table = "delta." + quoted(str(Path(path).absolute()))
-    if order and clustering_columns(spark, path):
+    if order and clustered(open_table(path)):
         order = ()
     settings = {"spark.databricks.delta.optimize.maxFileSize": str(target_file_bytes),
                 # a view's ID columns come last and may have no statistics: Z-ordering by
