@@ -88,9 +88,10 @@ def test_the_layout_is_chosen_by_the_environment(monkeypatch, spark):
     schema = StructType([StructField("name", StringType()), StructField("id", LongType()),
                          StructField("flag", StructType([StructField("x", LongType())]))])
     dv, plain = delta.Engine("delta-spark-dv"), delta.Engine("delta-spark")
+    monkeypatch.setenv(layout.LAYOUT_ENV, "zorder")
+    assert layout.clustering_columns(schema, ["id"], dv) == ()
     monkeypatch.delenv(layout.LAYOUT_ENV, raising=False)
-    assert layout.dv_layout() == "zorder" and layout.clustering_columns(schema, ["id"], dv) == ()
-    monkeypatch.setenv(layout.LAYOUT_ENV, "liquid")
+    assert layout.dv_layout() == "liquid"
     assert layout.clustering_columns(schema, ["id", "name"], dv) == ("id", "name")
     assert layout.clustering_columns(schema, ["id"], plain) == ()
     assert layout.clustering_columns(schema, ["flag", "id"], dv) == ()  # a struct has no statistics

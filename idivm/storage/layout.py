@@ -9,13 +9,16 @@ On the ``delta-spark-dv`` engine the tables ordered by ID (views maintained by I
 tables) are laid out one of two ways, chosen by ``$IDIVM_DV_LAYOUT`` (:data:`LAYOUT_ENV`,
 read by :func:`dv_layout` only):
 
-* ``zorder`` (the default): written ordered by the ID columns; compaction rewrites them
-  ``OPTIMIZE ... ZORDER BY`` those columns (the whole table);
-* ``liquid``: written ordered by the ID columns into a table with Delta's liquid clustering by
-  them (``CLUSTER BY``, :func:`clustering_columns`); compaction is a plain ``OPTIMIZE``, which
-  clusters incrementally by ZCube (below a ZCube's size, about 100 GB, the whole table).
+* ``liquid`` (the default): written ordered by the ID columns into a table with Delta's liquid
+  clustering by them (``CLUSTER BY``, :func:`clustering_columns`); compaction is a plain
+  ``OPTIMIZE``, which clusters incrementally by ZCube (below a ZCube's size, about 100 GB, the
+  whole table);
+* ``zorder``: written ordered by the ID columns; compaction rewrites the table ``OPTIMIZE ...
+  ZORDER BY`` those columns.  Also the layout of a table whose ID columns Delta cannot cluster
+  by (no statistics: nested, or past the first 32 columns).
 
-``benchmarks/README.md`` (Liquid clustering against Z-order) has the measurements.
+Maintenance runs are the same on both (the same MERGEs); liquid clustering compacts in
+1.5-3x less time (``benchmarks/README.md``, Liquid clustering against Z-order).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 LAYOUT_ENV = "IDIVM_DV_LAYOUT"
 #: the layouts of tables ordered by ID on ``delta-spark-dv`` (see the module doc)
 LAYOUTS = ("zorder", "liquid")
-DEFAULT_LAYOUT = "zorder"
+DEFAULT_LAYOUT = "liquid"
 #: Delta's limit on the clustering columns of a table
 MAX_CLUSTERING_COLUMNS = 4
 #: the leaf columns Delta collects statistics for by default (``delta.dataSkippingNumIndexedCols``);
