@@ -17,8 +17,8 @@ read by :func:`dv_layout` only):
   ZORDER BY`` those columns.  Also the layout of a table whose ID columns Delta cannot cluster
   by (no statistics: nested, or past the first 32 columns).
 
-Maintenance runs are the same on both (the same MERGEs); liquid clustering compacts in
-1.5-3x less time (``benchmarks/README.md``, Liquid clustering against Z-order).
+Maintenance runs are the same on both (the same MERGEs); liquid clustering compacts faster
+(1.2-3x; ``benchmarks/README.md``, Liquid clustering against Z-order).
 """
 
 from __future__ import annotations
