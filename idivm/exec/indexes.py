@@ -50,6 +50,7 @@ from idivm.script import NESTED_KINDS
 from idivm.provenance.ids import PROV_FIELD
 from idivm.provenance.indexes import GlobalProvenanceIndex, IndexSelection
 from idivm.storage import delta
+from idivm.storage import layout as layouts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -310,7 +311,8 @@ def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
         view = delta.read_spark(SparkSession.active(), view_path, view_version, engine=engine)
         entries = index.spark_entries(view).orderBy(*[F.col(delta.quoted(c)) for c in index.order])
         delta.write_spark(entries, index.path(view_path), mode="overwrite", commit_metadata=commit_metadata,
-                          engine=engine, deletion_vectors=True)
+                          engine=engine, deletion_vectors=True,
+                          cluster_by=layouts.clustering_columns(entries.schema, index.order, engine))
         return delta.row_count(index.path(view_path))
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))
     parts = [index.entries(batch) for batch in delta.scan_ordered(view_path, view_version, index.id_columns[0], needed)]

@@ -9,7 +9,8 @@ for.  After a run, :func:`compact_if_needed` checks each table the run wrote aga
 
 * a table with an order (a view maintained by ID, an index table: files of narrow ID
   ranges, which restricted reads prune by their statistics) is rewritten whole, ordered by
-  those columns (delta-spark: ``OPTIMIZE ... ZORDER BY``; delta-rs: ``optimize.z_order``);
+  those columns (delta-spark: ``OPTIMIZE ... ZORDER BY``; delta-rs: ``optimize.z_order``),
+  or clustered by them when it has liquid clustering (``OPTIMIZE``; :mod:`idivm.storage.layout`);
 * any other table has its small files and the files with deleted rows rewritten
   (``OPTIMIZE``; delta-rs: ``optimize.compact``).
 

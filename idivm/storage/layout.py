@@ -4,18 +4,48 @@ write changes into tables.
 A view maintained by ID is stored ordered by its ID columns in small files (:class:`Layout`),
 so that a run reads and rewrites only the files holding the rows it names; other views and
 caches are written in the default order and file size of their engine.
+
+On the ``delta-spark-dv`` engine the tables ordered by ID (views maintained by ID and index
+tables) are laid out one of two ways, chosen by ``$IDIVM_DV_LAYOUT`` (:data:`LAYOUT_ENV`,
+read by :func:`dv_layout` only):
+
+* ``liquid`` (the default): written ordered by the ID columns into a table with Delta's liquid
+  clustering by them (``CLUSTER BY``, :func:`clustering_columns`); compaction is a plain
+  ``OPTIMIZE``, which clusters incrementally by ZCube (below a ZCube's size, about 100 GB, the
+  whole table);
+* ``zorder``: written ordered by the ID columns; compaction rewrites the table ``OPTIMIZE ...
+  ZORDER BY`` those columns.  Also the layout of a table whose ID columns Delta cannot cluster
+  by (no statistics: nested, or past the first 32 columns).
+
+Maintenance runs are the same on both (the same MERGEs); liquid clustering compacts faster
+(1.2-3x; ``benchmarks/README.md``, Liquid clustering against Z-order).
 """
 
 from __future__ import annotations
+
+import os
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from idivm.errors import SetupError
 from idivm.storage import delta
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+#: the environment variable choosing the layout of tables ordered by ID on ``delta-spark-dv``
+LAYOUT_ENV = "IDIVM_DV_LAYOUT"
+#: the layouts of tables ordered by ID on ``delta-spark-dv`` (see the module doc)
+LAYOUTS = ("zorder", "liquid")
+DEFAULT_LAYOUT = "liquid"
+#: Delta's limit on the clustering columns of a table
+MAX_CLUSTERING_COLUMNS = 4
+#: the leaf columns Delta collects statistics for by default (``delta.dataSkippingNumIndexedCols``);
+#: a clustering column must be one of them
+STATS_COLUMNS = 32
 
 #: the size of the files of a table without a layout (delta-rs's and delta-spark's default order)
 FILE_BYTES = 128 * 1024 * 1024
@@ -51,7 +81,45 @@ class Layout:
         ordered = df.orderBy(*[F.col(delta.quoted(c)) for c in self.keys])
         return delta.write_spark(ordered, path, mode=mode, commit_metadata=commit_metadata,
                                  row_group_rows=self.row_group_rows, file_bytes=self.file_bytes,
-                                 engine=engine, deletion_vectors=True)
+                                 engine=engine, deletion_vectors=True,
+                                 cluster_by=clustering_columns(df.schema, self.keys, engine))
+
+
+def dv_layout() -> str:
+    """The layout of tables ordered by ID on ``delta-spark-dv``: ``$IDIVM_DV_LAYOUT``, else
+    :data:`DEFAULT_LAYOUT` (one of :data:`LAYOUTS`)."""
+    chosen = os.environ.get(LAYOUT_ENV) or DEFAULT_LAYOUT
+    if chosen not in LAYOUTS:
+        raise SetupError(f"${LAYOUT_ENV} is {chosen!r}: use one of {', '.join(LAYOUTS)}")
+    return chosen
+
+
+def clustering_columns(schema: "StructType", order: Sequence[str], engine: "delta.Engine") -> tuple[str, ...]:
+    """The liquid clustering columns of a table of Spark ``schema`` ordered by the columns
+    ``order`` and written by ``engine``: with the ``liquid`` layout on an engine with deletion
+    vectors, the longest prefix of ``order`` (at most :data:`MAX_CLUSTERING_COLUMNS`) of
+    top-level scalar columns that Delta collects statistics for (among the first
+    :data:`STATS_COLUMNS` leaf columns), which Delta requires of clustering columns; none
+    otherwise (the table is ordered and Z-ordered instead)."""
+    if not engine.deletion_vectors or not order or dv_layout() != "liquid":
+        return ()
+    from pyspark.sql.types import ArrayType, BinaryType, BooleanType, MapType, StructType
+
+    def leaves(data_type) -> int:
+        return sum(leaves(f.dataType) for f in data_type.fields) if isinstance(data_type, StructType) else 1
+
+    position, with_stats = 0, set()
+    for field in schema.fields:
+        if position < STATS_COLUMNS and not isinstance(field.dataType, (StructType, ArrayType, MapType,
+                                                                         BinaryType, BooleanType)):
+            with_stats.add(field.name)
+        position += leaves(field.dataType)
+    columns = []
+    for column in order[:MAX_CLUSTERING_COLUMNS]:
+        if column not in with_stats:
+            break
+        columns.append(column)
+    return tuple(columns)
 
 
 def view_layout(columns: Sequence[str], id_columns: Sequence[str], strategy: str | None) -> Layout | None:

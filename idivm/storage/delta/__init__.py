@@ -149,7 +149,8 @@ __all__ = [
 
 def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite"] = "error",
                 commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None,
-                file_bytes: int | None = None, engine: Engine = DELTA_RS, deletion_vectors: bool = False) -> int:
+                file_bytes: int | None = None, engine: Engine = DELTA_RS, deletion_vectors: bool = False,
+                cluster_by: Sequence[str] = ()) -> int:
     """Write a Spark DataFrame to the Delta table at ``path``; return the new version.
 
     ``mode="error"`` creates the table (failing if one exists);
@@ -171,7 +172,8 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     the table with ``format("delta")`` instead, in the DataFrame's partitions, and nothing
     passes through the driver; ``deletion_vectors`` then gives a table it creates deletion
     vectors when the engine has them (views and caches; ``row_group_rows`` and ``file_bytes``
-    do not apply).
+    do not apply); ``cluster_by`` creates or replaces the table with Delta's liquid
+    clustering by those columns (delta-spark engines only; :mod:`idivm.storage.layout`).
     """
     _check_mode(mode, ("error", "overwrite"))
     target = Path(path)
@@ -181,7 +183,8 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     df = _without_void_columns(df)
     if engine.spark or (existing and needs_delta_spark(target)):
         delta_spark.write(df, target, mode, commit_metadata=commit_metadata, create=not existing,
-                          deletion_vectors=deletion_vectors and engine.deletion_vectors)
+                          deletion_vectors=deletion_vectors and engine.deletion_vectors,
+                          cluster_by=cluster_by if engine.spark else ())
     else:
         delta_rs.write_staged(df, target, mode, commit_metadata=commit_metadata, row_group_rows=row_group_rows,
                               file_bytes=file_bytes)
@@ -284,7 +287,8 @@ def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str] = (), *
              engine: Engine = DELTA_RS) -> int:
     """Compact the table at ``path`` in one ``OPTIMIZE`` commit (no data change, nothing in the
     change data feed) carrying ``commit_metadata``; the new version.  With ``order`` the
-    whole table is rewritten Z-ordered by those columns (one column: sorted by it), else its
+    whole table is rewritten Z-ordered by those columns (one column: sorted by it; a table
+    with liquid clustering is clustered by its clustering columns instead), else its
     small files and its files with deleted rows are, into files of about
     ``target_file_bytes``; the rewritten files have no deletion vectors.  A delta-spark
     ``engine`` (or a table with deletion vectors) runs delta-spark's ``OPTIMIZE``, else

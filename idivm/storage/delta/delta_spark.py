@@ -39,10 +39,17 @@ if TYPE_CHECKING:
 
 
 def write(df: "DataFrame", target: Path, mode: Literal["error", "append", "overwrite"], *,
-          commit_metadata: Mapping[str, Any] | None, create: bool, deletion_vectors: bool) -> None:
+          commit_metadata: Mapping[str, Any] | None, create: bool, deletion_vectors: bool,
+          cluster_by: Sequence[str] = ()) -> None:
     """Write a Spark DataFrame to the table at ``target`` by the executors, in the DataFrame's
     partitions; a table it creates (``create``) gets the change data feed, and deletion
-    vectors when ``deletion_vectors`` (see :func:`idivm.storage.delta.write_spark`)."""
+    vectors when ``deletion_vectors`` (see :func:`idivm.storage.delta.write_spark`).
+    ``cluster_by`` (``error`` and ``overwrite`` only): the table is created, or replaced, with
+    Delta's liquid clustering by those columns (:func:`write_clustered_by`)."""
+    if cluster_by:
+        write_clustered_by(df, target, mode, commit_metadata=commit_metadata, deletion_vectors=deletion_vectors,
+                           cluster_by=cluster_by)
+        return
     writer = df.write.format("delta").mode("errorifexists" if mode == "error" else mode)
     if commit_metadata:
         writer = writer.option("userMetadata", _user_metadata(commit_metadata))
@@ -56,6 +63,63 @@ def write(df: "DataFrame", target: Path, mode: Literal["error", "append", "overw
     target.parent.mkdir(parents=True, exist_ok=True)
     writer.save(str(target.absolute()))
     count()
+
+
+def write_clustered_by(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
+                       commit_metadata: Mapping[str, Any] | None, deletion_vectors: bool,
+                       cluster_by: Sequence[str]) -> None:
+    """Create (``error``) or replace (``overwrite``: ``CREATE OR REPLACE``, one commit that
+    keeps the table's history and shows the old rows deleted and the new inserted in the change
+    data feed) the table at ``target`` with the rows of ``df``, clustered by the columns
+    ``cluster_by`` (Delta's liquid clustering: the table's ``clustering`` and
+    ``domainMetadata`` writer features; ``OPTIMIZE`` then clusters its files incrementally),
+    with the change data feed and, when ``deletion_vectors``, deletion vectors.
+
+    Delta's path-based ``DataFrameWriter.save`` ignores ``clusterBy`` and its
+    ``DataFrameWriterV2.clusterBy`` is refused as partitioning by expressions, so the table is
+    written by ``CREATE [OR REPLACE] TABLE delta.`<path>` USING delta CLUSTER BY (...)
+    TBLPROPERTIES (...) AS SELECT`` from a temporary view of ``df``; the path and the column
+    names are quoted identifiers, the properties our own constants."""
+    if mode not in ("error", "overwrite"):
+        raise ValueError(f"a table clustered by columns is created or replaced, not written in mode {mode!r}")
+    spark = df.sparkSession
+    properties = dict(TABLE_CONFIGURATION)
+    if deletion_vectors:
+        properties["delta.enableDeletionVectors"] = "true"
+    view = f"idivm_clustered_source_{uuid.uuid4().hex}"
+    statement = (f"CREATE {'OR REPLACE ' if mode == 'overwrite' else ''}TABLE "
+                 f"delta.{quoted(str(target.absolute()))} USING delta "
+                 f"CLUSTER BY ({', '.join(quoted(c) for c in cluster_by)}) "
+                 f"TBLPROPERTIES ({', '.join(f'{_sql_string(k)} = {_sql_string(v)}' for k, v in properties.items())}) "
+                 f"AS SELECT * FROM {view}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    df.createOrReplaceTempView(view)
+    try:
+        with spark_settings(spark, {}, commit_metadata):
+            spark.sql(statement).collect()
+    finally:
+        spark.catalog.dropTempView(view)
+    count()
+
+
+def _sql_string(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+#: writer features of tables delta-rs cannot commit to (liquid clustering)
+_NOT_DELTA_RS_WRITABLE = frozenset({"clustering", "domainMetadata"})
+
+
+def delta_rs_writes(dt: "DeltaTable") -> bool:
+    """Whether delta-rs can commit to the table ``dt`` (it cannot to a clustered table)."""
+    return not _NOT_DELTA_RS_WRITABLE & set(dt.protocol().writer_features or ())
+
+
+def clustered(dt: "DeltaTable") -> bool:
+    """Whether the table ``dt`` supports liquid clustering (its ``clustering`` writer feature):
+    delta-spark's ``OPTIMIZE`` then clusters it and refuses ``ZORDER BY``."""
+    return "clustering" in (dt.protocol().writer_features or ())
 
 
 #: delta-spark's merge builder method for each of delta-rs's, and the keyword of its assignments
@@ -86,6 +150,8 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 #: already is skipped
 TXN_APP = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+#: whether delta-spark skips a commit that adds and removes no file
+SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
 
 
 @contextmanager
@@ -156,9 +222,16 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
         # nothing changed and nothing was committed: an empty commit carries the metadata (if the
         # table is pinned, only at the version pinned)
         dt = open_table(path, to_write=True)
-        with committing(path):
-            dt.create_write_transaction([], mode="append", schema=dt.schema(),
-                                        commit_properties=_commit_properties(commit_metadata, path))
+        if delta_rs_writes(dt):
+            with committing(path):
+                dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                            commit_properties=_commit_properties(commit_metadata, path))
+        else:  # an empty append by delta-spark, recorded although it adds no file
+            empty = spark.read.format("delta").load(str(Path(path).absolute())).limit(0)
+            with spark_settings(spark, {**settings, SKIP_EMPTY_COMMITS: "false"}, commit_metadata):
+                empty.write.format("delta").mode("append").save(str(Path(path).absolute()))
+            if pin is not None and version(path) == before:  # skipped: another run committed first
+                raise overtaken(path, pin)
         after = version(path)
     metrics["version"] = after
     count(after - before)
@@ -235,8 +308,13 @@ def row_count(path: PathLike, version: int | None = None) -> int:
 def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str], *, target_file_bytes: int,
              commit_metadata: Mapping[str, Any] | None) -> None:
     """delta-spark's ``OPTIMIZE`` of the table at ``path``: Z-ordered by ``order``, else a
-    compaction of its small files and its files with deleted rows."""
+    compaction of its small files and its files with deleted rows.  A table with liquid
+    clustering is clustered by its clustering columns instead, whatever ``order`` (a plain ``OPTIMIZE``, which
+    Delta runs by ZCube: files of full ZCubes stay; below Delta's ZCube size, about 100 GB, the
+    whole table is rewritten, its deletion vectors purged, as by Z-ordering)."""
     table = "delta." + quoted(str(Path(path).absolute()))
+    if order and clustered(open_table(path)):
+        order = ()
     settings = {"spark.databricks.delta.optimize.maxFileSize": str(target_file_bytes),
                 # a view's ID columns come last and may have no statistics: Z-ordering by
                 # them still clusters the files
