@@ -53,7 +53,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from idivm import types as T
 from idivm.errors import DataError, SemanticError, Span, SqlppSyntaxError
-from idivm.grammars import parse_text, read_grammar
+from idivm.grammars import acceptable, parse_text, read_grammar
 from idivm.catalog import name_problem
 
 __all__ = ["LANGUAGES", "DeclaredSchema", "parse_schema", "read_schema", "path_text"]
@@ -199,7 +199,7 @@ _TERMINALS = {
 
 
 def _syntax_error(e: UnexpectedInput, text: str) -> SqlppSyntaxError:
-    expected = sorted(_terminal_text(t) for t in _acceptable(e))
+    expected = sorted(_terminal_text(t) for t in acceptable(e))
     wanted = f"; expected {', '.join(expected)}" if expected else ""
     if isinstance(e, UnexpectedCharacters):
         char = text[e.pos_in_stream] if e.pos_in_stream is not None else "?"
@@ -211,16 +211,6 @@ def _syntax_error(e: UnexpectedInput, text: str) -> SqlppSyntaxError:
     if isinstance(e, UnexpectedToken) and tok is not None:
         return SqlppSyntaxError(f"unexpected {tok.value!r}{wanted}", _span(tok))
     return SqlppSyntaxError(f"syntax error: {str(e).splitlines()[0]}")  # pragma: no cover - lark's other cases
-
-
-def _acceptable(e: UnexpectedInput) -> set[str]:
-    parser = getattr(e, "interactive_parser", None)
-    if parser is not None:
-        try:
-            return set(parser.accepts())
-        except Exception:  # pragma: no cover - fall back to lark's estimate
-            pass
-    return set(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
 
 
 def _terminal_text(name: str) -> str:

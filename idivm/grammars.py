@@ -43,3 +43,18 @@ def parse_text(text: str, filename: str | None, parse: Callable[[str], Tree],
             raise
     except IdivmError as e:
         raise e.with_source(text, filename)
+
+
+def acceptable(e: UnexpectedInput, fallback: Any = None) -> set[str]:
+    """The terminals the parser could take where it stopped.  LALR merges lookaheads, so the
+    error's own ``expected`` may list terminals that are not acceptable here; asking the
+    interactive parser is exact.  Else ``fallback`` (default: the error's own estimate)."""
+    parser = getattr(e, "interactive_parser", None)
+    if parser is not None:
+        try:
+            return set(parser.accepts())
+        except Exception:  # pragma: no cover - fall back to lark's estimate
+            pass
+    if fallback is None:
+        fallback = getattr(e, "expected", None) or getattr(e, "allowed", None) or ()
+    return set(fallback)

@@ -246,7 +246,7 @@ class PlanBuilder(TermBuilder):
             el = T.ANY
         else:
             raise SemanticError(f"cannot iterate over {source}: it is {ty}, not a collection", item.span)
-        alias = item.alias or _implicit_name(item.expr) or "x"
+        alias = item.alias or A.implicit_name(item.expr) or "x"
         var = self.fresh(alias, el)
         pos = self.fresh(item.at, T.INT) if item.at else None
         sc.add(Binding(alias, var, el), item.span)
@@ -408,7 +408,7 @@ class PlanBuilder(TermBuilder):
         out = Scope(sc.parent, group=gctx)
         for k in q.group_by:
             t = self.expr(k.expr, sc, ctx)
-            name = k.alias or _implicit_name(k.expr) or f"key{len(keys) + 1}"
+            name = k.alias or A.implicit_name(k.expr) or f"key{len(keys) + 1}"
             var = self.fresh(name, self.type_of(t))
             keys.append((var, t))
             gctx.keys.append((t, var))
@@ -463,7 +463,7 @@ class PlanBuilder(TermBuilder):
         for i, item in enumerate(q.items, 1):
             if isinstance(item, A.ExprItem):
                 t = self.expr(item.expr, sc, ctx)
-                name = item.alias or _implicit_name(item.expr) or f"${i}"
+                name = item.alias or A.implicit_name(item.expr) or f"${i}"
                 self._add_field(fields_, from_star, name, t, item.span, star=False, sc=sc)
             else:
                 assert isinstance(item, A.StarItem)
@@ -524,14 +524,6 @@ def _split_and(e: A.Expr) -> list[A.Expr]:
     if isinstance(e, A.BinaryOp) and e.op.upper() == "AND":
         return _split_and(e.left) + _split_and(e.right)
     return [e]
-
-
-def _implicit_name(e: A.Expr) -> str | None:
-    if isinstance(e, A.Identifier):
-        return e.name
-    if isinstance(e, A.FieldAccess):
-        return e.name
-    return None
 
 
 def _natural_names(sc: Scope) -> set[str]:

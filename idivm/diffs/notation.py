@@ -65,7 +65,7 @@ from idivm.diffs.instances import (
 from idivm.diffs.signatures import BagSignature, RootSignature, SignatureNode, TupleSignature, format_signature
 from idivm.diffs.values import JSON_NUMBER, FrozenBag, FrozenTuple, format_value
 from idivm.errors import DataError, Span, SqlppSyntaxError
-from idivm.grammars import parse_text, read_grammar
+from idivm.grammars import acceptable, parse_text, read_grammar
 
 __all__ = [
     "GRAMMAR",
@@ -126,34 +126,21 @@ def _parse(text: str, start: str, filename: str | None) -> Any:
 def _syntax_error(e: UnexpectedInput, text: str) -> SqlppSyntaxError:
     if isinstance(e, UnexpectedCharacters):
         char = text[e.pos_in_stream] if e.pos_in_stream is not None else "?"
-        expected = _describe_expected(_acceptable(e, getattr(e, "allowed", None) or set()))
+        expected = _describe_expected(acceptable(e, getattr(e, "allowed", None) or set()))
         more = f"; expected {expected}" if expected else ""
         return SqlppSyntaxError(f"unexpected character {char!r}{more}", Span(e.line, e.column, e.line, e.column + 1))
     if isinstance(e, UnexpectedEOF):
         line, col = _end_position(text)
-        return SqlppSyntaxError(f"unexpected end of input; expected {_describe_expected(_acceptable(e, e.expected))}",
+        return SqlppSyntaxError(f"unexpected end of input; expected {_describe_expected(acceptable(e, e.expected))}",
                                 Span(line, col, line, col))
     if isinstance(e, UnexpectedToken):
         tok = e.token
-        expected = _describe_expected(_acceptable(e, e.expected))
+        expected = _describe_expected(acceptable(e, e.expected))
         if tok.type == "$END":
             line, col = _end_position(text)
             return SqlppSyntaxError(f"unexpected end of input; expected {expected}", Span(line, col, line, col))
         return SqlppSyntaxError(f"unexpected {_describe_token(tok)}; expected {expected}", _token_span(tok))
     return SqlppSyntaxError(f"syntax error: {str(e).splitlines()[0]}")  # pragma: no cover - lark's other cases
-
-
-def _acceptable(e: UnexpectedInput, fallback: Any) -> set[str]:
-    """The terminals the parser could take where it stopped.  LALR merges lookaheads, so the
-    error's own ``expected`` may list terminals that are not acceptable here; asking the
-    interactive parser is exact."""
-    parser = getattr(e, "interactive_parser", None)
-    if parser is not None:
-        try:
-            return set(parser.accepts())
-        except Exception:  # pragma: no cover - fall back to lark's estimate
-            pass
-    return set(fallback)
 
 
 def _end_position(text: str) -> tuple[int, int]:

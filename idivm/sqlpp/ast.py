@@ -300,3 +300,11 @@ COLLECTION_AGGREGATES = frozenset({"ARRAY_COUNT", "ARRAY_SUM", "ARRAY_AVG", "ARR
 
 
 Node._root = Node
+
+
+def implicit_name(e: Expr) -> str | None:
+    """The name an unaliased FROM item, grouping key or projection gets: its variable's or its
+    field's name (None for any other expression)."""
+    if isinstance(e, (Identifier, FieldAccess)):
+        return e.name
+    return None

@@ -90,7 +90,7 @@ class _Rewrite:
         keys = []
         after = bound
         for k in q.group_by:
-            name = k.alias or _implicit_name(k.expr)
+            name = k.alias or A.implicit_name(k.expr)
             expr = self.expr(k.expr, bound)
             keys.append(dataclasses.replace(k, expr=expr, alias=name if expr is not k.expr else k.alias))
             if name is not None:
@@ -119,7 +119,7 @@ class _Rewrite:
                                        condition=self.opt(item.condition, bound)), bound
         assert isinstance(item, A.FromExpr)
         expr = self.expr(item.expr, bound)
-        alias = item.alias or _implicit_name(item.expr)
+        alias = item.alias or A.implicit_name(item.expr)
         names = {n for n in (alias, item.at) if n is not None}
         # an inlined identifier keeps naming the variable it gave (FROM cheap ⇒ FROM (…) AS cheap)
         item = dataclasses.replace(item, expr=expr, alias=alias if expr is not item.expr else item.alias)
@@ -130,7 +130,7 @@ class _Rewrite:
             alias = item.alias
             expr = self.expr(item.expr, bound)
             if alias is None and expr is not item.expr:
-                alias = _implicit_name(item.expr)  # the output keeps the name it was written with
+                alias = A.implicit_name(item.expr)  # the output keeps the name it was written with
             return dataclasses.replace(item, expr=expr, alias=alias)
         assert isinstance(item, A.StarItem)
         return dataclasses.replace(item, qualifier=self.opt(item.qualifier, bound))
@@ -165,11 +165,3 @@ class _Rewrite:
             return v if all(a is b for a, b in zip(new, v)) else new
         return v
 
-
-def _implicit_name(e: A.Expr) -> str | None:
-    """The name an unaliased FROM item, grouping key or projection gets (the builder's rule)."""
-    if isinstance(e, A.Identifier):
-        return e.name
-    if isinstance(e, A.FieldAccess):
-        return e.name
-    return None
