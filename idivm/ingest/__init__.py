@@ -50,14 +50,15 @@ def at_one_version(table_path: str | Path, attempt: Callable[[], "IngestResult"]
     (:func:`idivm.storage.delta.pinned`): the rows it reads of the table and the commit it makes
     are of one version.  A commit refused because another writer committed since starts it
     again, on the new version (at most :data:`COMMIT_ATTEMPTS` times in all)."""
-    for n in range(COMMIT_ATTEMPTS):
+    attempts = 0
+    while True:
+        attempts += 1
         try:
             with delta.pinned(table_path, delta.version(table_path)):
                 return attempt()
         except ConcurrentWriteError:
-            if n + 1 == COMMIT_ATTEMPTS:
+            if attempts == COMMIT_ATTEMPTS:
                 raise
-    raise InternalError("unreachable")
 
 
 def _reader(format: str):
