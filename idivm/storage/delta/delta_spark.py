@@ -56,13 +56,17 @@ def write(df: "DataFrame", target: Path, mode: Literal["error", "append", "overw
     if mode == "overwrite":
         writer = writer.option("overwriteSchema", "true")
     if create:
-        for key, value in TABLE_CONFIGURATION.items():
+        for key, value in _created_with(deletion_vectors).items():
             writer = writer.option(key, value)
-        if deletion_vectors:
-            writer = writer.option("delta.enableDeletionVectors", "true")
     target.parent.mkdir(parents=True, exist_ok=True)
     writer.save(str(target.absolute()))
     count()
+
+
+def _created_with(deletion_vectors: bool) -> dict[str, str]:
+    """The properties of a table delta-spark creates: the change data feed, and deletion vectors
+    when ``deletion_vectors``."""
+    return {**TABLE_CONFIGURATION, **({"delta.enableDeletionVectors": "true"} if deletion_vectors else {})}
 
 
 def write_clustered_by(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
@@ -83,9 +87,7 @@ def write_clustered_by(df: "DataFrame", target: Path, mode: Literal["error", "ov
     if mode not in ("error", "overwrite"):
         raise ValueError(f"a table clustered by columns is created or replaced, not written in mode {mode!r}")
     spark = df.sparkSession
-    properties = dict(TABLE_CONFIGURATION)
-    if deletion_vectors:
-        properties["delta.enableDeletionVectors"] = "true"
+    properties = _created_with(deletion_vectors)
     view = f"idivm_clustered_source_{uuid.uuid4().hex}"
     statement = (f"CREATE {'OR REPLACE ' if mode == 'overwrite' else ''}TABLE "
                  f"delta.{quoted(str(target.absolute()))} USING delta "
