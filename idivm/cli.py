@@ -696,21 +696,25 @@ def verify(ctx: click.Context, name: str, fmt: str) -> int:
               help="Instead: generate devices/parts with N devices and N parts (10 parts per device), "
                    "define the view of the thesis' Fig. 2.5b twice (strategies id and recompute), ingest "
                    "one batch of price changes and compare the two maintenance runs' times.")
+@OUTPUT_FORMAT
 @click.pass_context
-def demo(ctx: click.Context, scale: int | None) -> None:
+def demo(ctx: click.Context, scale: int | None, fmt: str) -> None:
     """Load the sample data, define the thesis' example views, ingest a batch of Debezium change
     events, maintain the views and show what changed, with the time beside a recomputation."""
-    from idivm.demo import run_demo, run_scale_demo
+    from idivm.demo import run_demo, run_scale_demo, scale_report
 
     wh = open_warehouse(ctx)
     with Progress("demo") as bar:
         def echo(text: str) -> None:
-            bar.print(text, click.echo)
+            if fmt == "text":
+                bar.print(text, click.echo)
 
         if scale is None:
-            run_demo(wh, echo=echo, progress=bar)
+            report = run_demo(wh, echo=echo, progress=bar).as_json()
         else:
-            run_scale_demo(wh, scale, echo=echo, progress=bar)
+            report = scale_report(scale, run_scale_demo(wh, scale, echo=echo, progress=bar))
+    if fmt == "json":
+        click.echo(json_text(report))  # decimals and floats as written, like show --format jsonl
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: set[str] = frozenset()) -> str:

@@ -38,7 +38,8 @@ SCALE_VIEWS = ("devices_v", "devices_cost")
 SCALE_UPDATES = 10
 SCALE_ROUNDS = 3  # batches per run of the scale demo; the times printed are their medians
 
-__all__ = ["BATCH_DIR", "DEMO_VIEWS", "ViewChange", "run_demo", "run_scale_demo", "sample_path", "view_changes"]
+__all__ = ["BATCH_DIR", "DEMO_VIEWS", "DemoReport", "ScaleRun", "ViewChange", "run_demo", "run_scale_demo",
+           "sample_path", "scale_report", "view_changes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,45 @@ class ViewChange:
                 lines.append(f"{key}: {column} {json_text(old)} → {json_text(new)}")
         return lines
 
+    def as_json(self) -> dict[str, Any]:
+        """The change for programs: the ID values as values (not as JSON text)."""
+        import decimal
+        import json
+
+        key = {k: json.loads(v, parse_float=decimal.Decimal) for k, v in self.key.items()}
+        return {"key": key, "before": self.before, "after": self.after}
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRun:
+    """One view of the demo after the batch: its maintenance run, the rows it changed and the
+    seconds a recomputation of the view takes (None: the run found the view up to date)."""
+
+    view: str
+    result: Any  # a MaintenanceResult
+    changes: tuple[ViewChange, ...]
+    recompute_seconds: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.result.as_json(), "changed_rows": [c.as_json() for c in self.changes],
+                "recompute_seconds": None if self.recompute_seconds is None else round(self.recompute_seconds, 6)}
+
+
+@dataclass(frozen=True, slots=True)
+class DemoReport:
+    """What :func:`run_demo` did: the sample tables (created or found), the views with their rows
+    as defined, the batch's ingests and each view's run."""
+
+    tables: tuple[dict[str, Any], ...]
+    views: tuple[dict[str, Any], ...]
+    ingests: tuple[dict[str, Any], ...]
+    runs: tuple[ViewRun, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """The demo as one JSON object for programs (``demo --format json``)."""
+        return {"tables": list(self.tables), "views": list(self.views), "batch": str(BATCH_DIR),
+                "ingests": list(self.ingests), "runs": [r.as_json() for r in self.runs]}
+
 
 def _bag(values: Sequence[Any]) -> Counter:
     return Counter(json_text(v) for v in values)
@@ -88,37 +128,40 @@ def view_changes(before: Mapping[tuple, dict], after: Mapping[tuple, dict], id_n
 
 
 def run_demo(wh, echo: Callable[[str], None] = print, progress: Callable[[str], None] | None = None
-             ) -> dict[str, list[ViewChange]]:
-    """The demo on warehouse ``wh``; returns the changes it printed, by view."""
-    load_samples(wh, echo)
+             ) -> DemoReport:
+    """The demo on warehouse ``wh``: prints its story through ``echo`` and returns what it did."""
+    tables = load_samples(wh, echo)
     names = define_views(wh, [view_path(f) for f in DEMO_VIEWS], echo, show=True, strategy="id", progress=progress)
     before = {n: rows_by_id(wh, n) for n in names}
+    views = tuple({"view": n, "ids": ids, "rows": list(rows.values())} for n, (ids, rows) in before.items())
     echo("")
     echo(f"A batch of Debezium change events arrives ({BATCH_DIR}):")
+    ingests = []
     for file in sorted(BATCH_DIR.glob("*.jsonl")):
         table = file.stem
         for line in file.read_text(encoding="utf-8").splitlines():
             echo(f"  {table}: {describe_event(line)}")
         r = wh.ingest(table, file, progress=progress)
+        ingests.append(r.as_json(table))
         if r.replayed is not None:
             echo(f"  {table}: this batch was ingested before (version {r.replayed})")
         else:
             echo(f"  {table}: ingested, version {r.version} (+{r.inserted} ~{r.updated} -{r.deleted})")
     echo("")
     echo("Maintaining the views (idivm maintain --all):")
-    changes: dict[str, list[ViewChange]] = {}
+    runs = []
     for name in names:
         [result] = wh.maintain(name, progress=progress)
-        after = rows_by_id(wh, name)
-        ids = id_names(wh, name)
-        changes[name] = view_changes(before[name][1], after[1], ids)
+        ids, after = rows_by_id(wh, name)
+        changes = view_changes(before[name][1], after, ids)
         echo("")
         if result.version is None:
+            runs.append(ViewRun(name, result, tuple(changes), None))
             echo(f"view {name}: up to date already (the batch was maintained by an earlier run)")
             continue
         echo(f"view {name} (strategy {result.strategy}{', ' + result.note if result.note else ''}): "
-             f"{len(changes[name])} row{'' if len(changes[name]) == 1 else 's'} changed, by {', '.join(ids)}")
-        for change in changes[name]:
+             f"{len(changes)} row{'' if len(changes) == 1 else 's'} changed, by {', '.join(ids)}")
+        for change in changes:
             for line in change.lines():
                 echo(f"  {line}")
         echo(f"  read: {result.changes} base-table change row{'s' if result.changes != 1 else ''} -> "
@@ -128,6 +171,7 @@ def run_demo(wh, echo: Callable[[str], None] = print, progress: Callable[[str], 
         if result.cost is not None:
             echo(f"  cost: {result.cost.summary()}")
         recompute = recompute_seconds(wh, name)
+        runs.append(ViewRun(name, result, tuple(changes), recompute))
         echo(f"  time: {result.seconds:.2f} s maintained; recomputing the view from its base tables "
              f"(without writing it): {recompute:.2f} s")
     echo("")
@@ -135,7 +179,7 @@ def run_demo(wh, echo: Callable[[str], None] = print, progress: Callable[[str], 
          "'idivm demo --scale 1000000' shows the gap on a million devices.")
     echo("")
     echo(try_next(wh))
-    return changes
+    return DemoReport(tables, views, tuple(ingests), tuple(runs))
 
 
 def try_next(wh) -> str:
@@ -151,14 +195,20 @@ def try_next(wh) -> str:
     ])
 
 
-def load_samples(wh, echo: Callable[[str], None]) -> None:
+def load_samples(wh, echo: Callable[[str], None]) -> tuple[dict[str, Any], ...]:
+    """Create the sample tables not in the warehouse yet; each table's name, key, rows and whether
+    it was created now."""
+    tables = []
     for dataset, module in DATASETS.items():
         for table, key in module.KEYS.items():
             if table in wh.catalog.tables:
                 echo(f"table {table}: exists")
-                continue
-            info = wh.create_table(table, key, sample_path(dataset, table))
-            echo(f"table {table} (key {', '.join(info.key)}): {info.rows} rows")
+                info, created = wh.table_info(table), False
+            else:
+                info, created = wh.create_table(table, key, sample_path(dataset, table)), True
+                echo(f"table {table} (key {', '.join(info.key)}): {info.rows} rows")
+            tables.append({"table": table, "key": list(info.key), "rows": info.rows, "created": created})
+    return tuple(tables)
 
 
 def define_views(wh, texts: Sequence[Path | str], echo: Callable[[str], None], show: bool = False,
@@ -253,6 +303,19 @@ class ScaleRun:
     @property
     def ratio(self) -> float:
         return self.recompute_seconds / self.id_seconds if self.id_seconds else float("inf")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"view": self.view, "id_seconds": round(self.id_seconds, 6),
+                "recompute_seconds": round(self.recompute_seconds, 6),
+                "ratio": round(self.ratio, 3) if self.id_seconds else None,
+                "runs": [r.as_json() for r in self.results]}
+
+
+def scale_report(scale: int, runs: Sequence[ScaleRun]) -> dict[str, Any]:
+    """The scale demo as one JSON object for programs (``demo --scale N --format json``)."""
+    spec = devices.DevicesSpec.at_scale(scale, seed=0)
+    return {"scale": scale, "devices_parts": scale * spec.fanout, "updates_per_batch": SCALE_UPDATES,
+            "batches": SCALE_ROUNDS, "views": [r.as_json() for r in runs]}
 
 
 def run_scale_demo(wh, scale: int, echo: Callable[[str], None] = print,
