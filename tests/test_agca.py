@@ -190,6 +190,7 @@ def test_a_group_by_variable_the_context_binds_is_an_input_of_the_sum():
 
 # ----------------------------------------------------------------------------- trigger programs
 
+from idivm.agca.terms import canonical  # noqa: E402
 from idivm.agca.viewlet import apply_batch, apply_update, compile_program, initial_maps  # noqa: E402
 
 CHAIN = Sum((), Rel("R", ("A", "B")) * Rel("S", ("B", "C")) * Rel("T", ("C", "D")))
@@ -366,3 +367,75 @@ def test_a_static_relation_gets_no_trigger_and_no_maps_of_its_deltas():
         apply_update(program, maps, r, row, sign)
         rels[r] = rels[r].plus(Relation(COLUMNS[r], {row: sign}))
     assert maps["Q"] == evaluate(CHAIN, Database(rels))
+
+
+# ----------------------------------------------------------------------------- factorization
+
+#: TPC-H Q5's join (DBToaster §6.1): customers and suppliers of one nation, joined through orders
+#: and lineitems, revenue per nation of a region; the joins as shared variables (``Q5_EQ``: as
+#: equalities, which unification turns into the same; the interpreter evaluates ``Q5`` faster)
+Q5_COLUMNS = {"C": ("ck", "cn"), "O": ("ok", "ock"), "L": ("lok", "lsk", "rev"), "S": ("sk", "sn"),
+              "N": ("nk", "name", "nrk"), "R": ("rk",)}
+Q5 = Sum(("name",), Rel("C", ("ck", "cn")) * Rel("O", ("ok", "ck")) * Rel("L", ("ok", "sk", "rev"))
+         * Rel("S", ("sk", "cn")) * Rel("N", ("cn", "name", "rk")) * Rel("R", ("rk",)) * v("rev"))
+Q5_EQ = Sum(("name",), Rel("C", ("ck", "cn")) * Rel("O", ("ok", "ock")) * Rel("L", ("lok", "lsk", "rev"))
+            * Rel("S", ("sk", "sn")) * Rel("N", ("nk", "name", "nrk")) * Rel("R", ("rk",))
+            * Cmp("=", v("ck"), v("ock")) * Cmp("=", v("ok"), v("lok")) * Cmp("=", v("lsk"), v("sk"))
+            * Cmp("=", v("cn"), v("sn")) * Cmp("=", v("sn"), v("nk")) * Cmp("=", v("nrk"), v("rk")) * v("rev"))
+
+
+@pytest.mark.parametrize("query", [Q5, Q5_EQ], ids=["joins", "equalities"])
+@pytest.mark.parametrize("batch", [False, True])
+def test_q5_maps_are_factorized_at_the_nation(batch, query):
+    """On an update of an order, DBToaster's Q5 maps customers by (custkey, nationkey) and
+    lineitems with their suppliers by (orderkey, nationkey), summed over the nation: no map
+    joins customers with suppliers except through orders and lineitems (such a map holds every
+    pair of a customer and a supplier of one nation), and maps equal up to the names of their
+    variables and the order of their atoms are one map."""
+    program = compile_program(query, batch=batch)
+    for m in program.maps.values():
+        rels = relations(m.definition)
+        if {"C", "S"} <= rels:
+            assert {"O", "L"} <= rels, str(m.definition)
+        if {"O", "N"} <= rels or {"L", "N"} <= rels:
+            assert {"C", "S"} <= rels, str(m.definition)
+    definitions = {m.definition for m in program.maps.values()}
+    assert Sum(("ck", "cn"), Rel("C", ("ck", "cn"))) in definitions or any(
+        relations(m.definition) == {"C"} and len(m.keys) == 2 for m in program.maps.values())
+    forms = [canonical(m.definition)[0] for m in program.maps.values()]
+    assert len(forms) == len(set(forms)) and len(program.maps) <= 16
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_factorized_q5_maps_equal_their_definitions_through_batches(seed):
+    """Batches changing several of Q5's relations at once: after each, every map (the view's
+    map ``Q`` among them) equals its definition."""
+    rnd = random.Random(1300 + seed)
+    program = compile_program(Q5, batch=True)
+    rels = {r: _random_relation(rnd, cols, 10) for r, cols in Q5_COLUMNS.items()}
+    maps = initial_maps(program, Database(rels))
+    for _ in range(6):
+        updates = {r: _random_relation(rnd, Q5_COLUMNS[r], rnd.randint(1, 4), negative=True) for r in rels
+                   if rnd.random() < 0.6}
+        apply_batch(program, maps, updates)
+        for r, d in updates.items():
+            rels[r] = rels[r].plus(d)
+        db = Database(rels)
+        for m in program.maps.values():
+            assert maps[m.name] == evaluate(m.definition, db), m.name
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_factorized_q5_single_tuple_triggers(seed):
+    rnd = random.Random(1400 + seed)
+    program = compile_program(Q5)
+    rels = {r: _random_relation(rnd, cols, 10) for r, cols in Q5_COLUMNS.items()}
+    maps = initial_maps(program, Database(rels))
+    for _ in range(20):
+        r = rnd.choice(sorted(rels))
+        row, sign = tuple(rnd.randint(0, 4) for _ in Q5_COLUMNS[r]), rnd.choice([1, 1, -1])
+        apply_update(program, maps, r, row, sign)
+        rels[r] = rels[r].plus(Relation(Q5_COLUMNS[r], {row: sign}))
+    db = Database(rels)
+    for m in program.maps.values():
+        assert maps[m.name] == evaluate(m.definition, db), m.name

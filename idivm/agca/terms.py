@@ -308,7 +308,9 @@ def rename(q: "Term | Value", names: dict[str, str]) -> "Term | Value":
 
 def canonical(q: Term) -> tuple[Term, dict[str, str]]:
     """``q`` with its variables renamed ``$1``, ``$2``, … in the order they first appear, and
-    that renaming: two terms equal up to the names of their variables have one canonical form."""
+    that renaming: two terms equal up to the names of their variables, and up to the order of
+    the relation atoms a product starts with, have one canonical form."""
+    q = _atoms_in_order(q)  # type: ignore[assignment]
     order: dict[str, str] = {}
 
     def visit(t: "Term | Value") -> None:
@@ -336,4 +338,37 @@ def canonical(q: Term) -> tuple[Term, dict[str, str]]:
                 order.setdefault(x, f"${len(order) + 1}")
 
     visit(q)
-    return rename(q, order), order  # type: ignore[return-value]
+    return _groups_in_order(rename(q, order)), order  # type: ignore[return-value,arg-type]
+
+
+def _atoms_in_order(q: "Term | Value") -> "Term | Value":
+    """``q`` with the relation atoms a product starts with sorted by relation (a stable sort).
+    Atoms read no variable bound elsewhere, so the atoms before the product's first other factor
+    can be permuted without changing what any factor is evaluated with."""
+    match q:
+        case Mul(terms=ts):
+            ts = tuple(_atoms_in_order(t) for t in ts)  # type: ignore[misc]
+            lead = next((i for i, t in enumerate(ts) if not isinstance(t, Rel)), len(ts))
+            atoms_first = sorted(ts[:lead], key=lambda a: (a.name, a.delta, len(a.variables)))  # type: ignore[attr-defined]
+            return Mul(tuple(atoms_first) + ts[lead:])
+        case Add(terms=ts):
+            return Add(tuple(_atoms_in_order(t) for t in ts))  # type: ignore[misc]
+        case Sum(group=g, term=t):
+            return Sum(g, _atoms_in_order(t))  # type: ignore[arg-type]
+        case Assign(var=x, term=t) if isinstance(t, Term):
+            return Assign(x, _atoms_in_order(t))
+    return q
+
+
+def _groups_in_order(q: "Term | Value") -> "Term | Value":
+    """``q`` with the group-by variables of every Sum sorted (a Sum groups by a set)."""
+    match q:
+        case Sum(group=g, term=t):
+            return Sum(tuple(sorted(g)), _groups_in_order(t))  # type: ignore[arg-type]
+        case Mul(terms=ts):
+            return Mul(tuple(_groups_in_order(t) for t in ts))  # type: ignore[misc]
+        case Add(terms=ts):
+            return Add(tuple(_groups_in_order(t) for t in ts))  # type: ignore[misc]
+        case Assign(var=x, term=t) if isinstance(t, Term):
+            return Assign(x, _groups_in_order(t))
+    return q
