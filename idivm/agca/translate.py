@@ -20,6 +20,10 @@ aggregate becomes a ``Sum`` over the group-by variables:
   so a deletion of the extreme value finds the next one without reading the input;
 * and every core gets ``COUNT(*)`` as well: a group exists while its count is not 0.
 
+``[NOT] EXISTS`` and ``IN`` (semi- and antijoins) become a nested aggregate, the number of
+the subquery's tuples that match the outer one (``z := Sum[](subquery * correlation)``),
+compared with 0 (DBToaster §3.2 and §5.3: its maps get the outer tuple's variables as inputs).
+
 What has no such form (outer joins, nested plans, an extremum or
 DISTINCT aggregate of an expression, functions other than arithmetic) raises
 :class:`Untranslatable` naming it.
@@ -31,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from idivm.agca.gmr import GMR
-from idivm.agca.terms import EPSILON, ONE, Add, Cmp, Const, Mul, Rel, Sum, Term, Value, Var, inputs
+from idivm.agca.terms import EPSILON, ONE, Add, Assign, Cmp, Const, Mul, Rel, Sum, Term, Value, Var, inputs
 from idivm.algebra import expressions as E
 from idivm.algebra import operators as O
 from idivm.errors import IdivmError
@@ -91,7 +95,10 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
     return AggregateCore(keys, terms, tuple(averages), tuple(by_value))
 
 
-def _body(op: O.Operator, columns: Mapping[str, Sequence[str]]) -> Term:
+def _body(op: O.Operator, columns: Mapping[str, Sequence[str]], joins: list | None = None) -> Term:
+    """``op``'s tuples as a product of atoms and conditions; ``joins``: the semi- and antijoins
+    met so far (each one's match count is a variable of its own)."""
+    joins = [] if joins is None else joins
     match op:
         case O.ScanCollection(input=O.Ground(), source=E.TableRef(name=str() as table), var=x,
                               position=None, occurrence=None):
@@ -99,9 +106,20 @@ def _body(op: O.Operator, columns: Mapping[str, Sequence[str]]) -> Term:
                 raise Untranslatable(f"no columns known for table {table}")
             return Rel(table, tuple(f"{x}.{c}" for c in columns[table]))
         case O.InnerJoin(left=left, right=right, condition=c):
-            return Mul((_body(left, columns), _body(right, columns), _condition(c)))
+            return Mul((_body(left, columns, joins), _body(right, columns, joins), _condition(c)))
         case O.Select(input=inner, condition=c):
-            return Mul((_body(inner, columns), _condition(c)))
+            return Mul((_body(inner, columns, joins), _condition(c)))
+        case O.SemiJoin(left=left, right=right, condition=c) | O.AntiJoin(left=left, right=right, condition=c):
+            clash = set(left.output_variables()) & set(right.output_variables())
+            if clash:
+                raise Untranslatable(f"the subquery names {', '.join(sorted(clash))} as the query does")
+            # EXISTS / IN: how many right tuples match the left one, a nested aggregate
+            # correlated on the left's variables (§3.2's :=); some (⋉) or none (▷)
+            matches = Var(f"{op.name}#{len(joins)}")
+            joins.append(op)
+            nested = Sum((), Mul((_body(right, columns, joins), _condition(c))))
+            return Mul((_body(left, columns, joins), Assign(matches.name, nested),
+                        Cmp("!=" if isinstance(op, O.SemiJoin) else "=", matches, Const(0))))
     raise Untranslatable(f"{op.name} has no AGCA form here")
 
 
