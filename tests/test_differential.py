@@ -1179,11 +1179,37 @@ SUBQUERY_AGGREGATES = [
                               WHERE d.category = 'phone')
              GROUP BY dp.did""",
           {D, P, DP}),
+    # scalar subqueries compared with (TPC-H Q17's shape): AVG, and a multiple of a SUM
+    _view("parts_above_their_device_average",
+          """SELECT d.category, SUM(p.price) AS total, COUNT(*) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             WHERE p.price > (SELECT VALUE AVG(p2.price) FROM devices_parts dp2 JOIN parts p2 ON p2.pid = dp2.pid
+                              WHERE dp2.did = d.did)[0]
+             GROUP BY d.category""",
+          """SELECT d.category, sum(p.price) AS total, count(*) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             WHERE p.price > (SELECT avg(p2.price) FROM devices_parts dp2 JOIN parts p2 ON p2.pid = dp2.pid
+                              WHERE dp2.did = d.did)
+             GROUP BY d.category""",
+          {D, P, DP}),
+    _view("phone_parts_below_half_their_cost",
+          """SELECT d.did, COUNT(*) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             WHERE p.price < (SELECT VALUE 0.5 * SUM(p2.price) FROM devices_parts dp2 JOIN parts p2
+                              ON p2.pid = dp2.pid WHERE dp2.did = d.did)[0] AND d.category = "phone"
+             GROUP BY d.did""",
+          """SELECT d.did, count(*) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             WHERE p.price < (SELECT 0.5 * sum(p2.price) FROM devices_parts dp2 JOIN parts p2
+                              ON p2.pid = dp2.pid WHERE dp2.did = d.did) AND d.category = 'phone'
+             GROUP BY d.did""",
+          {D, P, DP}),
 ]
 
 #: the aggregate views of the corpus the maps strategy maintains (one GROUP BY over inner joins of
 #: tables): SUM, COUNT(*), COUNT of a column, AVG, MIN and MAX of numbers and of strings, HAVING,
 #: a self-join with a condition, and the subqueries in WHERE of :data:`SUBQUERY_AGGREGATES`
+#: (EXISTS, NOT EXISTS, IN, a comparison with a scalar subquery)
 MAPS_VIEWS = ("phone_cost", "shared_part_counts", "category_price_stats", "expensive_devices", "shared_parts",
               "device_cost_values", *(v.name for v in SUBQUERY_AGGREGATES))
 

@@ -87,6 +87,9 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
         case Assign(var=x, term=t) if isinstance(t, (Var, Value)):
             value = _operand(t, contexts)
             return contexts.filter(col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)
+        case Assign(var=x, term=t) if _arithmetic(t) is not None:  # a value computed from bound variables
+            value = _arithmetic(t)
+            return contexts.filter(col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)
         case Assign(var=x, term=t):
             return _nested(x, t, contexts, relations, maps)
         case Rel(name=name, variables=vs, delta=delta):
@@ -119,6 +122,26 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
                 raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
             return out.groupBy(*[col(x) for x in keep]).agg(F.sum(col(M)).alias(M))
     raise AgcaError(f"not an AGCA term: {q!r}")
+
+
+def _arithmetic(t: "Term | Value") -> "Column | None":
+    """``t`` as a column when it is arithmetic on constants and variables (no relation, map or
+    aggregate: the value of ``x := t`` in a context is ``t``'s), else None."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    match t:
+        case Const(value=c):
+            return F.lit(c)
+        case Var(name=x):
+            return col(x)
+        case Mul(terms=ts) | Add(terms=ts):
+            parts = [_arithmetic(x) for x in ts]
+            if any(p is None for p in parts):
+                return None
+            return reduce((lambda a, b: a * b) if isinstance(t, Mul) else (lambda a, b: a + b), parts)
+    return None
 
 
 def _need(df: "DataFrame", x: str) -> None:

@@ -95,10 +95,14 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
     return AggregateCore(keys, terms, tuple(averages), tuple(by_value))
 
 
-def _body(op: O.Operator, columns: Mapping[str, Sequence[str]], joins: list | None = None) -> Term:
+def _body(op: O.Operator, columns: Mapping[str, Sequence[str]], joins: list | None = None,
+          scalars: dict[str, "_Scalar"] | None = None) -> Term:
     """``op``'s tuples as a product of atoms and conditions; ``joins``: the semi- and antijoins
-    met so far (each one's match count is a variable of its own)."""
+    and subqueries met so far (each one's values are variables of their own); ``scalars``: the
+    scalar subqueries of the plan below (by the variable the plan binds), which a selection
+    compares with."""
     joins = [] if joins is None else joins
+    scalars = {} if scalars is None else scalars
     match op:
         case O.ScanCollection(input=O.Ground(), source=E.TableRef(name=str() as table), var=x,
                               position=None, occurrence=None):
@@ -106,9 +110,15 @@ def _body(op: O.Operator, columns: Mapping[str, Sequence[str]], joins: list | No
                 raise Untranslatable(f"no columns known for table {table}")
             return Rel(table, tuple(f"{x}.{c}" for c in columns[table]))
         case O.InnerJoin(left=left, right=right, condition=c):
-            return Mul((_body(left, columns, joins), _body(right, columns, joins), _condition(c)))
+            return Mul((_body(left, columns, joins, scalars), _body(right, columns, joins, scalars), _condition(c)))
         case O.Select(input=inner, condition=c):
-            return Mul((_body(inner, columns, joins), _condition(c)))
+            body = _body(inner, columns, joins, scalars)
+            return Mul((body, *(_compared(t, scalars) if _reads(t, scalars) else _condition(t) for t in _conjuncts(c))))
+        case O.ApplyPlan(input=inner, plan=sub, var=v):
+            # a scalar subquery: its aggregates become nested aggregates where a selection
+            # compares with it (above); nothing here
+            scalars[v] = _scalar(sub, columns, joins, scalars)
+            return _body(inner, columns, joins, scalars)
         case O.SemiJoin(left=left, right=right, condition=c) | O.AntiJoin(left=left, right=right, condition=c):
             clash = set(left.output_variables()) & set(right.output_variables())
             if clash:
@@ -117,10 +127,117 @@ def _body(op: O.Operator, columns: Mapping[str, Sequence[str]], joins: list | No
             # correlated on the left's variables (§3.2's :=); some (⋉) or none (▷)
             matches = Var(f"{op.name}#{len(joins)}")
             joins.append(op)
-            nested = Sum((), Mul((_body(right, columns, joins), _condition(c))))
-            return Mul((_body(left, columns, joins), Assign(matches.name, nested),
+            nested = Sum((), Mul((_body(right, columns, joins, scalars), _condition(c))))
+            return Mul((_body(left, columns, joins, scalars), Assign(matches.name, nested),
                         Cmp("!=" if isinstance(op, O.SemiJoin) else "=", matches, Const(0))))
     raise Untranslatable(f"{op.name} has no AGCA form here")
+
+
+@dataclass(frozen=True, slots=True)
+class _Scalar:
+    """A scalar subquery ``SELECT VALUE k * AGG(e) FROM … WHERE …`` as AGCA: the nested
+    aggregates that compute it (``assignments``), and its value as ``numerator / denominator``
+    (variables; the denominator None for SUM and COUNT, the count of defined values for AVG),
+    defined where ``defined`` (a variable, the count of defined values: SUM and AVG of no
+    value are NULL) is not 0."""
+
+    assignments: tuple[Term, ...]
+    numerator: str
+    denominator: str | None
+    defined: str | None
+
+
+def _scalar(sub: O.Operator, columns: Mapping[str, Sequence[str]], joins: list,
+            scalars: dict[str, "_Scalar"]) -> _Scalar:
+    match sub:
+        case O.ReturnBag(input=O.GroupBy(input=inner, keys=(), aggregates=((name, a),), group_var=None),
+                         element=element):
+            pass
+        case _:
+            raise Untranslatable("a subquery compared with must be SELECT VALUE of one aggregate, without GROUP BY")
+    factor = 1
+    match element:
+        case E.Var(name=x) if x == name:
+            pass
+        case E.Call(function="mul", args=(E.Const(value=k), E.Var(name=x))) | \
+                E.Call(function="mul", args=(E.Var(name=x), E.Const(value=k))) if x == name and \
+                isinstance(k, (int, float)) and not isinstance(k, bool):
+            factor = k
+        case _:
+            raise Untranslatable(f"the subquery's value {element} is not an aggregate times a number")
+    if a.distinct or a.function not in ("sum", "count", "avg"):
+        raise Untranslatable(f"{a} in a subquery has no AGCA form here")
+    body = _body(inner, columns, joins, scalars)
+    serial = len(joins)
+    joins.append(sub)
+    total, count = f"subquery#{serial}$sum", f"subquery#{serial}$count"
+    if a.function == "count":
+        term = body if a.arg is None else Mul((body, *_defined(_value(a.arg))))
+        assignments: list[Term] = [Assign(total, Sum((), term))]
+        defined = None
+    else:
+        value = _value(a.arg)
+        assignments = [Assign(total, Sum((), Mul((body, value)))), Assign(count, Sum((), Mul((body, *_defined(value)))))]
+        defined = count
+    numerator = total
+    if factor != 1:
+        numerator = f"subquery#{serial}$value"
+        assignments.append(Assign(numerator, Mul((Const(factor), Var(total)))))
+    return _Scalar(tuple(assignments), numerator, count if a.function == "avg" else None, defined)
+
+
+def _conjuncts(t: E.Term) -> tuple[E.Term, ...]:
+    if isinstance(t, E.Call) and t.function == "and":
+        return tuple(c for x in t.args for c in _conjuncts(x))
+    return (t,)
+
+
+def _subquery(t: E.Term, scalars: Mapping[str, _Scalar]) -> str | None:
+    """The variable of the scalar subquery ``t`` reads (``subquery[0]``), if it is one."""
+    match t:
+        case E.Index(base=E.Var(name=v), index=E.Const(value=0)) if v in scalars:
+            return v
+        case E.Var(name=v) if v in scalars:
+            return v
+    return None
+
+
+def _reads(t: E.Term, scalars: Mapping[str, _Scalar]) -> bool:
+    return bool(scalars) and isinstance(t, E.Call) and any(_subquery(x, scalars) for x in t.args)
+
+
+_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _compared(t: E.Term, scalars: Mapping[str, _Scalar]) -> Term:
+    """A comparison of a field or number with a scalar subquery: its nested aggregates, then
+    ``x op n`` or, for AVG (``n / d``, ``d`` > 0), ``x * d op n``, where the subquery's value is
+    defined (and ``x`` is)."""
+    match t:
+        case E.Call(function=f, args=(left, right)) if f in _COMPARISONS:
+            pass
+        case _:
+            raise Untranslatable(f"condition {t} has no AGCA form here")
+    op = _COMPARISONS[f]
+    v = _subquery(right, scalars)
+    other = left
+    if v is None:
+        v, other, op = _subquery(left, scalars), right, _FLIPPED[op]
+    if v is None or _subquery(other, scalars) is not None:
+        raise Untranslatable(f"condition {t} compares two subqueries")
+    sq = scalars[v]
+    x = _operand(other)
+    factors: list[Term] = list(sq.assignments)
+    if sq.defined is not None:
+        factors.append(Cmp("!=", Var(sq.defined), Const(0)))
+    if isinstance(x, Var):
+        factors.append(Cmp("!=", x, NULL))
+    if sq.denominator is None:
+        factors.append(Cmp(op, x, Var(sq.numerator)))
+    else:
+        scaled = f"{sq.numerator}$times${x}"
+        factors += [Assign(scaled, Mul((x, Var(sq.denominator)))), Cmp(op, Var(scaled), Var(sq.numerator))]
+    return Mul(tuple(factors))
 
 
 def _condition(t: E.Term) -> Term:
