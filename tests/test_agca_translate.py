@@ -62,6 +62,14 @@ VIEWS = {
                           "SELECT d.category, SUM(p.price) FROM devices d JOIN devices_parts dp ON d.did = dp.did "
                           "JOIN parts p ON p.pid = dp.pid WHERE p.price > (SELECT AVG(p2.price) FROM devices_parts dp2 "
                           "JOIN parts p2 ON p2.pid = dp2.pid WHERE dp2.did = d.did) GROUP BY d.category"),
+    "SQL's scalar subquery": ("CREATE VIEW a AS SELECT d.category, SUM(p.price) AS total FROM devices d JOIN "
+                              "devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid WHERE p.price < "
+                              "(SELECT 1.2 * AVG(p2.price) FROM devices_parts dp2 JOIN parts p2 ON p2.pid = dp2.pid "
+                              "WHERE dp2.did = d.did) GROUP BY d.category",
+                              "SELECT d.category, SUM(p.price) FROM devices d JOIN devices_parts dp ON d.did = dp.did "
+                              "JOIN parts p ON p.pid = dp.pid WHERE p.price < (SELECT 1.2 * AVG(p2.price) FROM "
+                              "devices_parts dp2 JOIN parts p2 ON p2.pid = dp2.pid WHERE dp2.did = d.did) "
+                              "GROUP BY d.category"),
     "below a multiple of the sum": (
         "CREATE VIEW b AS SELECT d.did, COUNT(*) AS n FROM devices d JOIN devices_parts dp ON d.did = dp.did "
         "JOIN parts p ON p.pid = dp.pid WHERE (SELECT VALUE 0.4 * SUM(p2.price) FROM devices_parts dp2 JOIN parts p2 "
@@ -249,7 +257,8 @@ def test_deleting_the_largest_price_finds_the_next_one_through_the_value_map():
             assert got[g] == pytest.approx(row_), (step, g)
 
 
-@pytest.mark.parametrize("name", ["exists", "not exists", "in", "above the average", "below a multiple of the sum"])
+@pytest.mark.parametrize("name", ["exists", "not exists", "in", "above the average", "SQL's scalar subquery",
+                                  "below a multiple of the sum"])
 def test_trigger_programs_of_subqueries_follow_random_batches(name):
     """A view's terms with a subquery in WHERE (nested aggregates) maintained by their batch
     trigger program through random batches of links added and removed, prices changed and

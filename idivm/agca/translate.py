@@ -149,12 +149,21 @@ class _Scalar:
 
 def _scalar(sub: O.Operator, columns: Mapping[str, Sequence[str]], joins: list,
             scalars: dict[str, "_Scalar"]) -> _Scalar:
-    match sub:
-        case O.ReturnBag(input=O.GroupBy(input=inner, keys=(), aggregates=((name, a),), group_var=None),
-                         element=element):
+    refused = Untranslatable("a subquery compared with must return one aggregate (times a number), without GROUP BY")
+    if not isinstance(sub, O.ReturnBag):
+        raise refused
+    element, below = sub.element, sub.input
+    match element:  # SELECT VALUE e, or SQL's SELECT e (a tuple of one field)
+        case E.TupleExpr(fields=((_, value),)):
+            element = value
+    if isinstance(below, O.Project) and isinstance(element, E.Var):
+        element = dict(below.outputs).get(element.name, element)
+        below = below.input
+    match below:
+        case O.GroupBy(input=inner, keys=(), aggregates=((name, a),), group_var=None):
             pass
         case _:
-            raise Untranslatable("a subquery compared with must be SELECT VALUE of one aggregate, without GROUP BY")
+            raise refused
     factor = 1
     match element:
         case E.Var(name=x) if x == name:
@@ -195,9 +204,9 @@ def _conjuncts(t: E.Term) -> tuple[E.Term, ...]:
 def _subquery(t: E.Term, scalars: Mapping[str, _Scalar]) -> str | None:
     """The variable of the scalar subquery ``t`` reads (``subquery[0]``), if it is one."""
     match t:
-        case E.Index(base=E.Var(name=v), index=E.Const(value=0)) if v in scalars:
+        case E.Index(base=E.Var(name=v), index=E.Const(value=0)) if v in scalars:  # (SELECT VALUE …)[0]
             return v
-        case E.Var(name=v) if v in scalars:
+        case E.Field(base=E.Call(function="singleton", args=(E.Var(name=v),))) if v in scalars:  # SQL's (SELECT …)
             return v
     return None
 
