@@ -1204,12 +1204,22 @@ SUBQUERY_AGGREGATES = [
                               ON p2.pid = dp2.pid WHERE dp2.did = d.did) AND d.category = 'phone'
              GROUP BY d.did""",
           {D, P, DP}),
+    _view("revenue_below_device_average",
+          """SELECT SUM(p.price) AS total, COUNT(*) AS n
+             FROM devices_parts dp JOIN parts p ON p.pid = dp.pid
+             WHERE p.price < (SELECT AVG(p2.price) FROM devices_parts dp2 JOIN parts p2 ON p2.pid = dp2.pid
+                              WHERE dp2.did = dp.did)""",
+          """SELECT sum(p.price) AS total, count(*) AS n
+             FROM devices_parts dp JOIN parts p ON p.pid = dp.pid
+             WHERE p.price < (SELECT avg(p2.price) FROM devices_parts dp2 JOIN parts p2 ON p2.pid = dp2.pid
+                              WHERE dp2.did = dp.did)""",
+          {P, DP}, single_row=True),
 ]
 
 #: the aggregate views of the corpus the maps strategy maintains (one GROUP BY over inner joins of
 #: tables): SUM, COUNT(*), COUNT of a column, AVG, MIN and MAX of numbers and of strings, HAVING,
 #: a self-join with a condition, and the subqueries in WHERE of :data:`SUBQUERY_AGGREGATES`
-#: (EXISTS, NOT EXISTS, IN, a comparison with a scalar subquery)
+#: (EXISTS, NOT EXISTS, IN, a comparison with a scalar subquery; TPC-H Q17's global aggregate)
 MAPS_VIEWS = ("phone_cost", "shared_part_counts", "category_price_stats", "expensive_devices", "shared_parts",
               "device_cost_values", *(v.name for v in SUBQUERY_AGGREGATES))
 

@@ -233,7 +233,9 @@ def group_rows(mp: MapsPlan, maps: Mapping[str, "DataFrame"], keys: "DataFrame",
                                                *[_col(x) for x in extra], _col(M))
         return _matched(table, wanted, g, "left_semi")
 
-    rows = restricted(COUNT).where(F.abs(_col(M)) > ZERO).select(*g)
+    # the groups whose count is not 0; a GROUP BY without keys has its one row always (SQL's
+    # aggregate of no rows: COUNT 0, the others NULL)
+    rows = restricted(COUNT).where(F.abs(_col(M)) > ZERO).select(*g) if group else wanted
     columns: dict[str, Column] = {}
     for i, (name, a) in enumerate(mp.group.aggregates):
         alias = f"__a{i}"
@@ -272,7 +274,11 @@ def _matched(left: "DataFrame", right: "DataFrame", on: Sequence[str], how: str)
     for c in on:
         same = left[quoted(c)].eqNullSafe(renamed[quoted(f"{c}_r")])
         condition = same if condition is None else condition & same
-    joined = left.join(renamed, condition, how) if condition is not None else left.crossJoin(renamed)
+    if condition is None:  # no columns to match (a GROUP BY without keys): every row matches
+        from pyspark.sql import functions as F
+
+        condition = F.lit(True)
+    joined = left.join(renamed, condition, how)
     return joined.drop(*[f"{c}_r" for c in on]) if how != "left_semi" else joined
 
 

@@ -113,8 +113,6 @@ def plan_maps(catalog: Catalog, prov, text: str, filename: str | None):
         raise prov.unknown.with_source(text, filename)
     columns = {t: [n for n, _ in ty.fields] for t, ty in input_relations(catalog).types.items()}
     try:
-        if not prov.view_ids:
-            raise Untranslatable("a view of a single row (GROUP BY without keys) has no IDs to rewrite it by")
         return plan(prov.plan, columns)
     except Untranslatable as e:
         raise UnsupportedError(f"the maps strategy cannot maintain this view: {e}").with_source(text, filename)

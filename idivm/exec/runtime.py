@@ -507,8 +507,11 @@ class Runtime:
                         merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
                     versions[m] = merged["version"]
                     written += int(merged.get("num_output_rows") or 0)
+            ids = [c for c, _ in program.prov.view_ids]
             keys = None
-            if packed is not None and (rows is None or any(m.startswith(mapping.TERM_PREFIX) for m in changed)):
+            if not ids:  # a GROUP BY without keys: its one row, computed from the maps and written whole
+                keys = spark.range(1).select()
+            elif packed is not None and (rows is None or any(m.startswith(mapping.TERM_PREFIX) for m in changed)):
                 with meter.phase("evaluate"):
                     if rows is None:
                         keys = cached.computed(mapping.changed_groups(mp, packed))[1]
@@ -518,7 +521,6 @@ class Runtime:
                         schema = ST.StructType([packed.schema[g] for g in mp.group_variables])
                         keys = spark.createDataFrame(mapping.changed_groups_of(mp, rows), schema)
             metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
-            ids = [c for c, _ in program.prov.view_ids]
             view = delta.read_spark(spark, path, engine=self.storage)
             if keys is None:
                 upserts, deleted = view.where(F.lit(False)), view.select(*by_name(ids)).where(F.lit(False))
@@ -535,6 +537,12 @@ class Runtime:
 
                 upserts = view_rows(versions).select(*by_name(view.columns))
                 deleted = view_rows(reflected).select(*by_name(ids))
+            if not ids:
+                with meter.phase("write"), delta.pinned(path, view_version):
+                    version = delta.write_spark(upserts, path, mode="overwrite", commit_metadata=metadata,
+                                                engine=self.storage, deletion_vectors=True)
+                return Run("maps", sum(c.num_rows for c in changes.values()), version, dict(old), dict(new),
+                           updated=1, rows_written=1 + written)
             target = commit.Target(name, tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"), delta.pinned(path, view_version):
