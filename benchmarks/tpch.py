@@ -16,7 +16,8 @@ events of a table are written to ``OUT/changes/batch-NNNN/<table>.jsonl`` and in
 Views (their texts are SQL once their string literals are quoted as SQL's, which is how
 DuckDB gets them): ``tpch_q1`` (Q1, one table, 4 groups, every aggregate but MIN/MAX),
 ``tpch_q3`` (Q3, three tables, a group per order), ``tpch_q5`` (Q5, six tables, a group per
-nation of a region) and ``tpch_urgent`` (the lines of urgent open orders with their customer:
+nation of a region), ``tpch_q17`` (Q17, a global aggregate of the lines whose quantity is below
+a fifth of their part's average: a correlated scalar subquery) and ``tpch_urgent`` (the lines of urgent open orders with their customer:
 select-project-join, no aggregate).
 """
 
@@ -35,7 +36,7 @@ import pyarrow.parquet as pq
 import common
 from common import BenchmarkError, EventBatch, progress
 
-VIEWS = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_urgent")
+VIEWS = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_q17", "tpch_urgent")
 
 #: the tables the views read, with their keys
 KEYS: dict[str, tuple[str, ...]] = {
@@ -45,6 +46,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "supplier": ("s_suppkey",),
     "nation": ("n_nationkey",),
     "region": ("r_regionkey",),
+    "part": ("p_partkey",),
 }
 #: the tables the refresh functions change
 CHANGED = ("orders", "lineitem")
