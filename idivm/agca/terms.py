@@ -27,9 +27,41 @@ Number = Union[int, Fraction]
 #: below this magnitude a multiplicity held as a double is 0
 EPSILON = 1e-9
 
+#: the relative difference below which the tolerant comparisons (``~<`` …) take two numbers as
+#: equal: sums kept by adding increments differ from their recomputation by rounding
+ROUNDING = 1e-9
+
+
+def _within(a, b):
+    """Whether ``a`` and ``b`` (numbers, or Spark columns) differ by rounding only."""
+    if hasattr(a, "_jc") or hasattr(b, "_jc"):  # Spark columns
+        from pyspark.sql import functions as F
+
+        a, b = (x if hasattr(x, "_jc") else F.lit(x) for x in (a, b))
+        return F.abs(a - b) <= F.lit(ROUNDING) * F.greatest(F.abs(a), F.abs(b), F.lit(1.0))
+    return abs(a - b) <= ROUNDING * max(abs(a), abs(b), 1.0)
+
+
 #: the comparison operators θ of AGCA conditions, and what each computes
 COMPARISONS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-               ">": operator.gt, ">=": operator.ge}
+               ">": operator.gt, ">=": operator.ge,
+               # up to rounding: for values computed from maps (a sum times a count against a
+               # sum, say), which would otherwise flip where the two sides are equal
+               "~=": _within, "~!=": lambda a, b: _not(_within(a, b)),
+               "~<": lambda a, b: _and(a < b, _not(_within(a, b))), "~>": lambda a, b: _and(a > b, _not(_within(a, b))),
+               "~<=": lambda a, b: _or(a <= b, _within(a, b)), "~>=": lambda a, b: _or(a >= b, _within(a, b))}
+
+
+def _not(x):
+    return ~x if hasattr(x, "_jc") else not x
+
+
+def _and(x, y):
+    return x & y if hasattr(x, "_jc") else (x and y)
+
+
+def _or(x, y):
+    return x | y if hasattr(x, "_jc") else (x or y)
 
 
 @dataclass(frozen=True, slots=True)

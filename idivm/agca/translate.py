@@ -241,11 +241,13 @@ def _compared(t: E.Term, scalars: Mapping[str, _Scalar]) -> Term:
         factors.append(Cmp("!=", Var(sq.defined), Const(0)))
     if isinstance(x, Var):
         factors.append(Cmp("!=", x, NULL))
+    # compared up to rounding: the subquery's sums are kept by adding increments, and would
+    # otherwise decide a tie (a part priced at its device's average) by their rounding
     if sq.denominator is None:
-        factors.append(Cmp(op, x, Var(sq.numerator)))
+        factors.append(Cmp("~" + op, x, Var(sq.numerator)))
     else:
         scaled = f"{sq.numerator}$times${x}"
-        factors += [Assign(scaled, Mul((x, Var(sq.denominator)))), Cmp(op, Var(scaled), Var(sq.numerator))]
+        factors += [Assign(scaled, Mul((x, Var(sq.denominator)))), Cmp("~" + op, Var(scaled), Var(sq.numerator))]
     return Mul(tuple(factors))
 
 
