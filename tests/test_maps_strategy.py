@@ -226,3 +226,32 @@ def test_a_scalar_subquery_compared_with_is_maintained_by_maps(tables, tmp_path)
     wh.maintain("above")
     check()
     assert wh.verify("above").ok
+
+
+def test_a_view_of_one_row_is_maintained_by_maps_down_to_no_rows_and_back(tables, tmp_path):
+    """A GROUP BY without keys: its one row from the maps after each run; when no row qualifies,
+    SQL's row of an empty aggregate (COUNT 0, SUM and MAX NULL)."""
+    wh = tables
+    wh.define("CREATE VIEW dear AS SELECT COUNT(*) AS n, SUM(p.price) AS total, MAX(p.price) AS hi "
+              "FROM parts p WHERE p.price > 50", strategy="maps")
+    prices = {r["pid"]: r["price"] for r in (json.loads(line) for line in
+                                             sample_path("devices", "parts").read_text().splitlines() if line.strip())}
+
+    def check() -> None:
+        dear = [p for p in prices.values() if p is not None and p > 50]
+        (row,) = wh.rows("dear")
+        assert row["n"] == len(dear)
+        assert (row["total"], row["hi"]) == ((pytest.approx(sum(dear)), max(dear)) if dear else (None, None))
+
+    check()
+    cheap = {pid: 10.0 for pid, p in prices.items() if p is not None and p > 50}
+    _ingest(wh, tmp_path, "parts", *({"pid": pid, "price": p} for pid, p in cheap.items()))
+    prices.update(cheap)
+    (result,) = wh.maintain("dear")
+    assert result.strategy == "maps" and result.version is not None
+    check()
+    _ingest(wh, tmp_path, "parts", {"pid": 3, "price": 77.5}, {"pid": 1000, "price": 99.0})
+    prices.update({3: 77.5, 1000: 99.0})
+    wh.maintain("dear")
+    check()
+    assert wh.verify("dear").ok
