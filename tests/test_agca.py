@@ -338,15 +338,22 @@ def test_batch_triggers_keep_every_map_equal_to_its_definition(name, seed):
     """Batches that change several relations at once (signed rows, a relation joined with
     itself included), applied one relation after the other: every map equals its definition
     after every batch."""
-    rnd = random.Random(900 + seed)
     query = PROGRAMS[name]
     program = compile_program(query, batch=True)
     assert all(sign == 0 for _, sign in program.triggers)
-    rels = {r: _random_relation(rnd, COLUMNS[r], 6) for r in relations(query)}
+    _random_batches(random.Random(900 + seed), program, {r: COLUMNS[r] for r in relations(query)}, 6, 0.7)
+
+
+def _random_batches(rnd: random.Random, program, columns: dict[str, tuple[str, ...]], rows: int,
+                    share: float) -> None:
+    """Random relations of ``columns`` (``rows`` rows each), then six batches of signed rows,
+    each changing a relation with probability ``share``, run through ``program``'s batch
+    triggers: after each, every map equals its definition over the changed relations."""
+    rels = {r: _random_relation(rnd, cols, rows) for r, cols in columns.items()}
     maps = initial_maps(program, Database(rels))
     for _ in range(6):
-        updates = {r: _random_relation(rnd, COLUMNS[r], rnd.randint(1, 4), negative=True) for r in rels
-                   if rnd.random() < 0.7}
+        updates = {r: _random_relation(rnd, columns[r], rnd.randint(1, 4), negative=True) for r in rels
+                   if rnd.random() < share}
         apply_batch(program, maps, updates)
         for r, d in updates.items():
             rels[r] = rels[r].plus(d)
@@ -410,19 +417,7 @@ def test_q5_maps_are_factorized_at_the_nation(batch, query):
 def test_factorized_q5_maps_equal_their_definitions_through_batches(seed):
     """Batches changing several of Q5's relations at once: after each, every map (the view's
     map ``Q`` among them) equals its definition."""
-    rnd = random.Random(1300 + seed)
-    program = compile_program(Q5, batch=True)
-    rels = {r: _random_relation(rnd, cols, 10) for r, cols in Q5_COLUMNS.items()}
-    maps = initial_maps(program, Database(rels))
-    for _ in range(6):
-        updates = {r: _random_relation(rnd, Q5_COLUMNS[r], rnd.randint(1, 4), negative=True) for r in rels
-                   if rnd.random() < 0.6}
-        apply_batch(program, maps, updates)
-        for r, d in updates.items():
-            rels[r] = rels[r].plus(d)
-        db = Database(rels)
-        for m in program.maps.values():
-            assert maps[m.name] == evaluate(m.definition, db), m.name
+    _random_batches(random.Random(1300 + seed), compile_program(Q5, batch=True), Q5_COLUMNS, 10, 0.6)
 
 
 @pytest.mark.parametrize("seed", range(3))
