@@ -233,11 +233,6 @@ def define_views(wh, texts: Sequence[Path | str], echo: Callable[[str], None], s
     return names
 
 
-def id_names(wh, name: str) -> list[str]:
-    """The names of the IDs of view ``name``'s top level (thesis §2.3)."""
-    return [n for _, n in _program(wh, name).prov.view_ids]
-
-
 def _program(wh, name: str):
     from idivm.exec import programs
 

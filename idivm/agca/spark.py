@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from idivm.agca.gmr import GMR, AgcaError
-from idivm.agca.terms import COMPARISONS, EPSILON, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs
+from idivm.agca.terms import (
+    COMPARISONS, EPSILON, ROUNDING, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
+)
 from idivm.agca.viewlet import Program
 from idivm.storage.delta.merge import quoted
 
@@ -83,7 +85,7 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             value = _operand(left, contexts)
             return contexts.filter(value.isNull() if op == "=" else value.isNotNull())
         case Cmp(op=op, left=left, right=right):
-            return contexts.filter(COMPARISONS[op](_operand(left, contexts), _operand(right, contexts)))
+            return contexts.filter(_compared(op, _operand(left, contexts), _operand(right, contexts)))
         case Assign(var=x, term=t) if isinstance(t, (Var, Value)):
             value = _operand(t, contexts)
             return contexts.filter(col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)
@@ -122,6 +124,17 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
                 raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
             return out.groupBy(*[col(x) for x in keep]).agg(F.sum(col(M)).alias(M))
     raise AgcaError(f"not an AGCA term: {q!r}")
+
+
+def _compared(op: str, a: "Column", b: "Column") -> "Column":
+    """Spark's form of the comparison ``a op b`` (:data:`~idivm.agca.terms.COMPARISONS`)."""
+    from pyspark.sql import functions as F
+
+    if not op.startswith("~"):
+        return COMPARISONS[op](a, b)
+    near = F.abs(a - b) <= F.lit(ROUNDING) * F.greatest(F.abs(a), F.abs(b), F.lit(1.0))
+    return {"~=": near, "~!=": ~near, "~<": (a < b) & ~near, "~>": (a > b) & ~near,
+            "~<=": (a <= b) | near, "~>=": (a >= b) | near}[op]
 
 
 def _arithmetic(t: "Term | Value") -> "Column | None":

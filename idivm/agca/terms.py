@@ -32,36 +32,21 @@ EPSILON = 1e-9
 ROUNDING = 1e-9
 
 
-def _within(a, b):
-    """Whether ``a`` and ``b`` (numbers, or Spark columns) differ by rounding only."""
-    if hasattr(a, "_jc") or hasattr(b, "_jc"):  # Spark columns
-        from pyspark.sql import functions as F
-
-        a, b = (x if hasattr(x, "_jc") else F.lit(x) for x in (a, b))
-        return F.abs(a - b) <= F.lit(ROUNDING) * F.greatest(F.abs(a), F.abs(b), F.lit(1.0))
+def within_rounding(a: float, b: float) -> bool:
+    """Whether ``a`` and ``b`` differ by rounding only (:data:`ROUNDING`, relative)."""
     return abs(a - b) <= ROUNDING * max(abs(a), abs(b), 1.0)
 
 
-#: the comparison operators θ of AGCA conditions, and what each computes
+#: the comparison operators θ of AGCA conditions, and what each computes; those after ``~``
+#: compare up to rounding, for values computed from maps (a sum times a count against a sum,
+#: say), which would otherwise flip where the two sides are equal
 COMPARISONS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
                ">": operator.gt, ">=": operator.ge,
-               # up to rounding: for values computed from maps (a sum times a count against a
-               # sum, say), which would otherwise flip where the two sides are equal
-               "~=": _within, "~!=": lambda a, b: _not(_within(a, b)),
-               "~<": lambda a, b: _and(a < b, _not(_within(a, b))), "~>": lambda a, b: _and(a > b, _not(_within(a, b))),
-               "~<=": lambda a, b: _or(a <= b, _within(a, b)), "~>=": lambda a, b: _or(a >= b, _within(a, b))}
-
-
-def _not(x):
-    return ~x if hasattr(x, "_jc") else not x
-
-
-def _and(x, y):
-    return x & y if hasattr(x, "_jc") else (x and y)
-
-
-def _or(x, y):
-    return x | y if hasattr(x, "_jc") else (x or y)
+               "~=": within_rounding, "~!=": lambda a, b: not within_rounding(a, b),
+               "~<": lambda a, b: a < b and not within_rounding(a, b),
+               "~>": lambda a, b: a > b and not within_rounding(a, b),
+               "~<=": lambda a, b: a <= b or within_rounding(a, b),
+               "~>=": lambda a, b: a >= b or within_rounding(a, b)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +327,7 @@ def canonical(q: Term) -> tuple[Term, dict[str, str]]:
     """``q`` with its variables renamed ``$1``, ``$2``, … in the order they first appear, and
     that renaming: two terms equal up to the names of their variables, and up to the order of
     the relation atoms a product starts with, have one canonical form."""
-    q = _atoms_in_order(q)  # type: ignore[assignment]
+    q = _reordered(q, atoms=True)  # type: ignore[assignment]
     order: dict[str, str] = {}
 
     def visit(t: "Term | Value") -> None:
@@ -370,37 +355,25 @@ def canonical(q: Term) -> tuple[Term, dict[str, str]]:
                 order.setdefault(x, f"${len(order) + 1}")
 
     visit(q)
-    return _groups_in_order(rename(q, order)), order  # type: ignore[return-value,arg-type]
+    return _reordered(rename(q, order), atoms=False), order  # type: ignore[return-value,arg-type]
 
 
-def _atoms_in_order(q: "Term | Value") -> "Term | Value":
-    """``q`` with the relation atoms a product starts with sorted by relation (a stable sort).
-    Atoms read no variable bound elsewhere, so the atoms before the product's first other factor
-    can be permuted without changing what any factor is evaluated with."""
+def _reordered(q: "Term | Value", *, atoms: bool) -> "Term | Value":
+    """``q`` with, throughout, the relation atoms a product starts with sorted by relation (a
+    stable sort; ``atoms``), or else the group-by variables of every Sum sorted (a Sum groups by
+    a set).  Atoms read no variable bound elsewhere, so the atoms before a product's first other
+    factor can be permuted without changing what any factor is evaluated with."""
     match q:
         case Mul(terms=ts):
-            ts = tuple(_atoms_in_order(t) for t in ts)  # type: ignore[misc]
-            lead = next((i for i, t in enumerate(ts) if not isinstance(t, Rel)), len(ts))
-            atoms_first = sorted(ts[:lead], key=lambda a: (a.name, a.delta, len(a.variables)))  # type: ignore[attr-defined]
-            return Mul(tuple(atoms_first) + ts[lead:])
+            ts = tuple(_reordered(t, atoms=atoms) for t in ts)  # type: ignore[misc]
+            if atoms:
+                lead = next((i for i, t in enumerate(ts) if not isinstance(t, Rel)), len(ts))
+                ts = tuple(sorted(ts[:lead], key=lambda a: (a.name, a.delta, len(a.variables)))) + ts[lead:]  # type: ignore[attr-defined]
+            return Mul(ts)
         case Add(terms=ts):
-            return Add(tuple(_atoms_in_order(t) for t in ts))  # type: ignore[misc]
+            return Add(tuple(_reordered(t, atoms=atoms) for t in ts))  # type: ignore[misc]
         case Sum(group=g, term=t):
-            return Sum(g, _atoms_in_order(t))  # type: ignore[arg-type]
+            return Sum(g if atoms else tuple(sorted(g)), _reordered(t, atoms=atoms))  # type: ignore[arg-type]
         case Assign(var=x, term=t) if isinstance(t, Term):
-            return Assign(x, _atoms_in_order(t))
-    return q
-
-
-def _groups_in_order(q: "Term | Value") -> "Term | Value":
-    """``q`` with the group-by variables of every Sum sorted (a Sum groups by a set)."""
-    match q:
-        case Sum(group=g, term=t):
-            return Sum(tuple(sorted(g)), _groups_in_order(t))  # type: ignore[arg-type]
-        case Mul(terms=ts):
-            return Mul(tuple(_groups_in_order(t) for t in ts))  # type: ignore[misc]
-        case Add(terms=ts):
-            return Add(tuple(_groups_in_order(t) for t in ts))  # type: ignore[misc]
-        case Assign(var=x, term=t) if isinstance(t, Term):
-            return Assign(x, _groups_in_order(t))
+            return Assign(x, _reordered(t, atoms=atoms))
     return q

@@ -113,7 +113,7 @@ def _body(op: O.Operator, columns: Mapping[str, Sequence[str]], joins: list | No
             return Mul((_body(left, columns, joins, scalars), _body(right, columns, joins, scalars), _condition(c)))
         case O.Select(input=inner, condition=c):
             body = _body(inner, columns, joins, scalars)
-            return Mul((body, *(_compared(t, scalars) if _reads(t, scalars) else _condition(t) for t in _conjuncts(c))))
+            return Mul((body, *(_compared(t, scalars) if _reads(t, scalars) else _condition(t) for t in E.conjuncts(c))))
         case O.ApplyPlan(input=inner, plan=sub, var=v):
             # a scalar subquery: its aggregates become nested aggregates where a selection
             # compares with it (above); nothing here
@@ -193,12 +193,6 @@ def _scalar(sub: O.Operator, columns: Mapping[str, Sequence[str]], joins: list,
         numerator = f"subquery#{serial}$value"
         assignments.append(Assign(numerator, Mul((Const(factor), Var(total)))))
     return _Scalar(tuple(assignments), numerator, count if a.function == "avg" else None, defined)
-
-
-def _conjuncts(t: E.Term) -> tuple[E.Term, ...]:
-    if isinstance(t, E.Call) and t.function == "and":
-        return tuple(c for x in t.args for c in _conjuncts(x))
-    return (t,)
 
 
 def _subquery(t: E.Term, scalars: Mapping[str, _Scalar]) -> str | None:

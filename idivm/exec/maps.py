@@ -75,12 +75,10 @@ def plan_maps(plan: O.Operator, columns: Mapping[str, Sequence[str]]) -> MapsPla
     table's columns in order.  Raises :class:`Untranslatable` naming what the maps cannot
     maintain."""
     groups = [op for op in O.walk(plan, into_nested=False) if isinstance(op, O.GroupBy)]
-    if len(groups) != 1:
+    inside = {id(op) for op in O.walk(groups[0])} if len(groups) == 1 else set()  # its subqueries included
+    if len(groups) != 1 or any(isinstance(op, O.GroupBy) and id(op) not in inside for op in O.walk(plan)):
         raise Untranslatable("it needs exactly one GROUP BY, and no nested query")
     group = groups[0]
-    inside = {id(op) for op in O.walk(group)}  # its subqueries' aggregates included
-    if any(isinstance(op, O.GroupBy) and id(op) not in inside for op in O.walk(plan)):
-        raise Untranslatable("it needs exactly one GROUP BY, and no nested query")
     above = [op for op in O.walk(plan) if id(op) not in inside and isinstance(op, O.ScanCollection)]
     if above:
         raise Untranslatable("it reads a table outside its GROUP BY")

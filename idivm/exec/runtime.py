@@ -536,13 +536,13 @@ class Runtime:
                     return compiler.evaluate(program.prov.plan)
 
                 upserts = view_rows(versions).select(*by_name(view.columns))
-                deleted = view_rows(reflected).select(*by_name(ids))
+                deleted = view_rows(reflected).select(*by_name(ids)) if ids else None
+            n_changes = sum(c.num_rows for c in changes.values())
             if not ids:
                 with meter.phase("write"), delta.pinned(path, view_version):
                     version = delta.write_spark(upserts, path, mode="overwrite", commit_metadata=metadata,
                                                 engine=self.storage, deletion_vectors=True)
-                return Run("maps", sum(c.num_rows for c in changes.values()), version, dict(old), dict(new),
-                           updated=1, rows_written=1 + written)
+                return Run("maps", n_changes, version, dict(old), dict(new), updated=1, rows_written=1 + written)
             target = commit.Target(name, tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"), delta.pinned(path, view_version):
@@ -553,7 +553,7 @@ class Runtime:
                                         self.storage)
         finally:
             cached.release()
-        return Run("maps", sum(c.num_rows for c in changes.values()), stats["version"], dict(old), dict(new),
+        return Run("maps", n_changes, stats["version"], dict(old), dict(new),
                    inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=stats["rows_written"] + written)
 
