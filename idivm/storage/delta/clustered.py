@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -77,11 +79,16 @@ def _file_stats(table: pa.Table) -> str:
 class _NewFiles:
     """Parquet files written into a table's directory, and their add actions."""
 
-    def __init__(self, root: Path, row_group_rows: int | None):
+    def __init__(self, root: Path, row_group_rows: int | None, now: int | None = None):
         self.root, self.row_group_rows = root, row_group_rows
         self.actions: list = []
         self.rows = 0
-        self.now = int(time.time() * 1000)
+        self.now = int(time.time() * 1000) if now is None else now
+
+    def take(self, other: "_NewFiles") -> None:
+        """Count the files ``other`` wrote as written here, after those written so far."""
+        self.actions += other.actions
+        self.rows += other.rows
 
     def write(self, rows: pa.Table, limit: int, slack: int = 1) -> None:
         """Write ``rows`` as one file, or, past ``slack`` times ``limit`` rows, as files of at
@@ -297,38 +304,47 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
 
     root = Path(path)
     new = _NewFiles(root, row_group_rows)
+
+    def rewritten(f: _File) -> _Rewritten | None:
+        """The file ``f`` rewritten into new files of its own (None: no row of it changes)."""
+        old = _read_file(root, f, table_schema)
+        hit = key_mask(old, keys, named) if named.num_rows else pa.repeat(False, old.num_rows)
+        mine = homes.get(f.path, [])
+        kept = old.filter(pc.invert(hit))
+        changing = _patched(kept, ready) if ready else None
+        if not mine and changing is None and not pc.any(hit).as_py():
+            return None
+        matched = old.filter(hit)
+        n = int(pc.sum(key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
+        done = _Rewritten(f, _NewFiles(root, row_group_rows, new.now), [matched], [], n, matched.num_rows - n)
+        if changing is not None:
+            before = kept.filter(changing)
+            after = _apply_patches(before, ready)
+            done.found.append(before)
+            done.patched.append(after)
+            done.updated += after.num_rows
+            kept = pa.concat_tables([kept.filter(pc.invert(changing)), after])
+        done.copied = kept.num_rows - (0 if changing is None else int(pc.sum(changing).as_py()))
+        rows = pa.concat_tables([kept, upserts.take(mine)]) if mine else kept
+        if rows.num_rows:
+            rows = ordered(rows, keys) if mine or changing is not None else rows
+            done.files.write(rows, _rows_per_file(old, file_bytes) if old.num_rows else _rows_per_file(rows, file_bytes),
+                             slack=2)
+        return done
+
     removed: list = []
     updated = deleted = copied = 0
     found: list[pa.Table] = [table_schema.empty_table()]  # the rows removed
     patched: list[pa.Table] = [table_schema.empty_table()]  # the rows patched, as they became
-    for f in files:
-        if f.path not in touched:
-            continue
-        old = _read_file(root, f, table_schema)
-        hit = key_mask(old, keys, named) if named.num_rows else pa.repeat(False, old.num_rows)
-        mine = homes.pop(f.path, [])
-        kept = old.filter(pc.invert(hit))
-        changing = _patched(kept, ready) if ready else None
-        if not mine and changing is None and not pc.any(hit).as_py():
+    for done in _each_in_threads(rewritten, [f for f in files if f.path in touched]):
+        if done is None:
             continue  # no row of the file changes
-        matched = old.filter(hit)
-        n = int(pc.sum(key_mask(matched, keys, upsert_keys)).as_py() or 0) if matched.num_rows else 0
-        updated, deleted = updated + n, deleted + matched.num_rows - n
-        found.append(matched)
-        if changing is not None:
-            before = kept.filter(changing)
-            after = _apply_patches(before, ready)
-            found.append(before)
-            patched.append(after)
-            updated += after.num_rows
-            kept = pa.concat_tables([kept.filter(pc.invert(changing)), after])
-        copied += kept.num_rows - (0 if changing is None else int(pc.sum(changing).as_py()))
-        rows = pa.concat_tables([kept, upserts.take(mine)]) if mine else kept
-        removed.append(RemoveAction(f.path, True, new.now, f.size, {}))
-        if rows.num_rows:
-            rows = ordered(rows, keys) if mine or changing is not None else rows
-            new.write(rows, _rows_per_file(old, file_bytes) if old.num_rows else _rows_per_file(rows, file_bytes),
-                      slack=2)
+        updated, deleted, copied = updated + done.updated, deleted + done.deleted, copied + done.copied
+        found += done.found
+        patched += done.patched
+        removed.append(RemoveAction(done.file.path, True, new.now, done.file.size, {}))
+        new.take(done.files)
+    homes = {h: rows for h, rows in homes.items() if h not in touched}
     for rest in homes.values():  # the table had no file
         rows = ordered(upserts.take(rest), keys)
         new.write(rows, _rows_per_file(rows, file_bytes))
@@ -349,6 +365,31 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     stats["version"] = open_table(path).version()
     repin(path, stats["version"])
     return Rewrite(stats, removed_rows, patched_rows)
+
+
+@dataclass
+class _Rewritten:
+    """One file of a rewrite: the new files its rows went to, the rows it removed (``found``)
+    and patched (as they became), and its counts."""
+
+    file: _File
+    files: _NewFiles
+    found: list[pa.Table]
+    patched: list[pa.Table]
+    updated: int
+    deleted: int
+    copied: int = 0
+
+
+def _each_in_threads(work: Callable[[_File], _Rewritten | None], files: Sequence[_File]) -> list[_Rewritten | None]:
+    """``work`` of each of ``files``, in their order, on as many threads as the machine has
+    cores: decoding, filtering, encoding and writing Parquet release the GIL, so the files of a
+    rewrite are rewritten side by side."""
+    threads = min(len(files), os.cpu_count() or 1)
+    if threads <= 1:
+        return [work(f) for f in files]
+    with ThreadPoolExecutor(threads, thread_name_prefix="idivm-rewrite") as pool:
+        return list(pool.map(work, files))
 
 
 def _homes(files: Sequence[_File], keys: Sequence[Any]) -> dict[str | None, list[int]]:
