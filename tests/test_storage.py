@@ -304,9 +304,10 @@ def test_write_spark_failure_removes_staging(spark, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def _clustered_table(path, rows, file_bytes):
-    """A table of ``rows`` written ordered by (k, j) in files of about ``file_bytes``."""
-    data = pa.Table.from_pylist(rows, schema=CLUSTER_SCHEMA).sort_by([("k", "ascending", "at_start"),
+def _clustered_table(path, rows, file_bytes, schema=None):
+    """A table of ``rows`` (of ``schema``, default :data:`CLUSTER_SCHEMA`) written ordered by
+    (k, j) in files of about ``file_bytes``."""
+    data = pa.Table.from_pylist(rows, schema=schema or CLUSTER_SCHEMA).sort_by([("k", "ascending", "at_start"),
                                                                       ("j", "ascending", "at_start")])
     delta.write_clustered(path, data.to_reader(max_chunksize=50), "error", file_bytes)
 
@@ -438,6 +439,46 @@ def test_rewrite_clustered_splits_a_growing_file_and_fills_an_empty_table(tmp_pa
                             ["k"], file_bytes=1024)
     assert len(delta.open_table(path).file_uris()) > one + 3  # the last file grew and was split
     assert delta.row_count(path) == 600
+
+
+FLAT_SCHEMA = pa.schema([("k", pa.int64()), ("j", pa.string()), ("v", pa.float64())])
+
+
+def test_the_change_feed_of_a_rewrite_holds_the_rows_it_changed_not_the_files_it_rewrote(tmp_path):
+    path = tmp_path / "t"
+    _clustered_table(path, [{"k": i, "j": "a", "v": float(i)} for i in range(400)], 1024, FLAT_SCHEMA)
+    assert len(delta.open_table(path).file_uris()) > 3
+    start = delta.version(path)
+    delta.rewrite_clustered(path, pa.Table.from_pylist([{"k": 7, "j": "a", "v": -1.0}, {"k": 1000, "j": "z", "v": 0.5}],
+                                                       schema=FLAT_SCHEMA),
+                            pa.Table.from_pylist([{"k": 300, "j": None, "v": None}], schema=FLAT_SCHEMA),
+                            ["k"], file_bytes=1024)
+    feed = delta.read_changes(path, start + 1)
+    got = sorted((r["_change_type"], r["k"], r["j"], r["v"]) for r in feed.to_pylist())
+    assert got == [("delete", 7, "a", 7.0), ("delete", 300, "a", 300.0), ("insert", 7, "a", -1.0),
+                   ("insert", 1000, "z", 0.5)]
+    assert set(feed.column("_commit_version").to_pylist()) == {start + 1}
+
+
+def test_net_changes_cancel_equal_rows_per_commit_as_bags():
+    from idivm.storage.delta.delta_rs import net_changes
+
+    ts = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    schema = pa.schema([*FLAT_SCHEMA, *delta.CHANGE_COLUMNS])
+
+    def row(kind, k, v, version):
+        return {"k": k, "j": "a", "v": v, "_change_type": kind, "_commit_version": version, "_commit_timestamp": ts}
+
+    feed = pa.Table.from_pylist([
+        row("delete", 1, 1.0, 3), row("delete", 1, 1.0, 3), row("insert", 1, 1.0, 3),  # a duplicate removed once
+        row("delete", 2, 2.0, 3), row("insert", 2, 2.0, 3),  # rewritten unchanged
+        row("insert", 2, 2.0, 4), row("delete", 3, None, 4),  # another commit: kept
+        row("update_preimage", 5, 5.0, 4), row("update_postimage", 5, 5.0, 4),  # updates are kept as they are
+    ], schema=schema)
+    got = sorted((r["_change_type"], r["k"], r["v"], r["_commit_version"]) for r in net_changes(feed, FLAT_SCHEMA.names)
+                 .to_pylist())
+    assert got == [("delete", 1, 1.0, 3), ("delete", 3, None, 4), ("insert", 2, 2.0, 4),
+                   ("update_postimage", 5, 5.0, 4), ("update_preimage", 5, 5.0, 4)]
 
 
 def test_read_spark_holding_reads_the_files_that_may_hold_the_values(spark, tmp_path):

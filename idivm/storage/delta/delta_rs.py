@@ -324,7 +324,44 @@ def read_changes(path: PathLike, start_version: int, end_version: int | None = N
     changes = reader.read_all()
     columns = [changes.column(f.name).cast(f.type) if f.name in changes.column_names
                else pa.nulls(changes.num_rows, f.type) for f in target]
-    return pa.Table.from_arrays(columns, schema=target)
+    return net_changes(pa.Table.from_arrays(columns, schema=target), table_schema.names)
+
+
+#: the change types of rows removed and added by a commit without change files
+_REMOVED, _ADDED = "delete", "insert"
+
+
+def net_changes(changes: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """A change data feed (``columns`` and :data:`CHANGE_COLUMNS`) without the rows a commit
+    deletes and inserts again unchanged.
+
+    A commit that rewrites whole files without change files (a copy-on-write rewrite,
+    :func:`~idivm.storage.delta.rewrite_clustered`) reads back as a delete of every row of the
+    files it removed and an insert of every row of the files it added, most of them the same
+    rows.  Per commit, equal deleted and inserted rows cancel (as bags: a row deleted twice and
+    inserted once stays deleted once), so the feed holds the rows that changed, whatever the
+    size of the files; updates' pre- and post-images are kept as they are.  A table with a
+    column Arrow cannot group by (nested) keeps its feed whole."""
+    kinds = changes.column("_change_type")
+    plain = pc.is_in(kinds, pa.array([_REMOVED, _ADDED]))
+    if changes.num_rows == 0 or any(pa.types.is_nested(changes.schema.field(c).type) for c in columns):
+        return changes
+    rows = changes.filter(plain)
+    if rows.num_rows == 0:
+        return changes
+    keys = [*columns, "_commit_version", "_commit_timestamp"]
+    sign = pc.if_else(pc.equal(rows.column("_change_type"), _ADDED), 1, -1)
+    try:
+        net = rows.select(keys).append_column("__idivm_sign", sign).group_by(keys, use_threads=False) \
+            .aggregate([("__idivm_sign", "sum")])
+    except pa.ArrowNotImplementedError:  # a column type Arrow does not group by
+        return changes
+    net = net.filter(pc.not_equal(net.column("__idivm_sign_sum"), 0))
+    counts = pc.abs(net.column("__idivm_sign_sum"))
+    repeated = net.take(pa.array([i for i, n in enumerate(counts.to_pylist()) for _ in range(n)], pa.int64()))
+    kind = pc.if_else(pc.greater(repeated.column("__idivm_sign_sum"), 0), _ADDED, _REMOVED)
+    kept = repeated.select(keys).append_column("_change_type", kind).select(changes.column_names)
+    return pa.concat_tables([changes.filter(pc.invert(plain)), kept.cast(changes.schema)])
 
 
 def _writer_properties(row_group_rows: int | None):
