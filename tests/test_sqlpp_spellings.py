@@ -40,6 +40,48 @@ def test_a_spelling_has_the_plan_of_its_plain_form(spelling, plain):
     assert plan(spelling) == plan(plain)
 
 
+@pytest.mark.parametrize("unnamed, named", [
+    # AsterixDB numbers the projections that have no name ``$1``, ``$2``, … with one counter per
+    # query: a variable or a field keeps its own name
+    ("SELECT COUNT(*), MAX(t.v) FROM t", "SELECT COUNT(*) AS `$1`, MAX(t.v) AS `$2` FROM t"),
+    ("SELECT t.id, t.v + 1, t.k FROM t", "SELECT t.id, t.v + 1 AS `$1`, t.k FROM t"),
+    # a block's SELECT clause first, a projection before the subqueries inside it, then the
+    # blocks of its WHERE clause
+    ("SELECT t.v * 2, (SELECT u.w + 1 FROM u WHERE u.tid = t.id), t.v - 1 FROM t "
+     "WHERE EXISTS (SELECT u.w * 3 FROM u WHERE u.tid = t.id)",
+     "SELECT t.v * 2 AS `$1`, (SELECT u.w + 1 AS `$3` FROM u WHERE u.tid = t.id) AS `$2`, t.v - 1 AS `$4` FROM t "
+     "WHERE EXISTS (SELECT u.w * 3 AS `$5` FROM u WHERE u.tid = t.id)"),
+    # a grouping key without a name takes a number after the SELECT clause's
+    ("SELECT COUNT(*), (SELECT VALUE 1 FROM u) FROM t GROUP BY t.v % 2 "
+     "HAVING EXISTS (SELECT u.w + 1 FROM u)",
+     "SELECT COUNT(*) AS `$1`, (SELECT VALUE 1 FROM u) AS `$2` FROM t GROUP BY t.v % 2 "
+     "HAVING EXISTS (SELECT u.w + 1 AS `$4` FROM u)"),
+])
+def test_unnamed_projections_get_asterixdbs_generated_names(unnamed, named):
+    assert plan(unnamed) == plan(named)
+
+
+def test_a_view_with_generated_names_is_maintained_by_id(make_warehouse, tmp_path):
+    import json
+
+    from idivm.datasets import devices
+    from idivm.demo import sample_path
+
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define("CREATE VIEW named AS SELECT d.category, COUNT(*), MAX(p.price), SUM(p.price) / 2 FROM devices d "
+              "JOIN devices_parts dp ON dp.did = d.did JOIN parts p ON p.pid = dp.pid GROUP BY d.category",
+              strategy="id")
+    assert all(list(row) == ["category", "$1", "$2", "$3"] for row in wh.rows("named"))
+    parts = [json.loads(line) for line in sample_path("devices", "parts").read_text().splitlines() if line.strip()]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({**p, "price": p["price"] * 3}) + "\n" for p in parts[:3]))
+    wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
+    (r,) = wh.maintain("named")
+    assert r.strategy == "id"
+    assert wh.verify("named").ok
+
+
 def test_let_after_group_by_is_assigned_per_group_and_its_aggregates_computed_by_the_grouping():
     p = plan("FROM t GROUP BY t.k LET n = COUNT(*), m = n * 2 HAVING m > 2 SELECT t.k, m")
     ops = [type(op).__name__ for op in O.walk(p)]

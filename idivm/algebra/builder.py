@@ -35,8 +35,9 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
 from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
-from idivm.errors import SemanticError, UnsupportedError
+from idivm.errors import InternalError, SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
+from idivm.sqlpp.desugar import generated_names
 
 
 #: the one column of a view that returns scalars (``SELECT VALUE x.price``): a hidden name (the
@@ -68,7 +69,7 @@ def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPla
     values (scalars, collections: ``SELECT VALUE x.price``, ``SELECT VALUE COUNT(*)``) stores
     them in the one hidden column :data:`VALUE_COLUMN`."""
     b = PlanBuilder(tables)
-    plan, ty = b.query_plan(view.query)
+    plan, ty = b.query_plan(generated_names(view.query))
     if not isinstance(ty, T.TupleType):
         if ty in (T.ANY, T.NULL):
             raise UnsupportedError(
@@ -91,8 +92,9 @@ def scalar_type(schema: T.TupleType) -> T.Type | None:
 
 
 def build_query(query: A.Query, tables: Mapping[str, T.TupleType]) -> tuple[O.Operator, T.Type]:
-    """Plan a query; returns the plan (rooted at ReturnBag) and the element type."""
-    return PlanBuilder(tables).query_plan(query)
+    """Plan a query; returns the plan (rooted at ReturnBag) and the element type.  Unnamed
+    projections get AsterixDB's generated names (:func:`~idivm.sqlpp.desugar.generated_names`)."""
+    return PlanBuilder(tables).query_plan(generated_names(query))
 
 
 class PlanBuilder(TermBuilder):
@@ -463,7 +465,10 @@ class PlanBuilder(TermBuilder):
         for i, item in enumerate(q.items, 1):
             if isinstance(item, A.ExprItem):
                 t = self.expr(item.expr, sc, ctx)
-                name = item.alias or A.implicit_name(item.expr) or f"${i}"
+                name = item.alias or A.implicit_name(item.expr)
+                if name is None:
+                    raise InternalError("a projection without a name: the query was not passed through generated_names",
+                                        item.span)
                 self._add_field(fields_, from_star, name, t, item.span, star=False, sc=sc)
             else:
                 assert isinstance(item, A.StarItem)

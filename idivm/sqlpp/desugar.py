@@ -23,7 +23,7 @@ from typing import Callable
 from idivm.errors import SqlppSyntaxError
 from idivm.sqlpp import ast as A
 
-__all__ = ["free_names", "inline_lets"]
+__all__ = ["free_names", "generated_names", "inline_lets"]
 
 # (identifier, names bound around it) -> replacement
 _OnName = Callable[[A.Identifier, frozenset[str]], A.Expr]
@@ -165,3 +165,108 @@ class _Rewrite:
             return v if all(a is b for a, b in zip(new, v)) else new
         return v
 
+
+
+def generated_names(query: A.Query) -> A.Query:
+    """``query`` with every projection that has no name, written or implicit (a variable's or
+    a field's: :func:`~idivm.sqlpp.ast.implicit_name`), named ``$1``, ``$2``, … in AsterixDB's
+    order: one counter for the whole query, taken by each block's SELECT clause first (a
+    projection before the subqueries inside it), then by the blocks in its FROM, LET and WHERE
+    clauses, its grouping keys without a name (which take a number, as AsterixDB's generated
+    grouping variables do, but keep the name the plan builder gives them), and the blocks in its group LETs and HAVING; a UNION
+    ALL's left side before its right.  So ``SELECT COUNT(*), MAX(x) FROM t`` returns
+    ``$1`` and ``$2``, and ``SELECT t.id, COUNT(*)`` returns ``id`` and ``$1``."""
+    counter = [0]
+    holds = _holding_queries(query)
+
+    def fresh() -> str:
+        counter[0] += 1
+        return f"${counter[0]}"
+
+    def node(n):
+        if isinstance(n, A.Query):
+            return block(n)
+        if isinstance(n, tuple):  # children in tuples, and in tuples of pairs
+            new = tuple(node(v) for v in n)
+            return n if new == n else new
+        if not isinstance(n, A.Node) or id(n) not in holds:
+            return n  # no block below: nothing to name (long AND/OR chains are not descended)
+        changes = {}
+        for f in dataclasses.fields(n):
+            if f.name == "span":
+                continue
+            value = getattr(n, f.name)
+            new = node(value)
+            if new is not value and new != value:
+                changes[f.name] = new
+        return dataclasses.replace(n, **changes) if changes else n
+
+    def block(q: A.Query) -> A.Query:
+        if isinstance(q, A.UnionAll):
+            left = block(q.left)
+            return dataclasses.replace(q, left=left, right=block(q.right))
+        assert isinstance(q, A.SelectQuery)
+        items = []
+        for item in q.items:
+            if isinstance(item, A.ExprItem):
+                alias = item.alias
+                if alias is None and A.implicit_name(item.expr) is None:
+                    alias = fresh()
+                item = dataclasses.replace(item, alias=alias, expr=node(item.expr))
+            else:
+                item = node(item)
+            items.append(item)
+        value = node(q.value) if q.value is not None else None
+        from_items = tuple(node(f) for f in q.from_items)
+        lets = tuple(node(b) for b in q.lets)
+        where = node(q.where) if q.where is not None else None
+        keys = []
+        for k in q.group_by:
+            if k.alias is None and A.implicit_name(k.expr) is None:
+                fresh()  # AsterixDB's generated grouping variable takes a number (not a name here)
+            keys.append(dataclasses.replace(k, expr=node(k.expr)))
+        group_lets = tuple(node(b) for b in q.group_lets)
+        having = node(q.having) if q.having is not None else None
+        return dataclasses.replace(q, items=tuple(items), value=value, from_items=from_items, lets=lets, where=where,
+                                   group_by=tuple(keys), group_lets=group_lets, having=having)
+
+    return block(query)
+
+
+def _holding_queries(root: A.Node) -> set[int]:
+    """The ids of the nodes of ``root`` that are or hold a query block (found without
+    recursion: a WHERE clause may be a chain of thousands of ANDs)."""
+    parent: dict[int, int] = {}
+    holds: set[int] = set()
+    stack: list = [root]
+    while stack:
+        n = stack.pop()
+        kids = [c for c in _child_values(n)]
+        for c in kids:
+            parent[id(c)] = id(n)
+        stack.extend(kids)
+        if isinstance(n, A.Query):
+            at: int | None = id(n)
+            while at is not None and at not in holds:
+                holds.add(at)
+                at = parent.get(at)
+    return holds
+
+
+def _child_values(n) -> list:
+    """The nodes directly under ``n`` (a node, or a tuple of nodes and pairs)."""
+    if isinstance(n, tuple):
+        return [c for v in n for c in _child_values(v)] if any(isinstance(v, tuple) for v in n) else \
+            [v for v in n if isinstance(v, A.Node)]
+    if not isinstance(n, A.Node):
+        return []
+    out: list = []
+    for f in dataclasses.fields(n):
+        if f.name == "span":
+            continue
+        v = getattr(n, f.name)
+        if isinstance(v, A.Node):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out.extend(_child_values(v))
+    return out
