@@ -710,6 +710,15 @@ RELATIONAL = [
              FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
              WHERE d.category = 'phone' GROUP BY d.did HAVING count(*) >= 2""",
           {D, P, DP}),
+    # unnamed projections: AsterixDB's generated names $1, $2, ...
+    _view("category_generated_names",
+          """SELECT d.category, COUNT(*), MAX(p.price), SUM(p.price) / 2
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             GROUP BY d.category""",
+          """SELECT d.category, count(*) AS "$1", max(p.price) AS "$2", sum(p.price) / 2 AS "$3"
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             GROUP BY d.category""",
+          {D, P, DP}),
     _view("cheap_parts_with",
           """WITH cheap AS (FROM parts p WHERE p.price < 40 SELECT p.pid, p.price)
              FROM cheap JOIN devices_parts dp ON dp.pid = cheap.pid
