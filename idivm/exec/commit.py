@@ -13,7 +13,6 @@ collected (:func:`merge_by_spark`).  Every name in a MERGE predicate or assignme
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,36 +93,7 @@ def land(script: "DeltaScript | Target", path: Path, version: int, result: "View
         changed = pa.concat_tables([upserts, rewrite.patched.select(upserts.column_names).cast(upserts.schema)])
         return indexes.apply(index, path, version, metadata, changed, rewrite.removed)
 
-    stats = landed(metrics, stored_indexes, path, metadata, apply if rewrite is not None else None, engine)
-    if rewrite is not None and metrics["version"] > version:  # computed if a later script reads it
-        stats["feed"] = functools.partial(rewrite_feed, rewrite, upserts, metrics["version"])
-    return stats
-
-
-def rewrite_feed(rewrite: "delta.Rewrite", upserts, version: int):
-    """The change data feed of the commit ``version`` a rewrite made, as
-    :func:`~idivm.storage.delta.read_changes` reads it back (the rows of the files it rewrote
-    that it deleted and inserted again unchanged cancel): its removed rows deleted, its
-    upserts and patched rows inserted.  A run that reads the table's changes next takes them
-    from here instead of reading the rewritten files back."""
-    import datetime
-
-    import pyarrow as pa
-
-    from idivm.storage.delta import CHANGE_COLUMNS
-
-    removed = rewrite.removed
-    added = pa.concat_tables([upserts.select(removed.column_names).cast(removed.schema),
-                              rewrite.patched.select(removed.column_names).cast(removed.schema)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def marked(rows, kind: str):
-        n = rows.num_rows
-        extra = [pa.array([kind] * n, pa.string()), pa.array([version] * n, pa.int64()),
-                 pa.array([now] * n, CHANGE_COLUMNS.field("_commit_timestamp").type)]
-        return pa.Table.from_arrays([*rows.columns, *extra], schema=pa.schema([*removed.schema, *CHANGE_COLUMNS]))
-
-    return pa.concat_tables([marked(removed, "delete"), marked(added, "insert")])
+    return landed(metrics, stored_indexes, path, metadata, apply if rewrite is not None else None, engine)
 
 
 def merge_by_spark(script: "DeltaScript | Target", path: Path, view: "DataFrame", result: "ViewChanges", metadata,

@@ -32,7 +32,6 @@ from idivm.storage import layout as layouts
 from idivm.storage.spark import by_name, to_arrow
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from idivm.program import Program
@@ -408,7 +407,6 @@ class Runtime:
             reflected = commit_json(path, "idivm.caches") or {}
             cache_old: dict[str, int] = {}
             cache_new: dict[str, int] = {}
-            known: dict[str, tuple[int, int, Callable[[], "pa.Table"]]] = {}
 
             def advance(cache, c_from: Mapping[str, int], c_to: Mapping[str, int], earlier: Mapping[str, int]):
                 """One commit of ``cache`` from watermark ``c_from`` to ``c_to``, reading the
@@ -422,13 +420,9 @@ class Runtime:
                     cchanges = changes if (c_from, c_to) == (old, new) else \
                         readable_changes(view_name, tables, c_from, c_to)
                 cpath = caches[cache.name]
-                at = delta.version(cpath)
                 stats = self.apply_script(cache.script, cpath, tables, c_from, c_to, cchanges, cmeta,
                                           progress, caches, earlier,
-                                          layout=layouts.cache_layout(delta.schema(cpath).names, cache),
-                                          known=known)
-                if "feed" in stats:  # the cache's changes of this commit, for the scripts that read it
-                    known[cache.name] = (at, stats["version"], stats["feed"])
+                                          layout=layouts.cache_layout(delta.schema(cpath).names, cache))
                 diff_rows += stats["diff_rows"]
                 written += stats["rows_written"]
 
@@ -450,7 +444,7 @@ class Runtime:
             stored = stored_indexes(program, path) if use_indexes and script.strategy == "id" else []
             layout = layouts.view_layout(delta.schema(path).names, [c for c, _ in prov.view_ids], script.strategy)
             stats = self.apply_script(script, path, tables, old, new, changes, metadata, progress,
-                                      caches, cache_new, stored, layout, cache_old, known)
+                                      caches, cache_new, stored, layout, cache_old)
             with meter.phase("compact"):
                 compacted = self.compact(view_name, path, layout, [(caches[c.name], c) for c in script.caches],
                                          stored, progress)
@@ -684,8 +678,7 @@ class Runtime:
                      caches: Mapping[str, Path] | None = None,
                      cache_versions: Mapping[str, int] | None = None,
                      stored: Sequence = (), layout: layouts.Layout | None = None,
-                     cache_old: Mapping[str, int] | None = None,
-                     known: Mapping[str, tuple[int, int, Callable[[], "pa.Table"]]] | None = None) -> dict:
+                     cache_old: Mapping[str, int] | None = None) -> dict:
         """Run ``script`` on the changes since ``old`` and MERGE them into the table at ``path``
         (the view or a cache), one commit; ``tables``: the base tables, ``changes`` their change
         data feeds from ``old`` to ``new``.  The caches the script reads (of ``caches``) are
@@ -693,10 +686,7 @@ class Runtime:
         ``idivm.caches``, or ``cache_old`` when given) to ``cache_versions``.  ``stored``: the view's index tables,
         brought to the view's version first if they lag, read to find the rows of nested
         updates and maintained after the view's commit.  ``layout``: the view's, which a run
-        reads and rewrites only the files of (None: the changes are MERGEd).  ``known``: cache
-        name -> (version before, version after, its change data feed) of a cache commit this
-        run made by a rewrite (:func:`idivm.exec.commit.rewrite_feed`), taken instead of reading
-        that feed back."""
+        reads and rewrites only the files of (None: the changes are MERGEd)."""
         import pyarrow as pa
         from pyspark.sql import functions as F
 
@@ -717,10 +707,7 @@ class Runtime:
             old = {**old, **{c: reflected[c] for c in read}}
             new = {**new, **{c: cache_versions[c] for c in read}}  # type: ignore[index]
             with meter.phase("changes"):
-                held = {c: feed() for c, (before, after, feed) in (known or {}).items()
-                        if c in read and (before, after) == (old[c], new[c])}
-                changes = {**changes, **held,
-                           **read_changes(paths, old, {c: new[c] for c in read if c not in held})}
+                changes = {**changes, **read_changes(paths, old, {c: new[c] for c in read})}
 
         schemas = {t: delta.schema(tables[t], new[t]) for t in new}
         with meter.phase("changes"):
