@@ -362,39 +362,3 @@ def test_runs_keep_averages_equal_to_their_recomputations(make_warehouse, tmp_pa
          "devices_parts": [{"__delete": {"did": 0, "pid": 0}}, {"__delete": {"did": 0, "pid": 1}},
                            {"did": 5, "pid": 2}]})
     assert "c" not in means() and means()["d"] == (1.5, 2) and means()[None] == (4.5, 2)
-
-
-def test_a_cache_is_laid_out_by_its_ids_and_a_run_rewrites_only_the_files_holding_what_changed(
-        make_warehouse, tmp_path, monkeypatch):
-    """The cache of Fig. 2.5b is stored like a view maintained by ID: ordered by its IDs in small
-    files (here made smaller still); a price change of one part rewrites the cache files
-    holding that part's rows, not the cache, and the cache's change data feed of the run holds
-    the rows that changed, not those of the files rewritten."""
-    from idivm.storage import delta
-    from idivm.storage import layout
-
-    monkeypatch.setattr(layout, "CLUSTERED_FILE_BYTES", 4 * 1024)
-    spec = devices.DevicesSpec.at_scale(1500, fanout=4, selectivity=0.5, seed=3)
-    wh = make_warehouse()
-    for table, rows in devices.tables(spec).items():
-        wh.create_table(table, devices.keys(spec)[table], list(rows))
-    wh.define(view_path("devices_cost"), strategy="id")
-    cache = wh.path / "views" / "phone_cost.caches" / "1"
-    files = len(delta.open_table(cache).file_uris())
-    assert files >= 10
-    cached = delta.read_arrow(cache)
-    pid_column = next(c for c in cached.column_names if c.endswith("_pid"))
-    part = next(p for p in devices.parts_rows(spec) if p["pid"] in set(cached.column(pid_column).to_pylist()))
-    holding = sum(1 for p in cached.column(pid_column).to_pylist() if p == part["pid"])
-    (tmp_path / "p.jsonl").write_text(json.dumps({**part, "price": part["price"] + 1.25}) + "\n")
-    wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
-    before = delta.version(cache)
-    (r,) = wh.maintain("phone_cost")
-    assert r.strategy == "id"
-    assert wh.verify("phone_cost").ok
-    (commit,) = delta.history(cache, 1)
-    rewrite = json.loads(commit["idivm.rewrite"])
-    assert rewrite["num_target_rows_updated"] == holding
-    assert 1 <= rewrite["num_target_files_removed"] <= holding < files
-    feed = delta.read_changes(cache, before + 1)
-    assert sorted(feed.column("_change_type").to_pylist()) == ["delete"] * holding + ["insert"] * holding
