@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from idivm.program import Program
-    from idivm.script import Cache
     from idivm.storage.compaction import Compaction
 
 
@@ -252,8 +251,8 @@ class Runtime:
                 cmeta = {**metadata, "idivm.operation": "define cache", "idivm.cache": cache.name}
                 if caches:  # the versions of the caches before it (which it may read)
                     cmeta["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
-                writes.append((crel, _timed(catalog.root / rel, lambda p, d=cdf, m=cmeta, c=cache: layouts.write_cache(
-                    d, p, "error", m, c, self.storage))))
+                writes.append((crel, _timed(catalog.root / rel, lambda p, d=cdf, m=cmeta: delta.write_spark(
+                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True))))
                 caches[cache.name] = crel
             if caches:
                 extra["caches"] = caches
@@ -419,10 +418,8 @@ class Runtime:
                 with meter.phase("changes"):
                     cchanges = changes if (c_from, c_to) == (old, new) else \
                         readable_changes(view_name, tables, c_from, c_to)
-                cpath = caches[cache.name]
-                stats = self.apply_script(cache.script, cpath, tables, c_from, c_to, cchanges, cmeta,
-                                          progress, caches, earlier,
-                                          layout=layouts.cache_layout(delta.schema(cpath).names, cache))
+                stats = self.apply_script(cache.script, caches[cache.name], tables, c_from, c_to, cchanges, cmeta,
+                                          progress, caches, earlier)
                 diff_rows += stats["diff_rows"]
                 written += stats["rows_written"]
 
@@ -446,7 +443,7 @@ class Runtime:
             stats = self.apply_script(script, path, tables, old, new, changes, metadata, progress,
                                       caches, cache_new, stored, layout, cache_old)
             with meter.phase("compact"):
-                compacted = self.compact(view_name, path, layout, [(caches[c.name], c) for c in script.caches],
+                compacted = self.compact(view_name, path, layout, [caches[c.name] for c in script.caches],
                                          stored, progress)
         return Run(script.strategy, n_changes, stats["version"], old, new,
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
@@ -580,21 +577,17 @@ class Runtime:
             return delta.merge_spark(path, source, predicate, clauses, commit_metadata=metadata)
         return delta.merge_arrow(path, to_arrow(source), predicate, clauses, commit_metadata=metadata)
 
-    def compact(self, view_name: str, path: Path, layout: layouts.Layout | None, caches: Sequence[tuple[Path, "Cache"]],
+    def compact(self, view_name: str, path: Path, layout: layouts.Layout | None, caches: Sequence[Path],
                 stored: Sequence, progress) -> tuple["Compaction", ...]:
         """Compact the tables an ID- or tuple-based run wrote that have drifted past the
-        compaction policy (:mod:`idivm.storage.compaction`): the view and its caches (each
-        ``(path, cache)``) in their layouts, its index tables (``stored``) in their order."""
+        compaction policy (:mod:`idivm.storage.compaction`): the view in its layout, its
+        caches, its index tables (``stored``) in their order."""
         from idivm.exec import indexes
         from idivm.storage.compaction import compact_if_needed
 
-        def laid_out(name: str, table: Path, layout: layouts.Layout | None) -> tuple:
-            return (name, table, layout.keys if layout else (), layout.file_bytes if layout else layouts.FILE_BYTES,
-                    layout.row_group_rows if layout else None)
-
-        tables = [laid_out(view_name, path, layout)]
-        tables += [laid_out(f"{view_name} cache {p.name}", p, layouts.cache_layout(delta.schema(p).names, c))
-                   for p, c in caches]
+        tables = [(view_name, path, layout.keys if layout else (), layout.file_bytes if layout else layouts.FILE_BYTES,
+                   layout.row_group_rows if layout else None)]
+        tables += [(f"{view_name} cache {p.name}", p, (), layouts.FILE_BYTES, None) for p in caches]
         tables += [(f"{view_name} index {i.path(path).name}", i.path(path), i.order, indexes.INDEX_FILE_BYTES,
                     None) for i in stored]
         done = []
@@ -629,8 +622,9 @@ class Runtime:
                 if versions:
                     cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
                 with spark_errors(view_name):
-                    versions[cache.name] = layouts.write_cache(cdf, caches[cache.name], "overwrite", cmeta, cache,
-                                                               self.storage)
+                    versions[cache.name] = delta.write_spark(cdf, caches[cache.name], mode="overwrite",
+                                                             commit_metadata=cmeta, engine=self.storage,
+                                                             deletion_vectors=True)
                 written += delta.row_count(caches[cache.name])
             metadata["idivm.caches"] = json.dumps(versions, sort_keys=True)
         df = self.evaluate_at(catalog, prov.plan, at)

@@ -130,18 +130,6 @@ def view_layout(columns: Sequence[str], id_columns: Sequence[str], strategy: str
     return Layout(ids, CLUSTERED_ROW_GROUP, CLUSTERED_FILE_BYTES) if strategy == "id" and ids else None
 
 
-def cache_layout(columns: Sequence[str], cache) -> Layout | None:
-    """The layout of an intermediate or operator cache (:class:`idivm.script.Cache`) with
-    ``columns``: that of a view maintained by its Δ-script, so that a run rewrites only the
-    files holding the rows its changes name, as for the view."""
-    return view_layout(columns, cache.script.id_columns, cache.script.strategy)
-
-
-def write_cache(df: "DataFrame", path, mode: str, commit_metadata, cache, engine: "delta.Engine" = delta.DELTA_RS) -> int:
-    """Write a cache's rows ``df`` in its layout (:func:`cache_layout`) with ``engine``; the new version."""
-    return write_view(df, path, mode, commit_metadata, cache.script.id_columns, cache.script.strategy, engine)
-
-
 def write_view(df: "DataFrame", path, mode: str, commit_metadata, id_columns: Sequence[str], strategy: str | None,
                engine: "delta.Engine" = delta.DELTA_RS) -> int:
     """Write a view's rows ``df`` in the layout of ``strategy`` with ``engine``; the new version."""
