@@ -462,7 +462,7 @@ class PlanBuilder(TermBuilder):
             return _Built(ctx.plan, t, ty)
         fields_: list[tuple[str, Term]] = []
         from_star: set[str] = set()
-        for i, item in enumerate(q.items, 1):
+        for item in q.items:
             if isinstance(item, A.ExprItem):
                 t = self.expr(item.expr, sc, ctx)
                 name = item.alias or A.implicit_name(item.expr)

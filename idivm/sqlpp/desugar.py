@@ -147,24 +147,28 @@ class _Rewrite:
             return dataclasses.replace(e, query=self.query(e.query, bound))
         if isinstance(e, A.InSubquery):
             return dataclasses.replace(e, operand=self.expr(e.operand, bound), query=self.query(e.query, bound))
-        changes = {}
-        for f in dataclasses.fields(e):
-            if f.name == "span":
-                continue
-            v = getattr(e, f.name)
-            new = self.value(v, bound)
-            if new is not v:
-                changes[f.name] = new
-        return dataclasses.replace(e, **changes) if changes else e
+        return _with_fields(e, lambda v: self.expr(v, bound) if isinstance(v, A.Expr) else v)
 
-    def value(self, v, bound: frozenset[str]):
-        if isinstance(v, A.Expr):
-            return self.expr(v, bound)
-        if isinstance(v, tuple):
-            new = tuple(self.value(x, bound) for x in v)
-            return v if all(a is b for a, b in zip(new, v)) else new
-        return v
 
+def _with_fields(node: A.Node, each: Callable) -> A.Node:
+    """``node`` with the value ``v`` of each field (each element of a tuple, of a tuple of
+    pairs) replaced by ``each(v)``; ``node`` itself when ``each`` changes none."""
+    changes = {}
+    for f in dataclasses.fields(node):
+        if f.name == "span":
+            continue
+        v = getattr(node, f.name)
+        new = _each_in(v, each)
+        if new is not v:
+            changes[f.name] = new
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def _each_in(v, each: Callable):
+    if isinstance(v, tuple):
+        new = tuple(_each_in(x, each) for x in v)
+        return v if all(a is b for a, b in zip(new, v)) else new
+    return each(v)
 
 
 def generated_names(query: A.Query) -> A.Query:
@@ -173,9 +177,10 @@ def generated_names(query: A.Query) -> A.Query:
     order: one counter for the whole query, taken by each block's SELECT clause first (a
     projection before the subqueries inside it), then by the blocks in its FROM, LET and WHERE
     clauses, its grouping keys without a name (which take a number, as AsterixDB's generated
-    grouping variables do, but keep the name the plan builder gives them), and the blocks in its group LETs and HAVING; a UNION
-    ALL's left side before its right.  So ``SELECT COUNT(*), MAX(x) FROM t`` returns
-    ``$1`` and ``$2``, and ``SELECT t.id, COUNT(*)`` returns ``id`` and ``$1``."""
+    grouping variables do, but keep the name the plan builder gives them), and the blocks in
+    its group LETs and HAVING; a UNION ALL's left side before its right.  So ``SELECT COUNT(*),
+    MAX(x) FROM t`` returns ``$1`` and ``$2``, and ``SELECT t.id, COUNT(*)`` returns ``id`` and
+    ``$1``."""
     counter = [0]
     holds = _holding_queries(query)
 
@@ -186,20 +191,9 @@ def generated_names(query: A.Query) -> A.Query:
     def node(n):
         if isinstance(n, A.Query):
             return block(n)
-        if isinstance(n, tuple):  # children in tuples, and in tuples of pairs
-            new = tuple(node(v) for v in n)
-            return n if new == n else new
         if not isinstance(n, A.Node) or id(n) not in holds:
             return n  # no block below: nothing to name (long AND/OR chains are not descended)
-        changes = {}
-        for f in dataclasses.fields(n):
-            if f.name == "span":
-                continue
-            value = getattr(n, f.name)
-            new = node(value)
-            if new is not value and new != value:
-                changes[f.name] = new
-        return dataclasses.replace(n, **changes) if changes else n
+        return _with_fields(n, node)
 
     def block(q: A.Query) -> A.Query:
         if isinstance(q, A.UnionAll):
@@ -241,7 +235,7 @@ def _holding_queries(root: A.Node) -> set[int]:
     stack: list = [root]
     while stack:
         n = stack.pop()
-        kids = [c for c in _child_values(n)]
+        kids = list(n.children())
         for c in kids:
             parent[id(c)] = id(n)
         stack.extend(kids)
@@ -251,22 +245,3 @@ def _holding_queries(root: A.Node) -> set[int]:
                 holds.add(at)
                 at = parent.get(at)
     return holds
-
-
-def _child_values(n) -> list:
-    """The nodes directly under ``n`` (a node, or a tuple of nodes and pairs)."""
-    if isinstance(n, tuple):
-        return [c for v in n for c in _child_values(v)] if any(isinstance(v, tuple) for v in n) else \
-            [v for v in n if isinstance(v, A.Node)]
-    if not isinstance(n, A.Node):
-        return []
-    out: list = []
-    for f in dataclasses.fields(n):
-        if f.name == "span":
-            continue
-        v = getattr(n, f.name)
-        if isinstance(v, A.Node):
-            out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(_child_values(v))
-    return out
