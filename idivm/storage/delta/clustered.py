@@ -344,9 +344,8 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
         patched += done.patched
         removed.append(RemoveAction(done.file.path, True, new.now, done.file.size, {}))
         new.take(done.files)
-    homes = {h: rows for h, rows in homes.items() if h not in touched}
-    for rest in homes.values():  # the table had no file
-        rows = ordered(upserts.take(rest), keys)
+    if None in homes:  # the table had no file (every other home is a file rewritten above)
+        rows = ordered(upserts.take(homes[None]), keys)
         new.write(rows, _rows_per_file(rows, file_bytes))
     removed_rows = pa.concat_tables(found)
     patched_rows = pa.concat_tables(patched)

@@ -342,13 +342,13 @@ def net_changes(changes: pa.Table, columns: Sequence[str]) -> pa.Table:
     inserted once stays deleted once), so the feed holds the rows that changed, whatever the
     size of the files; updates' pre- and post-images are kept as they are.  A table with a
     column Arrow cannot group by (nested) keeps its feed whole."""
-    kinds = changes.column("_change_type")
-    plain = pc.is_in(kinds, pa.array([_REMOVED, _ADDED]))
     if changes.num_rows == 0 or any(pa.types.is_nested(changes.schema.field(c).type) for c in columns):
         return changes
+    kinds = changes.column("_change_type")
+    if not (pc.any(pc.equal(kinds, _REMOVED)).as_py() and pc.any(pc.equal(kinds, _ADDED)).as_py()):
+        return changes  # nothing deleted and inserted again (an append, a MERGE's updates): as it is
+    plain = pc.is_in(kinds, pa.array([_REMOVED, _ADDED]))
     rows = changes.filter(plain)
-    if rows.num_rows == 0:
-        return changes
     keys = [*columns, "_commit_version", "_commit_timestamp"]
     sign = pc.if_else(pc.equal(rows.column("_change_type"), _ADDED), 1, -1)
     try:
