@@ -36,7 +36,8 @@ from idivm.algebra.expressions import TRUE, Field, TableRef, TupleExpr, Var, fie
 from idivm.errors import InternalError
 from idivm.exec.terms import all_true, col, collection_function, compile_term
 from idivm.storage.delta import quoted
-from idivm.storage.spark import Caches, to_arrow
+from idivm.storage.schema import arrow_schema
+from idivm.storage.spark import Caches, is_local, local_rows, to_arrow
 
 
 @dataclass(frozen=True)
@@ -521,6 +522,7 @@ def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
         aggs = [F.count(F.lit(1)).alias(pc.fresh("n"))]
     grouped = df.groupBy(*[col(c) for c in env.cols], *keys).agg(*aggs)
     if op.keys or not env.cols:
+        grouped = _in_driver(pc, op, env, df, keys, grouped) or grouped
         return pc.keep(env, grouped, *[col(v) for v in op.output_variables()])
     # a global aggregate per environment: environments without members get one group too
     envdf = pc.ground(env)
@@ -535,6 +537,65 @@ def _group_by(pc: PlanCompiler, op: O.GroupBy, env: Env) -> DataFrame:
         gt = grouped.schema[op.group_var].dataType
         outs.append(F.coalesce(col(op.group_var), F.array().cast(gt)).alias(op.group_var))
     return joined.select(*[envdf[e] for e in env.cols], *outs)
+
+
+#: the largest input (bytes, as Spark estimates it) of an aggregate of rows the driver holds that
+#: is computed in the driver (:func:`_in_driver`)
+IN_DRIVER_MAX_BYTES = 8 << 20
+
+#: aggregate function -> the argument types the driver computes it for exactly as Spark does
+#: (sums of floating point values may differ in their last bits, as Spark's own do with the
+#: order of partial sums)
+_NUMERIC = (ST.IntegralType, ST.DecimalType, ST.FloatType, ST.DoubleType)
+_IN_DRIVER = {
+    ("count", False): None, ("count", True): (ST.IntegralType, ST.DecimalType, ST.StringType, ST.DateType,
+                                              ST.BooleanType),
+    ("sum", False): _NUMERIC, ("avg", False): (ST.IntegralType, ST.FloatType, ST.DoubleType),
+    ("min", False): _NUMERIC + (ST.StringType, ST.DateType, ST.BooleanType),
+    ("max", False): _NUMERIC + (ST.StringType, ST.DateType, ST.BooleanType),
+}
+_ARROW_FUNCTION = {("count", False): "count", ("count", True): "count_distinct", ("sum", False): "sum",
+                   ("avg", False): "mean", ("min", False): "min", ("max", False): "max"}
+
+
+def _in_driver(pc: PlanCompiler, op: O.GroupBy, env: Env, df: DataFrame, keys: list[Column],
+               grouped: DataFrame) -> DataFrame | None:
+    """``grouped`` (the aggregate ``op`` of ``df``) computed in the driver, as rows it holds, when
+    ``df`` is rows the driver holds already (:func:`~idivm.storage.spark.is_local`: an i-diff, or
+    an increment's projection of one) and small: Spark would start a job, a tenth of a second or
+    more, for what Arrow groups in a millisecond.  The key and argument columns are projected by
+    Spark, which folds the projection into the rows without a job; the groups are formed by
+    Arrow on keys of exact types only (no floating point or nested keys, whose equality Spark
+    normalizes), for the functions of :data:`_IN_DRIVER`.  None otherwise: Spark computes it."""
+    if op.group_var or not is_local(df):
+        return None
+    specs = [(v, a.function, a.distinct, a.arg) for v, a in op.aggregates] or \
+        [(grouped.columns[-1], "count", False, None)]
+    names = [*env.cols, *(k for k, _ in op.keys)]
+    args = {v: pc.fresh("arg") for v, _, _, arg in specs if arg is not None}
+    inputs = df.select(*[col(c) for c in env.cols], *keys,
+                       *[compile_term(arg).alias(args[v]) for v, _, _, arg in specs if arg is not None])
+    types = {f.name: f.dataType for f in inputs.schema.fields}
+    exact = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.DecimalType)
+    if not names or not all(isinstance(types[n], exact) for n in names):
+        return None
+    for v, function, distinct, arg in specs:
+        allowed = _IN_DRIVER.get((function, distinct), ())
+        if arg is not None and allowed is not None and not isinstance(types[args[v]], allowed):
+            return None
+    plan = inputs._jdf.queryExecution().optimizedPlan()
+    size = plan.stats().sizeInBytes() if plan.nodeName() == "LocalRelation" else None
+    if size is None or int(size if isinstance(size, int) else size.toString()) > IN_DRIVER_MAX_BYTES:
+        return None
+    rows = local_rows(inputs)
+    aggregations = [(args[v], _ARROW_FUNCTION[function, distinct]) if arg is not None else ([], "count_all")
+                    for v, function, distinct, arg in specs]
+    out = rows.group_by(names, use_threads=False).aggregate(aggregations)
+    produced = [f"{args[v]}_{_ARROW_FUNCTION[function, distinct]}" if arg is not None else "count_all"
+                for v, function, distinct, arg in specs]
+    schema = arrow_schema(grouped.schema, nullable=True)
+    table = pa.table([out.column(n) for n in names + produced], names=grouped.columns)
+    return pc.spark.createDataFrame(table.cast(schema), grouped.schema)
 
 
 def _aggregate(a: O.Aggregate) -> Column:
