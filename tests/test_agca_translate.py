@@ -77,6 +77,25 @@ VIEWS = {
         "SELECT d.did, COUNT(*) FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid "
         "WHERE (SELECT 0.4 * SUM(p2.price) FROM devices_parts dp2 JOIN parts p2 ON p2.pid = dp2.pid "
         "WHERE dp2.did = d.did) >= p.price GROUP BY d.did"),
+    # predicates and values AGCA's comparisons do not spell: lifted scalar functions
+    "lifted conditions and values": (
+        "CREATE VIEW c AS SELECT d.category, SUM(CASE WHEN p.price >= 50 THEN p.price ELSE 0.0 END) AS expensive, "
+        "COUNT(CASE WHEN p.price < 20 OR d.category LIKE \"ph%\" THEN 1 END) AS flagged, COUNT(*) AS n "
+        "FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid "
+        "WHERE (p.price < 30 OR p.price > 60 OR d.category IN (\"laptop\", \"tablet\")) AND NOT (p.pid = d.did) "
+        "GROUP BY d.category",
+        "SELECT d.category, SUM(CASE WHEN p.price >= 50 THEN p.price ELSE 0.0 END), "
+        "COUNT(CASE WHEN p.price < 20 OR d.category LIKE 'ph%' THEN 1 END), COUNT(*) "
+        "FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid "
+        "WHERE (p.price < 30 OR p.price > 60 OR d.category IN ('laptop', 'tablet')) AND NOT (p.pid = d.did) "
+        "GROUP BY d.category"),
+    "a disjunction across the join": (
+        "CREATE VIEW o AS SELECT dp.did, SUM(p.price * 2 - 1) AS s FROM devices d, devices_parts dp, parts p "
+        "WHERE d.did = dp.did AND dp.pid = p.pid AND ((d.category = \"phone\" AND p.price < 50) "
+        "OR (d.category <> \"phone\" AND p.price >= 50)) GROUP BY dp.did",
+        "SELECT dp.did, SUM(p.price * 2 - 1) FROM devices d, devices_parts dp, parts p "
+        "WHERE d.did = dp.did AND dp.pid = p.pid AND ((d.category = 'phone' AND p.price < 50) "
+        "OR (d.category <> 'phone' AND p.price >= 50)) GROUP BY dp.did"),
 }
 
 
@@ -258,7 +277,8 @@ def test_deleting_the_largest_price_finds_the_next_one_through_the_value_map():
 
 
 @pytest.mark.parametrize("name", ["exists", "not exists", "in", "above the average", "SQL's scalar subquery",
-                                  "below a multiple of the sum"])
+                                  "below a multiple of the sum", "lifted conditions and values",
+                                  "a disjunction across the join"])
 def test_trigger_programs_of_subqueries_follow_random_batches(name):
     """A view's terms with a subquery in WHERE (nested aggregates) maintained by their batch
     trigger program through random batches of links added and removed, prices changed and

@@ -24,7 +24,7 @@ from collections.abc import Collection, Sequence
 from fractions import Fraction
 
 from idivm.agca.terms import (
-    COMPARISONS, ONE, ZERO, Add, Assign, Cmp, Const, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
+    COMPARISONS, ONE, ZERO, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
 )
 
 
@@ -38,7 +38,7 @@ def delta(q: Term, updated: Collection[str] | None = None) -> Term:
 
 def _delta(q: Term, updated: frozenset[str] | None) -> Term:
     match q:
-        case Const() | Var() | Cmp() | MapRef():
+        case Const() | Var() | Cmp() | Lift() | MapRef():
             return ZERO
         case Rel(name=n, variables=vs, delta=False) if updated is None or n in updated:
             return Rel(n, vs, delta=True)

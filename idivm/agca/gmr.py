@@ -13,12 +13,15 @@ value from the context, where the paper's definition would give 0.
 
 from __future__ import annotations
 
+import datetime as _dt
+import operator
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from idivm.agca.terms import (
-    COMPARISONS, Add, Assign, Cmp, Const, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
+    COMPARISONS, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var, show,
 )
 
 #: a tuple: its (variable, value) pairs sorted by variable
@@ -140,6 +143,13 @@ def _eval(q: Term, db: Database, b: dict[str, object]) -> GMR:
             return GMR({EMPTY: v} if v != 0 else {})
         case Cmp(op=op, left=l, right=r):
             return GMR({EMPTY: 1}) if COMPARISONS[op](_value(l, b), _value(r, b)) else GMR()
+        case Lift(expr=e, condition=True):
+            return GMR({EMPTY: 1}) if lifted(e, b) is True else GMR()
+        case Lift(expr=e):
+            v = lifted(e, b)
+            if v is not None and (not isinstance(v, (int, Fraction, float)) or isinstance(v, bool)):
+                raise AgcaError(f"{show(q)} is {v!r}, not a number: it cannot be a multiplicity")
+            return GMR({EMPTY: v} if v else {})
         case Assign(var=x, term=t):
             if isinstance(t, (Value, Var)):  # a value, or a variable's value of any type
                 v: object = _value(t, b)
@@ -204,3 +214,71 @@ def _eval(q: Term, db: Database, b: dict[str, object]) -> GMR:
                 out.add(tuple(sorted((x, full[x]) for x in set(g))), m)
             return out
     raise AgcaError(f"not an AGCA term: {q!r}")
+
+
+def lifted(expr: object, b: Mapping[str, object]) -> object:
+    """The value of a lifted scalar expression (:class:`~idivm.agca.terms.Lift`) where the
+    variables of ``b`` are bound, with SQL's NULL: comparisons and arithmetic of NULL are NULL,
+    AND/OR/NOT three-valued, a division by zero NULL (Spark's ``try_divide``), a string compared
+    with a date read as a date."""
+    from idivm.algebra import expressions as E
+
+    match expr:
+        case E.Const(value=v):
+            return v
+        case E.Var(name=x):
+            if x not in b:
+                raise AgcaError(f"variable {x} is not bound here")
+            return b[x]
+        case E.Case(whens=whens, otherwise=o):
+            for c, r in whens:
+                if lifted(c, b) is True:
+                    return lifted(r, b)
+            return None if o is None else lifted(o, b)
+        case E.Call(function="and", args=args):
+            values = [lifted(a, b) for a in args]
+            return False if False in values else None if None in values else True
+        case E.Call(function="or", args=args):
+            values = [lifted(a, b) for a in args]
+            return True if True in values else None if None in values else False
+        case E.Call(function=f, args=args):
+            values = [lifted(a, b) for a in args]
+            if f == "is_null":
+                return values[0] is None
+            if f == "in":
+                if values[0] is None:
+                    return None
+                return True if values[0] in values[1:] else None if None in values[1:] else False
+            if any(v is None for v in values):
+                return None
+            return _LIFTED[f](*_dates(values))
+    raise AgcaError(f"not a lifted expression: {expr!r}")
+
+
+def _dates(values: list) -> list:
+    """A string compared with a date is the date it spells (as Spark casts it)."""
+    if any(isinstance(v, _dt.date) for v in values):
+        return [_dt.date.fromisoformat(v) if isinstance(v, str) else v for v in values]
+    return values
+
+
+def _like(value: str, pattern: str) -> bool:
+    """SQL's LIKE: ``%`` any characters, ``_`` one, ``\\`` escapes the next."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    return re.fullmatch("".join(out), value, re.DOTALL) is not None
+
+
+_LIFTED = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "neg": operator.neg,
+    "div": lambda a, b: None if b == 0 else a / b,
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+    "not": operator.not_, "like": _like,
+}

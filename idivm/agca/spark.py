@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from idivm.agca.gmr import GMR, AgcaError
 from idivm.agca.terms import (
-    COMPARISONS, EPSILON, ROUNDING, Add, Assign, Cmp, Const, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
+    COMPARISONS, EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
 )
 from idivm.agca.viewlet import Program
 from idivm.storage.delta.merge import quoted
@@ -86,6 +86,15 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             return contexts.filter(value.isNull() if op == "=" else value.isNotNull())
         case Cmp(op=op, left=left, right=right):
             return contexts.filter(_compared(op, _operand(left, contexts), _operand(right, contexts)))
+        case Lift(expr=e, condition=condition):
+            from idivm.exec.terms import compile_term as scalar_column
+
+            for x in sorted(inputs(q)):
+                _need(contexts, x)
+            value = scalar_column(e)  # type: ignore[arg-type]
+            # a condition holds where TRUE (filter drops FALSE and NULL); a value of NULL is 0
+            return contexts.filter(value) if condition else \
+                contexts.filter(value.isNotNull()).withColumn(M, col(M) * value)
         case Assign(var=x, term=t) if isinstance(t, (Var, Value)):
             value = _operand(t, contexts)
             return contexts.filter(col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)

@@ -7,7 +7,9 @@ The abstract syntax of the paper,
 becomes one frozen dataclass per case: :class:`Const`, :class:`Var`, :class:`Rel` (a base
 relation, the update ``ΔR`` of one (``delta=True``), or a materialized map: :class:`MapRef`),
 :class:`Add`, :class:`Mul`, :class:`Sum`, :class:`Cmp` (``x θ y``, the paper's sugar for
-``(x − y) θ 0``, with variables or constants on either side) and :class:`Assign`.  ``-q`` is
+``(x − y) θ 0``, with variables or constants on either side) and :class:`Assign`; and
+:class:`Lift`, a scalar function of bound variables lifted into a term (DBToaster's external
+functions, §3.2 and §7: a condition such as a disjunction, or a CASE value).  ``-q`` is
 ``Mul((Const(-1), q))``.  ``Add`` and ``Mul`` hold their operands in order: the product passes
 the bindings of its left factors to its right ones (sideways information passing).
 
@@ -167,6 +169,70 @@ class Assign(Term):
     term: "Term | Value"
 
 
+@dataclass(frozen=True, slots=True)
+class Lift(Term):
+    """A scalar expression ``expr`` of our algebra (:mod:`idivm.algebra.expressions`) over
+    variables (``Var("x.c")``), of the functions :data:`LIFTED_FUNCTIONS` and CASE, lifted into
+    AGCA: with ``condition``, ``⟨⟩ ↦ 1`` where it is TRUE (not FALSE, not NULL), else the empty
+    GMR (a condition AGCA's comparisons do not spell, such as a disjunction); without, ``⟨⟩ ↦ v``
+    for its value ``v``, the empty GMR where it is NULL (an aggregate's argument such as a
+    CASE).  It reads its variables and binds none; its delta is 0."""
+
+    expr: object  # idivm.algebra.expressions.Term
+    condition: bool = True
+
+
+#: the scalar functions a :class:`Lift` may apply: those the reference interpreter evaluates
+#: (:func:`idivm.agca.gmr.lifted`) as Spark does
+LIFTED_FUNCTIONS = frozenset({"add", "sub", "mul", "div", "neg", "eq", "ne", "lt", "le", "gt", "ge", "and", "or",
+                              "not", "is_null", "like", "in"})
+
+
+def lift_variables(expr: object) -> frozenset[str]:
+    """The variables a lifted expression reads."""
+    from idivm.algebra import expressions as E
+
+    match expr:
+        case E.Var(name=x):
+            return frozenset({x})
+        case E.Call(args=args):
+            return frozenset().union(*(lift_variables(a) for a in args))
+        case E.Case(whens=whens, otherwise=o):
+            parts = [lift_variables(x) for w in whens for x in w] + ([lift_variables(o)] if o is not None else [])
+            return frozenset().union(*parts)
+    return frozenset()
+
+
+def _renamed_expr(expr: object, names: dict[str, str]) -> object:
+    from idivm.algebra import expressions as E
+
+    match expr:
+        case E.Var(name=x):
+            return E.Var(names.get(x, x))
+        case E.Call(function=f, args=args):
+            return E.Call(f, tuple(_renamed_expr(a, names) for a in args))
+        case E.Case(whens=whens, otherwise=o):
+            return E.Case(tuple((_renamed_expr(c, names), _renamed_expr(r, names)) for c, r in whens),
+                          None if o is None else _renamed_expr(o, names))
+    return expr
+
+
+def _shown_expr(expr: object) -> str:
+    from idivm.algebra import expressions as E
+
+    match expr:
+        case E.Var(name=x):
+            return x
+        case E.Const(value=v):
+            return "NULL" if v is None else repr(v) if isinstance(v, str) else str(v)
+        case E.Call(function=f, args=args):
+            return f"{f}({', '.join(_shown_expr(a) for a in args)})"
+        case E.Case(whens=whens, otherwise=o):
+            parts = " ".join(f"WHEN {_shown_expr(c)} THEN {_shown_expr(r)}" for c, r in whens)
+            return f"CASE {parts}{'' if o is None else ' ELSE ' + _shown_expr(o)} END"
+    return str(expr)
+
+
 ZERO = Const(0)
 ONE = Const(1)
 
@@ -193,6 +259,8 @@ def _pattern(q: Term) -> tuple[frozenset[str], frozenset[str]]:
             return frozenset({x}), frozenset()
         case Cmp(left=l, right=r):
             return frozenset(v.name for v in (l, r) if isinstance(v, Var)), frozenset()
+        case Lift(expr=e):
+            return lift_variables(e), frozenset()
         case Assign(var=x, term=t):
             return (_pattern(t)[0] if isinstance(t, Term) else frozenset()), frozenset({x})
         case Rel(variables=vs):
@@ -286,6 +354,8 @@ def show(q: "Term | Value") -> str:
             return f"Sum[{', '.join(g)}]({show(t)})"
         case Cmp(op=op, left=l, right=r):
             return f"({show(l)} {op} {show(r)})"
+        case Lift(expr=e, condition=c):
+            return f"{{{_shown_expr(e)}}}" if c else f"[{_shown_expr(e)}]"
         case Assign(var=x, term=t):
             return f"({x} := {show(t)})"
     raise TypeError(f"not an AGCA term: {q!r}")
@@ -318,6 +388,8 @@ def rename(q: "Term | Value", names: dict[str, str]) -> "Term | Value":
             return Sum(tuple(dict.fromkeys(r(x) for x in g)), rename(t, names))  # type: ignore[arg-type]
         case Cmp(op=op, left=left, right=right):
             return Cmp(op, rename(left, names), rename(right, names))  # type: ignore[arg-type]
+        case Lift(expr=e, condition=c):
+            return Lift(_renamed_expr(e, names), c)
         case Assign(var=x, term=t):
             return Assign(r(x), rename(t, names))
     raise TypeError(f"not an AGCA term: {q!r}")
@@ -350,12 +422,29 @@ def canonical(q: Term) -> tuple[Term, dict[str, str]]:
             case Cmp(left=left, right=right):
                 visit(left)
                 visit(right)
+            case Lift(expr=e):
+                for x in _expr_variables_in_order(e):
+                    order.setdefault(x, f"${len(order) + 1}")
             case Assign(var=x, term=body):
                 visit(body)
                 order.setdefault(x, f"${len(order) + 1}")
 
     visit(q)
     return _reordered(rename(q, order), atoms=False), order  # type: ignore[return-value,arg-type]
+
+
+def _expr_variables_in_order(expr: object) -> list[str]:
+    from idivm.algebra import expressions as E
+
+    match expr:
+        case E.Var(name=x):
+            return [x]
+        case E.Call(args=args):
+            return [x for a in args for x in _expr_variables_in_order(a)]
+        case E.Case(whens=whens, otherwise=o):
+            return [x for part in [*(p for w in whens for p in w), *([o] if o is not None else [])]
+                    for x in _expr_variables_in_order(part)]
+    return []
 
 
 def _reordered(q: "Term | Value", *, atoms: bool) -> "Term | Value":

@@ -35,7 +35,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from idivm.agca.gmr import GMR
-from idivm.agca.terms import EPSILON, ONE, Add, Assign, Cmp, Const, Mul, Rel, Sum, Term, Value, Var, inputs
+from idivm.agca.terms import (
+    EPSILON, LIFTED_FUNCTIONS, ONE, Add, Assign, Cmp, Const, Lift, Mul, Rel, Sum, Term, Value, Var,
+)
 from idivm.algebra import expressions as E
 from idivm.algebra import operators as O
 from idivm.errors import IdivmError
@@ -246,14 +248,40 @@ def _compared(t: E.Term, scalars: Mapping[str, _Scalar]) -> Term:
 
 
 def _condition(t: E.Term) -> Term:
+    """A conjunct of a join or selection predicate: a comparison of fields and constants is a
+    condition of AGCA's (which unification and binding reason about), any other predicate of
+    the lifted functions a :class:`Lift`."""
     if t == E.TRUE:
         return ONE
     match t:
         case E.Call(function="and", args=parts):
             return Mul(tuple(_condition(p) for p in parts))
-        case E.Call(function=f, args=(left, right)) if f in _COMPARISONS:
+        case E.Call(function=f, args=(left, right)) if f in _COMPARISONS and _compares(left) and _compares(right):
             return Cmp(_COMPARISONS[f], _operand(left), _operand(right))
-    raise Untranslatable(f"condition {t} has no AGCA form here")
+    return _lifted(t, condition=True)
+
+
+def _compares(t: E.Term) -> bool:
+    """Whether ``t`` is an operand of an AGCA comparison (:func:`_operand`)."""
+    return isinstance(t, E.Field) and isinstance(t.base, E.Var) or isinstance(t, E.Const) and t.value is not None
+
+
+def _lifted(t: E.Term, condition: bool) -> Lift:
+    """``t`` lifted into AGCA (DBToaster's external functions): fields of the scanned tuples
+    (the variables ``x.c``), constants, CASE and the functions of :data:`LIFTED_FUNCTIONS`."""
+    def lift(x: E.Term) -> E.Term:
+        match x:
+            case E.Field(base=E.Var(name=v), name=c):
+                return E.Var(f"{v}.{c}")
+            case E.Const():
+                return x
+            case E.Call(function=f, args=args) if f in LIFTED_FUNCTIONS:
+                return E.Call(f, tuple(lift(a) for a in args))
+            case E.Case(whens=whens, otherwise=o):
+                return E.Case(tuple((lift(c), lift(r)) for c, r in whens), None if o is None else lift(o))
+        raise Untranslatable(f"{'condition' if condition else 'aggregate argument'} {t} has no AGCA form here")
+
+    return Lift(lift(t), condition)
 
 
 def _operand(t: E.Term) -> Var | Value | Const:
@@ -286,12 +314,31 @@ def _value(t: E.Term | None) -> Term:
             return Mul((_value(a), _value(b)))
         case E.Call(function="neg", args=(a,)):
             return Mul((Const(-1), _value(a)))
-    raise Untranslatable(f"aggregate argument {t} has no AGCA form here")
+    if t is None:
+        raise Untranslatable("an aggregate without an argument has no value")
+    return _lifted(t, condition=False)
 
 
-def _defined(value: Term) -> tuple[Cmp, ...]:
-    """``x ≠ ⊥`` for every field ``x`` of an aggregate's argument ``value``."""
-    return tuple(Cmp("!=", Var(x), NULL) for x in sorted(inputs(value)))
+def _defined(value: Term) -> tuple[Term, ...]:
+    """Where an aggregate's argument ``value`` is defined: ``x ≠ ⊥`` for every field ``x`` of
+    its arithmetic, and for each lifted part (a CASE, say, defined where its fields are not)
+    that the part is not NULL."""
+    fields: set[str] = set()
+    lifts: list[Lift] = []
+
+    def visit(t: Term) -> None:
+        match t:
+            case Var(name=x):
+                fields.add(x)
+            case Lift():
+                lifts.append(t)
+            case Add(terms=ts) | Mul(terms=ts):
+                for x in ts:
+                    visit(x)
+
+    visit(value)
+    return (*(Cmp("!=", Var(x), NULL) for x in sorted(fields)),
+            *(Lift(E.Call("not", (E.Call("is_null", (part.expr,)),)), True) for part in dict.fromkeys(lifts)))
 
 
 def aggregate_values(core: AggregateCore, output: str, values: GMR) -> dict[tuple, object]:
