@@ -79,27 +79,31 @@ def parse_args(argv: Sequence[str] | None = None) -> "suite.SuiteConfig | PlotCo
                             description="For every point of the chosen axes, on the same data and batches: "
                                         "maintain each view with every strategy and recompute it in DuckDB; "
                                         "check both results agree; report medians.")
-    p.add_argument("--workload", choices=("devices", "yelp", "tpch", "bsma", "all"), default="all",
+    p.add_argument("--workload", choices=("devices", "yelp", "tpch", "bsma", "orderbook", "all"), default="all",
                    help="which workload (default all)")
     p.add_argument("--grid", choices=("quick", "full"), default="quick",
                    help="axis values and default point (default quick; full: the thesis' Fig. 2.11 ranges, "
                         "much longer)")
     p.add_argument("--scale", type=float, default=1.0,
-                   help="factor on the grid's data sizes (devices_parts rows, businesses, TPC-H scale factor, users; "
+                   help="factor on the grid's data sizes (devices_parts rows, businesses, TPC-H scale factor, users, "
+                        "orders per side of the book; "
                         "default 1)")
     p.add_argument("--runs", type=int, default=3, help="timed runs per point after one warm-up run (default 3)")
     p.add_argument("--axis", action="append", type=parse_axis, default=[], metavar="NAME[=V,...]",
                    help="run only this axis (repeatable), with these values instead of the grid's; devices: "
-                        "d, j, s, f, size; yelp: batch, businesses; tpch: orders, sf; bsma: updates, users")
+                        "d, j, s, f, size; yelp: batch, businesses; tpch: orders, sf; bsma: updates, users; "
+                        "orderbook: changes, book")
     p.add_argument("--strategies", type=lambda s: parse_list(s, STRATEGIES, "strategy"), default=None,
                    help="comma-separated, of " + ", ".join(STRATEGIES) + " (default: devices "
                         + ",".join(suite.DEVICES.strategies) + "; yelp " + ",".join(suite.YELP.strategies)
                         + "; tpch " + ",".join(suite.TPCH.strategies) + "; bsma " + ",".join(suite.BSMA.strategies)
+                        + "; orderbook " + ",".join(suite.ORDERBOOK.strategies)
                         + ")")
     p.add_argument("--views", type=lambda s: tuple(v for v in s.split(",") if v), default=None,
                    help="comma-separated, the views to maintain (default: every view of the workload; devices: "
                         + ",".join(suite.DEVICES.views) + "; yelp: " + ",".join(suite.YELP.views)
-                        + "; tpch: " + ",".join(suite.TPCH.views) + "; bsma: " + ",".join(suite.BSMA.views) + ")")
+                        + "; tpch: " + ",".join(suite.TPCH.views) + "; bsma: " + ",".join(suite.BSMA.views)
+                        + "; orderbook: " + ",".join(suite.ORDERBOOK.views) + ")")
     p.add_argument("--threads", type=int, default=duck.DEFAULT_THREADS,
                    help=f"threads of the DuckDB connection (default {duck.DEFAULT_THREADS})")
     p.add_argument("--seed", type=int, default=0, help="dataset seed (default 0)")

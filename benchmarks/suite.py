@@ -1,7 +1,7 @@
 """One benchmark suite: every maintenance strategy and a DuckDB recomputation, on the same data
 and the same batches, over grids of workload parameters (``python -m benchmarks run``).
 
-Input: the workloads (devices, Yelp-like, TPC-H, BSMA), a grid (``quick`` or ``full``), a scale factor for
+Input: the workloads (devices, Yelp-like, TPC-H, BSMA, order book), a grid (``quick`` or ``full``), a scale factor for
 its data sizes, the timed runs per point and the axes to run.  A grid has a default point and
 axes; each axis varies one parameter from the default point:
 
@@ -15,7 +15,9 @@ axes; each axis varies one parameter from the default point:
 * TPC-H (``tpch.py``): ``orders`` refreshed per batch (RF1 inserts and RF2 deletes that many
   orders with their lines) and ``sf`` the scale factor;
 * social media after BSMA (``bsma.py``, thesis §2.8.1): ``updates`` of users' tweetsnum and
-  favornum per batch and ``users``.
+  favornum per batch and ``users``;
+* an order book after DBToaster's finance queries (``orderbook.py``): ``changes`` per batch
+  (orders placed, removed and partially filled) and ``book``, the orders on each side.
 
 Points that share their data (all parameters but the batch size) run in one group: the data
 is generated (``OUT/work/<group>/data``, kept for later invocations), loaded into a fresh
@@ -46,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import bsma as bsma_bench
+import orderbook as orderbook_bench
 import devices as devices_bench
 import duck
 import pyarrow.parquet as pq
@@ -159,7 +162,17 @@ BSMA = Workload(
                          quick=(100, (10, 100, 1000), 30_000, (10_000, 30_000, 100_000)),
                          full=(100, (10, 100, 1000, 10000), 300_000, (100_000, 300_000, 1_000_000))))
 
-WORKLOADS = {w.name: w for w in (DEVICES, YELP, TPCH, BSMA)}
+ORDERBOOK = Workload(
+    name="orderbook", title="an order book after DBToaster's finance queries (VWAP, PSP, MST, AXF, BSP, BSV)",
+    views=orderbook_bench.VIEWS,
+    # maps: with --strategies (the views DBToaster maintains by maps)
+    strategies=("id", "tuple", "recompute", "auto"),
+    batch="changes",
+    grids=batch_and_size("changes", "orders placed, removed or filled per batch", "book", "orders per side of the book",
+                         quick=(100, (10, 100, 1000), 10_000, (1_000, 10_000, 100_000)),
+                         full=(100, (10, 100, 1000, 10000), 100_000, (10_000, 100_000, 1_000_000))))
+
+WORKLOADS = {w.name: w for w in (DEVICES, YELP, TPCH, BSMA, ORDERBOOK)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -534,7 +547,19 @@ def bsma_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping
                  bsma_bench.Updates(data_dir, config.seed), {"users": data["users"], "seed": config.seed})
 
 
-GROUP_RUNNERS = {"devices": devices_group, "yelp": yelp_group, "tpch": tpch_group, "bsma": bsma_group}
+def orderbook_group(data: Mapping[str, Any], batches: Sequence[int], default: Mapping[str, Any],
+                    config: SuiteConfig, strategies: tuple[str, ...], state: State) -> None:
+    """One order book, from one stream of its changes."""
+    out = config.out / "work" / f"orderbook-o{data['book']}"
+    out.mkdir(parents=True, exist_ok=True)
+    data_dir = orderbook_bench.generate_data(data["book"], out, config.seed)
+    stream_group(workload("orderbook", config), data, batches, config, strategies, state, out, data_dir,
+                 orderbook_bench, orderbook_bench.Stream(data_dir, config.seed),
+                 {"book": data["book"], "seed": config.seed})
+
+
+GROUP_RUNNERS = {"devices": devices_group, "yelp": yelp_group, "tpch": tpch_group, "bsma": bsma_group,
+                 "orderbook": orderbook_group}
 
 
 # --- driver ----------------------------------------------------------------------------------------

@@ -96,6 +96,15 @@ VIEWS = {
         "SELECT dp.did, SUM(p.price * 2 - 1) FROM devices d, devices_parts dp, parts p "
         "WHERE d.did = dp.did AND dp.pid = p.pid AND ((d.category = 'phone' AND p.price < 50) "
         "OR (d.category <> 'phone' AND p.price >= 50)) GROUP BY dp.did"),
+    # a nested aggregate correlated on an inequality compared with an uncorrelated one (DBToaster's
+    # VWAP): the parts priced where less than a quarter of all prices lies above them
+    "two subqueries compared": (
+        "CREATE VIEW q AS SELECT d.category, SUM(p.price) AS s FROM devices d JOIN devices_parts dp ON d.did = dp.did "
+        "JOIN parts p ON p.pid = dp.pid WHERE (SELECT VALUE 0.25 * SUM(p3.price) FROM parts p3)[0] > "
+        "(SELECT VALUE SUM(p2.price) FROM parts p2 WHERE p2.price > p.price)[0] GROUP BY d.category",
+        "SELECT d.category, SUM(p.price) FROM devices d JOIN devices_parts dp ON d.did = dp.did "
+        "JOIN parts p ON p.pid = dp.pid WHERE (SELECT 0.25 * SUM(p3.price) FROM parts p3) > "
+        "(SELECT SUM(p2.price) FROM parts p2 WHERE p2.price > p.price) GROUP BY d.category"),
 }
 
 
@@ -278,7 +287,7 @@ def test_deleting_the_largest_price_finds_the_next_one_through_the_value_map():
 
 @pytest.mark.parametrize("name", ["exists", "not exists", "in", "above the average", "SQL's scalar subquery",
                                   "below a multiple of the sum", "lifted conditions and values",
-                                  "a disjunction across the join"])
+                                  "a disjunction across the join", "two subqueries compared"])
 def test_trigger_programs_of_subqueries_follow_random_batches(name):
     """A view's terms with a subquery in WHERE (nested aggregates) maintained by their batch
     trigger program through random batches of links added and removed, prices changed and

@@ -215,9 +215,11 @@ _FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def _compared(t: E.Term, scalars: Mapping[str, _Scalar]) -> Term:
-    """A comparison of a field or number with a scalar subquery: its nested aggregates, then
-    ``x op n`` or, for AVG (``n / d``, ``d`` > 0), ``x * d op n``, where the subquery's value is
-    defined (and ``x`` is)."""
+    """A comparison with a scalar subquery, of a field or number or of another subquery (VWAP's
+    shape: a quarter of the total volume against the volume above a price): the subqueries'
+    nested aggregates, then their values compared, each ``n`` (SUM, COUNT) or ``n / d`` (AVG,
+    ``d`` > 0), as ``a * d2 op n2`` (``a * d1 * d2 op n2 * d1`` for two averages), where every
+    subquery's value is defined (and ``x`` is)."""
     match t:
         case E.Call(function=f, args=(left, right)) if f in _COMPARISONS:
             pass
@@ -228,22 +230,37 @@ def _compared(t: E.Term, scalars: Mapping[str, _Scalar]) -> Term:
     other = left
     if v is None:
         v, other, op = _subquery(left, scalars), right, _FLIPPED[op]
-    if v is None or _subquery(other, scalars) is not None:
-        raise Untranslatable(f"condition {t} compares two subqueries")
+    if v is None:
+        raise Untranslatable(f"condition {t} has no AGCA form here")
     sq = scalars[v]
-    x = _operand(other)
+    w = _subquery(other, scalars)
     factors: list[Term] = list(sq.assignments)
+    if w is not None:  # a subquery on both sides: the other's value is (numerator, denominator)
+        osq = scalars[w]
+        factors += [a for a in osq.assignments if a not in factors]
+        if osq.defined is not None:
+            factors.append(Cmp("!=", Var(osq.defined), Const(0)))
+        x: Var | Value | Const = Var(osq.numerator)
+        others = [osq.denominator] if osq.denominator is not None else []
+    else:
+        x = _operand(other)
+        others = []
+        if isinstance(x, Var):
+            factors.append(Cmp("!=", x, NULL))
     if sq.defined is not None:
         factors.append(Cmp("!=", Var(sq.defined), Const(0)))
-    if isinstance(x, Var):
-        factors.append(Cmp("!=", x, NULL))
     # compared up to rounding: the subquery's sums are kept by adding increments, and would
     # otherwise decide a tie (a part priced at its device's average) by their rounding
-    if sq.denominator is None:
-        factors.append(Cmp("~" + op, x, Var(sq.numerator)))
-    else:
+    left_side, right_side = x, Var(sq.numerator)
+    if sq.denominator is not None:
         scaled = f"{sq.numerator}$times${x}"
-        factors += [Assign(scaled, Mul((x, Var(sq.denominator)))), Cmp("~" + op, Var(scaled), Var(sq.numerator))]
+        factors.append(Assign(scaled, Mul((x, Var(sq.denominator)))))  # type: ignore[arg-type]
+        left_side = Var(scaled)
+    for d in others:
+        scaled = f"{right_side.name}$times${d}"
+        factors.append(Assign(scaled, Mul((right_side, Var(d)))))
+        right_side = Var(scaled)
+    factors.append(Cmp("~" + op, left_side, right_side))
     return Mul(tuple(factors))
 
 

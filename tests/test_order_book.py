@@ -1,0 +1,92 @@
+"""DBToaster's finance queries over an order book (``benchmarks/orderbook.py``): VWAP, PSP, MST, AXF,
+BSP and BSV maintained by higher-order delta maps through a stream of orders placed, removed and
+partially filled, equal after every batch to DuckDB running the same SQL over the book the
+stream holds (the stream's own model of the tables, not idivm's)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import common  # noqa: E402
+import duck  # noqa: E402
+import orderbook  # noqa: E402
+
+#: the view of the default run: a disjunction of inequalities over a join (AXF); the nested
+#: aggregates of the others (VWAP's, compared with each other) make runs of maps of tens of
+#: seconds, for ``--runslow``
+DEFAULT = ("orderbook_axf",)
+
+
+def _expected(con, view: str, book: dict[str, dict]) -> list[tuple]:
+    for side, rows in book.items():
+        con.execute(f"DELETE FROM {side}")
+        con.executemany(f"INSERT INTO {side} VALUES (?, ?, ?, ?, ?)",
+                        [(r["t"], r["id"], r["broker_id"], r["price"], r["volume"]) for r in rows.values()])
+    return con.execute(duck.relational_sql(orderbook.view_text(view))).fetchall()
+
+
+def _same(got: list[tuple], want: list[tuple]) -> bool:
+    def close(a, b):
+        if a is None or b is None:
+            return a is b
+        if isinstance(a, float) or isinstance(b, float):
+            return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
+        return a == b
+
+    key = lambda r: tuple((v is None, v if not isinstance(v, float) else 0) for v in r[:1])  # noqa: E731
+    got, want = sorted(got, key=key), sorted(want, key=key)
+    return len(got) == len(want) and all(len(g) == len(w) and all(close(a, b) for a, b in zip(g, w))
+                                         for g, w in zip(got, want))
+
+
+def _run(make_warehouse, tmp_path, views, batches: int, size: int) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    data = orderbook.generate_data(40, tmp_path / "book", seed=5)
+    wh = make_warehouse("book")
+    for side, key in orderbook.KEYS.items():
+        wh.create_table(side, list(key), data / f"{side}.parquet")
+    for view in views:
+        assert wh.define(orderbook.view_text(view), strategy="maps").strategy == "maps"
+    stream = orderbook.Stream(data, seed=5)
+    con = duckdb.connect()
+    for side in orderbook.KEYS:
+        con.execute(f"CREATE TABLE {side} (t BIGINT, id BIGINT, broker_id BIGINT, price DOUBLE, volume DOUBLE)")
+    for _ in range(batches):
+        batch = stream.next_batch(size)
+        for table, path in common.write_events(batch, tmp_path / "changes").items():
+            wh.ingest(table, path)
+        for view in views:
+            wh.maintain(view)
+            got = [tuple(r.values()) for r in wh.rows(view)]
+            want = _expected(con, view, stream.book)
+            assert _same(got, want), (batch.number, view, got, want)
+
+
+def test_order_book_views_maintained_by_maps_equal_duckdb(make_warehouse, tmp_path):
+    _run(make_warehouse, tmp_path, DEFAULT, batches=1, size=12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("view", orderbook.VIEWS)
+def test_every_order_book_view_maintained_by_maps_equals_duckdb(make_warehouse, tmp_path, view):
+    _run(make_warehouse, tmp_path, (view,), batches=3, size=20)
+
+
+def test_the_stream_keeps_both_sides_of_the_book(tmp_path):
+    data = orderbook.generate_data(50, tmp_path, seed=1)
+    stream = orderbook.Stream(data, seed=1)
+    ops = {"c": 0, "d": 0, "u": 0}
+    for _ in range(10):
+        for events in stream.next_batch(40).events.values():
+            for e in events:
+                ops[e["op"]] += 1
+    assert all(n > 0 for n in ops.values()), ops
+    assert all(25 <= len(rows) <= 75 for rows in stream.book.values())
+    ids = [i for rows in stream.book.values() for i in rows]
+    assert len(ids) == len(set(ids))
