@@ -24,14 +24,13 @@ column of a select-project-join view (``bsma_q15``) or inside the aggregate (``b
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import common
-from common import BenchmarkError, EventBatch, progress
+from common import BenchmarkError, EventBatch
 
 VIEWS = ("bsma_q7", "bsma_q10", "bsma_q11", "bsma_q15", "bsma_q18", "bsma_s1", "bsma_s2", "bsma_s3")
 
@@ -106,17 +105,8 @@ def tables(users: int, seed: int = 0) -> dict[str, pa.Table]:
 def generate_data(users: int, out: Path, seed: int = 0) -> Path:
     """The tables as ``OUT/data/<table>.parquet``; reused when a previous invocation left the same
     users and seed."""
-    data = out / "data"
     wanted = {"users": users, "seed": seed, "friends": FRIENDS, "tweets": TWEETS}
-    if common.reusable(data, wanted, KEYS, "BSMA"):
-        return data
-    started = time.perf_counter()
-    data.mkdir(parents=True, exist_ok=True)
-    for name, table in tables(users, seed).items():
-        pq.write_table(table, data / f"{name}.parquet")
-    common.stamp(data, wanted)
-    progress(f"data: BSMA {users:,} users in {time.perf_counter() - started:.1f} s")
-    return data
+    return common.generated(out / "data", wanted, KEYS, "BSMA", f"BSMA {users:,} users", lambda: tables(users, seed))
 
 
 # --- changes ---------------------------------------------------------------------------------------

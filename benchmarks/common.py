@@ -151,6 +151,24 @@ def stamp(data: Path, wanted: Mapping[str, Any]) -> None:
     (data / "spec.json").write_text(json.dumps(dict(wanted), sort_keys=True) + "\n")
 
 
+def generated(data: Path, wanted: Mapping[str, Any], tables: Iterable[str], dataset: str, what: str,
+              make: Callable[[], Mapping[str, Any]]) -> Path:
+    """``data/<table>.parquet`` for each of the Arrow tables ``make()`` returns, reused when a
+    previous invocation left them for the same knobs ``wanted`` (:func:`reusable`); ``what``
+    says what was written, in the progress line."""
+    import pyarrow.parquet as pq
+
+    if reusable(data, wanted, tables, dataset):
+        return data
+    started = time.perf_counter()
+    data.mkdir(parents=True, exist_ok=True)
+    for name, table in make().items():
+        pq.write_table(table, data / f"{name}.parquet")
+    stamp(data, wanted)
+    progress(f"data: {what} in {time.perf_counter() - started:.1f} s")
+    return data
+
+
 @dataclass(frozen=True, slots=True)
 class EventBatch:
     """A batch of a change stream: its number (from 1) and each table's Debezium events, in order

@@ -21,7 +21,6 @@ their size.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import common
-from common import BenchmarkError, EventBatch, progress
+from common import BenchmarkError, EventBatch
 
 VIEWS = ("orderbook_vwap", "orderbook_psp", "orderbook_mst", "orderbook_axf", "orderbook_bsp", "orderbook_bsv")
 
@@ -70,17 +69,9 @@ def tables(orders: int, seed: int = 0) -> dict[str, pa.Table]:
 def generate_data(orders: int, out: Path, seed: int = 0) -> Path:
     """The tables as ``OUT/data/<table>.parquet``; reused when a previous invocation left the same
     orders and seed."""
-    data = out / "data"
     wanted = {"orders": orders, "seed": seed, "brokers": BROKERS}
-    if common.reusable(data, wanted, KEYS, "order book"):
-        return data
-    started = time.perf_counter()
-    data.mkdir(parents=True, exist_ok=True)
-    for name, table in tables(orders, seed).items():
-        pq.write_table(table, data / f"{name}.parquet")
-    common.stamp(data, wanted)
-    progress(f"data: order book of {orders:,} bids and {orders:,} asks in {time.perf_counter() - started:.1f} s")
-    return data
+    return common.generated(out / "data", wanted, KEYS, "order book", f"order book of {orders:,} bids and {orders:,} asks",
+                            lambda: tables(orders, seed))
 
 
 # --- changes ---------------------------------------------------------------------------------------
