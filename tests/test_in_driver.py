@@ -38,7 +38,7 @@ def t(name: str) -> Field:
 
 
 AGGREGATES = (
-    ("n", O.Aggregate("count", None)), ("nx", O.Aggregate("count", t("x"))),
+    ("n", O.Aggregate("count", None)), ("nx", O.Aggregate("count", t("x"))), ("n2", O.Aggregate("count", None)),
     ("nd", O.Aggregate("count", t("s"), distinct=True)), ("sx", O.Aggregate("sum", t("x"))),
     ("sd", O.Aggregate("sum", t("d"))), ("sf", O.Aggregate("sum", t("f"))), ("ax", O.Aggregate("avg", t("x"))),
     ("lo", O.Aggregate("min", t("s"))), ("hi", O.Aggregate("max", t("d"))), ("hb", O.Aggregate("max", t("on"))),
@@ -75,7 +75,7 @@ def same(a: list[dict], b: list[dict], keys: tuple[str, ...]) -> bool:
 
 
 @pytest.mark.parametrize("keys", [("k",), ("k", "g"), ("on",), ("d", "s")])
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0])
 def test_an_aggregate_of_rows_in_memory_is_computed_in_the_driver_as_spark_computes_it(spark, tmp_path, keys, seed):
     table = rows(seed, 300)
     delta.create_table(tmp_path / "t", table)

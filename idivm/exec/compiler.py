@@ -546,11 +546,11 @@ IN_DRIVER_MAX_BYTES = 8 << 20
 #: aggregate function -> the argument types the driver computes it for exactly as Spark does
 #: (sums of floating point values may differ in their last bits, as Spark's own do with the
 #: order of partial sums)
-_NUMERIC = (ST.IntegralType, ST.DecimalType, ST.FloatType, ST.DoubleType)
+_NUMERIC = (ST.IntegralType, ST.DecimalType, ST.DoubleType)
 _IN_DRIVER = {
     ("count", False): None, ("count", True): (ST.IntegralType, ST.DecimalType, ST.StringType, ST.DateType,
                                               ST.BooleanType),
-    ("sum", False): _NUMERIC, ("avg", False): (ST.IntegralType, ST.FloatType, ST.DoubleType),
+    ("sum", False): _NUMERIC, ("avg", False): (ST.IntegralType, ST.DoubleType),
     ("min", False): _NUMERIC + (ST.StringType, ST.DateType, ST.BooleanType),
     ("max", False): _NUMERIC + (ST.StringType, ST.DateType, ST.BooleanType),
 }
@@ -572,27 +572,27 @@ def _in_driver(pc: PlanCompiler, op: O.GroupBy, env: Env, df: DataFrame, keys: l
     specs = [(v, a.function, a.distinct, a.arg) for v, a in op.aggregates] or \
         [(grouped.columns[-1], "count", False, None)]
     names = [*env.cols, *(k for k, _ in op.keys)]
-    args = {v: pc.fresh("arg") for v, _, _, arg in specs if arg is not None}
+    # COUNT(*) counts a column of 1s
+    args = {v: pc.fresh("arg") for v, _, _, _ in specs}
     inputs = df.select(*[col(c) for c in env.cols], *keys,
-                       *[compile_term(arg).alias(args[v]) for v, _, _, arg in specs if arg is not None])
+                       *[(F.lit(1) if arg is None else compile_term(arg)).alias(args[v]) for v, _, _, arg in specs])
     types = {f.name: f.dataType for f in inputs.schema.fields}
     exact = (ST.StringType, ST.IntegralType, ST.DateType, ST.BooleanType, ST.DecimalType)
     if not names or not all(isinstance(types[n], exact) for n in names):
         return None
     for v, function, distinct, arg in specs:
         allowed = _IN_DRIVER.get((function, distinct), ())
-        if arg is not None and allowed is not None and not isinstance(types[args[v]], allowed):
+        if allowed is not None and not isinstance(types[args[v]], allowed):
             return None
     plan = inputs._jdf.queryExecution().optimizedPlan()
     size = plan.stats().sizeInBytes() if plan.nodeName() == "LocalRelation" else None
     if size is None or int(size if isinstance(size, int) else size.toString()) > IN_DRIVER_MAX_BYTES:
         return None
     rows = local_rows(inputs)
-    aggregations = [(args[v], _ARROW_FUNCTION[function, distinct]) if arg is not None else ([], "count_all")
-                    for v, function, distinct, arg in specs]
-    out = rows.group_by(names, use_threads=False).aggregate(aggregations)
-    produced = [f"{args[v]}_{_ARROW_FUNCTION[function, distinct]}" if arg is not None else "count_all"
-                for v, function, distinct, arg in specs]
+    functions = [_ARROW_FUNCTION[function, distinct] for _, function, distinct, _ in specs]
+    out = rows.group_by(names, use_threads=False).aggregate(
+        [(args[v], f) for (v, *_), f in zip(specs, functions)])
+    produced = [f"{args[v]}_{f}" for (v, *_), f in zip(specs, functions)]
     schema = arrow_schema(grouped.schema, nullable=True)
     table = pa.table([out.column(n) for n in names + produced], names=grouped.columns)
     return pc.spark.createDataFrame(table.cast(schema), grouped.schema)
