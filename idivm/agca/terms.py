@@ -24,6 +24,9 @@ from fractions import Fraction
 from collections.abc import Iterator
 from typing import Union
 
+from idivm.algebra import expressions as E
+from idivm.algebra.rewrite import substitute
+
 Number = Union[int, Fraction]
 
 #: below this magnitude a multiplicity held as a double is 0
@@ -190,47 +193,11 @@ LIFTED_FUNCTIONS = frozenset({"add", "sub", "mul", "div", "neg", "eq", "ne", "lt
 
 def lift_variables(expr: object) -> frozenset[str]:
     """The variables a lifted expression reads."""
-    from idivm.algebra import expressions as E
-
-    match expr:
-        case E.Var(name=x):
-            return frozenset({x})
-        case E.Call(args=args):
-            return frozenset().union(*(lift_variables(a) for a in args))
-        case E.Case(whens=whens, otherwise=o):
-            parts = [lift_variables(x) for w in whens for x in w] + ([lift_variables(o)] if o is not None else [])
-            return frozenset().union(*parts)
-    return frozenset()
+    return expr.variables()  # type: ignore[attr-defined]
 
 
 def _renamed_expr(expr: object, names: dict[str, str]) -> object:
-    from idivm.algebra import expressions as E
-
-    match expr:
-        case E.Var(name=x):
-            return E.Var(names.get(x, x))
-        case E.Call(function=f, args=args):
-            return E.Call(f, tuple(_renamed_expr(a, names) for a in args))
-        case E.Case(whens=whens, otherwise=o):
-            return E.Case(tuple((_renamed_expr(c, names), _renamed_expr(r, names)) for c, r in whens),
-                          None if o is None else _renamed_expr(o, names))
-    return expr
-
-
-def _shown_expr(expr: object) -> str:
-    from idivm.algebra import expressions as E
-
-    match expr:
-        case E.Var(name=x):
-            return x
-        case E.Const(value=v):
-            return "NULL" if v is None else repr(v) if isinstance(v, str) else str(v)
-        case E.Call(function=f, args=args):
-            return f"{f}({', '.join(_shown_expr(a) for a in args)})"
-        case E.Case(whens=whens, otherwise=o):
-            parts = " ".join(f"WHEN {_shown_expr(c)} THEN {_shown_expr(r)}" for c, r in whens)
-            return f"CASE {parts}{'' if o is None else ' ELSE ' + _shown_expr(o)} END"
-    return str(expr)
+    return substitute(expr, {E.Var(x): E.Var(y) for x, y in names.items()})  # type: ignore[arg-type]
 
 
 ZERO = Const(0)
@@ -355,7 +322,7 @@ def show(q: "Term | Value") -> str:
         case Cmp(op=op, left=l, right=r):
             return f"({show(l)} {op} {show(r)})"
         case Lift(expr=e, condition=c):
-            return f"{{{_shown_expr(e)}}}" if c else f"[{_shown_expr(e)}]"
+            return f"{{{e}}}" if c else f"[{e}]"
         case Assign(var=x, term=t):
             return f"({x} := {show(t)})"
     raise TypeError(f"not an AGCA term: {q!r}")
@@ -423,28 +390,15 @@ def canonical(q: Term) -> tuple[Term, dict[str, str]]:
                 visit(left)
                 visit(right)
             case Lift(expr=e):
-                for x in _expr_variables_in_order(e):
-                    order.setdefault(x, f"${len(order) + 1}")
+                for x in e.walk():  # type: ignore[attr-defined]
+                    if isinstance(x, E.Var):
+                        order.setdefault(x.name, f"${len(order) + 1}")
             case Assign(var=x, term=body):
                 visit(body)
                 order.setdefault(x, f"${len(order) + 1}")
 
     visit(q)
     return _reordered(rename(q, order), atoms=False), order  # type: ignore[return-value,arg-type]
-
-
-def _expr_variables_in_order(expr: object) -> list[str]:
-    from idivm.algebra import expressions as E
-
-    match expr:
-        case E.Var(name=x):
-            return [x]
-        case E.Call(args=args):
-            return [x for a in args for x in _expr_variables_in_order(a)]
-        case E.Case(whens=whens, otherwise=o):
-            return [x for part in [*(p for w in whens for p in w), *([o] if o is not None else [])]
-                    for x in _expr_variables_in_order(part)]
-    return []
 
 
 def _reordered(q: "Term | Value", *, atoms: bool) -> "Term | Value":
