@@ -208,6 +208,12 @@ PROGRAMS = {
     "nested sum correlated on an equality": Sum(("A",), Rel("R", ("A", "B")) * Assign("z", Sum((), Rel("S", ("C", "D"))
                                                                                            * Cmp("=", v("C"), v("A")) * v("D")))
                                                 * Cmp("<", v("B"), v("z")) * v("B")),
+    "uncorrelated nested aggregates (PSP's shape)": Sum((), Rel("R", ("A", "B")) * Rel("S", ("C", "D"))
+                                                       * Assign("z1", Sum((), Rel("R", ("A1", "B1")) * v("B1") * Const(0.5)))
+                                                       * Cmp(">", v("B"), v("z1"))
+                                                       * Assign("z2", Sum((), Rel("S", ("C1", "D1")) * v("D1") * Const(0.5)))
+                                                       * Cmp(">", v("D"), v("z2"))
+                                                       * (v("A") - v("C"))),
 }
 COLUMNS = {"R": ("A", "B"), "S": ("C", "D"), "T": ("E", "F")}
 
@@ -258,6 +264,48 @@ def test_example_11_a_nested_aggregate_is_evaluated_over_maps_of_its_own():
     assert Sum(("C",), Rel("S", ("C", "D")) * v("D")) in definitions
     assert all(not any(isinstance(t, Assign) and relations(t) for t in _factors(m.definition))
                for m in program.maps.values() if m.name != "Q")
+
+
+#: DBToaster §6.2's PSP over the condensed schema B(BP, BV), A(AP, AV): the price spread of the
+#: bids and asks whose volume exceeds a ten-thousandth of their side's total volume
+PSP = Sum((), Rel("B", ("BP", "BV")) * Rel("A", ("AP", "AV")) * (v("AP") - v("BP"))
+          * Assign("v1", Sum((), Rel("B", ("BP1", "BV1")) * v("BV1") * Const(0.0001))) * Cmp(">", v("BV"), v("v1"))
+          * Assign("v2", Sum((), Rel("A", ("AP1", "AV1")) * v("AV1") * Const(0.0001))) * Cmp(">", v("AV"), v("v2")))
+
+
+def test_section_6_2_psp_is_evaluated_again_over_maps_of_each_side():
+    """Fig. 4: an insert into B adds to the price sum and the count of its volume and to B's
+    total volume, then evaluates Q again (``Q :=``) over those maps and A's: no map joins B
+    with A (no cross product), and Q is not maintained by a delta that evaluates it twice."""
+    program = compile_program(PSP)
+    definitions = {m.definition for m in program.maps.values() if m.name != "Q"}
+    assert Sum(("BV",), Rel("B", ("BP", "BV"))) in definitions  # Q_B3[BV]: the count per volume
+    assert Sum(("BV",), Rel("B", ("BP", "BV")) * v("BP")) in definitions  # Q_B1[BV]: the price sum per volume
+    assert Sum(("AV",), Rel("A", ("AP", "AV"))) in definitions
+    assert Sum(("AV",), Rel("A", ("AP", "AV")) * v("AP")) in definitions
+    assert all(len(relations(d)) == 1 for d in definitions)
+    for rel in ("A", "B"):
+        for sign in (1, -1):
+            statements = program.triggers[(rel, sign)].statements
+            (q,) = [s for s in statements if s.target == "Q"]
+            assert q.replace and str(q).startswith("Q := ")
+            assert all(not s.replace for s in statements if s.target != "Q")  # the maps' own: increments
+            assert "A" not in relations(q.rhs) and "B" not in relations(q.rhs)  # read off the maps only
+
+
+def test_section_6_1_q18a_keeps_its_delta_where_the_nested_sum_is_correlated_on_an_equality():
+    """Fig. 3: the nested sum of the order's quantities is correlated on the order key, which
+    an update of LI binds, so Q is maintained by deltas (``+=``) over the maps Q_O1[CK] = C,
+    Q_O2[OK] = Sum(LI * QTY) and Q_LI[CK, OK] = C * O."""
+    q18 = Sum(("CK",), Rel("C", ("CK",)) * Rel("O", ("CK", "OK")) * Rel("LI", ("OK", "QTY")) * v("QTY")
+              * Assign("x", Sum((), Rel("LI", ("OK1", "QTY1")) * Cmp("=", v("OK"), v("OK1")) * v("QTY1")))
+              * Cmp("<", Const(100), v("x")))
+    program = compile_program(q18)
+    assert not any(s.replace for t in program.triggers.values() for s in t.statements)
+    forms = {canonical(m.definition)[0] for m in program.maps.values() if m.name != "Q"}
+    assert canonical(Sum(("OK",), Rel("LI", ("OK", "QTY")) * v("QTY")))[0] in forms
+    assert canonical(Sum(("CK", "OK"), Rel("C", ("CK",)) * Rel("O", ("CK", "OK"))))[0] in forms
+    assert canonical(Sum(("CK",), Rel("C", ("CK",))))[0] in forms
 
 
 def _factors(t):

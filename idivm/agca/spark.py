@@ -238,12 +238,18 @@ def apply_batch(spark: "SparkSession", program: Program, maps: dict[str, "DataFr
             continue
         increments = []
         for s in trigger.statements:
-            keys = list(program.maps[s.target].keys)
-            inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, maps)
-            increments.append((s.target, keys, inc.select(*[col(k) for k in keys], col(M))))
+            if not s.replace:
+                keys = list(program.maps[s.target].keys)
+                inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, maps)
+                increments.append((s.target, keys, inc.select(*[col(k) for k in keys], col(M))))
         for target, keys, inc in increments:
             # computed now, without its lineage: the next batch's plans start from it
             maps[target] = summed([maps[target].select(*[col(k) for k in keys], col(M)), inc], keys).localCheckpoint()
+        # re-evaluations read the maps after the increments
+        values = [(s.target, compile_term(s.rhs, unit(spark), {}, maps)) for s in trigger.statements if s.replace]
+        for target, value in values:
+            keys = list(program.maps[target].keys)
+            maps[target] = summed([value.select(*[col(k) for k in keys], col(M))], keys).localCheckpoint()
 
 
 def to_gmr(df: "DataFrame") -> GMR:

@@ -29,8 +29,8 @@ from itertools import product
 from idivm.agca.delta import delta, delta_tuple, simplify
 from idivm.agca.gmr import GMR, AgcaError, Database, Relation, evaluate
 from idivm.agca.terms import (
-    ZERO, Add, Assign, Cmp, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, canonical, inputs, outputs,
-    relations, rename,
+    ZERO, Add, Assign, Cmp, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, canonical, inputs, map_refs, outputs,
+    relations, rename, subterms,
 )
 
 
@@ -45,13 +45,16 @@ class MapDef:
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """``foreach keys do target[keys] += rhs``: ``rhs`` reads maps and the trigger variables."""
+    """``foreach keys do target[keys] += rhs``: ``rhs`` reads the maps and the trigger variables.
+    With ``replace``, ``target := rhs``: the map is evaluated again over the maps (§5.1's
+    re-evaluation), and ``rhs`` reads them after the trigger's increments."""
 
     target: str
     rhs: Term
+    replace: bool = False
 
     def __str__(self) -> str:
-        return f"{self.target} += {self.rhs}"
+        return f"{self.target} {':=' if self.replace else '+='} {self.rhs}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +111,18 @@ def compile_program(query: Term | Mapping[str, Term], name: str = "Q", *, batch:
         program.maps[map_name] = MapDef(map_name, keys, definition)
         form, here = canonical(definition)
         by_definition.setdefault(form, (map_name, here))
+        reevaluation: Term | None = None
         for rel in sorted(relations(definition) - frozenset(static)):
             n = _arity(definition, rel, arity)
             variables = trigger_variables[rel] = () if batch else tuple(f"{rel}#{i}" for i in range(1, n + 1))
             for sign in ((0,) if batch else (1, -1)):
+                if _reevaluated(definition, rel):
+                    if reevaluation is None:
+                        reevaluation = _decompose(definition, keys, frozenset(), program, by_definition, pending)
+                        if map_name in {r.name for r in map_refs(reevaluation)}:
+                            raise AgcaError(f"map {map_name} would be re-evaluated over itself: {definition}")
+                    statements.setdefault((rel, sign), []).append(Statement(map_name, reevaluation, replace=True))
+                    continue
                 d = delta(definition, {rel}) if batch else \
                     delta_tuple(definition, rel, [Var(v) for v in variables], sign)
                 if d == ZERO:
@@ -121,6 +132,23 @@ def compile_program(query: Term | Mapping[str, Term], name: str = "Q", *, batch:
     for (rel, sign), stmts in statements.items():
         program.triggers[(rel, sign)] = Trigger(rel, sign, trigger_variables[rel], tuple(stmts))
     return program
+
+
+def _reevaluated(q: Term, rel: str) -> bool:
+    """Whether a change of ``rel`` re-evaluates ``q`` over maps instead of adding its delta
+    (DBToaster §5.1, deltas of nested aggregates): ``q`` has a nested aggregate over ``rel``
+    that is not correlated on an equality.  Its delta ``(x := Q_N + ΔQ_N) − (x := Q_N)``
+    evaluates the outer query twice, over every tuple, and is not simpler than ``q``; the delta
+    pays off only where an equality with the outer query restricts it to the tuples the
+    change names (TPC-H Q17's part key), which the other nested aggregates (uncorrelated, as
+    in PSP; correlated on an inequality, as in VWAP and MST) lack."""
+    for t in subterms(q):
+        if isinstance(t, Assign) and isinstance(t.term, Term) and rel in relations(t.term):
+            outer = inputs(t.term)
+            if not any(isinstance(c, Cmp) and c.op == "=" and isinstance(c.left, Var) and isinstance(c.right, Var)
+                       and (c.left.name in outer) != (c.right.name in outer) for c in subterms(t.term)):
+                return True
+    return False
 
 
 def _arity(q: Term, rel: str, known: dict[str, int]) -> int:
@@ -353,14 +381,20 @@ def apply_update(program: Program, maps: dict[str, GMR], relation: str, values: 
         return
     if len(values) != len(trigger.variables):
         raise AgcaError(f"{relation} has {len(trigger.variables)} columns, the update {len(values)} values")
-    _run(trigger, maps, Database({}, maps=dict(maps)), dict(zip(trigger.variables, values)))
+    _run(trigger, maps, {}, dict(zip(trigger.variables, values)))
 
 
-def _run(trigger: Trigger, maps: dict[str, GMR], old: Database, context: Mapping[str, object]) -> None:
-    """Every statement of ``trigger`` evaluated over ``old`` (the maps before it), then added."""
-    increments = [(s.target, evaluate(s.rhs, old, context)) for s in trigger.statements]
+def _run(trigger: Trigger, maps: dict[str, GMR], updates: Mapping[str, Relation],
+         context: Mapping[str, object]) -> None:
+    """Every increment of ``trigger`` evaluated over the maps before it (and ``updates``, the
+    batch's ``ΔR``), then added; then every re-evaluation over the maps after the increments."""
+    old = Database({}, updates, maps=dict(maps))
+    increments = [(s.target, evaluate(s.rhs, old, context)) for s in trigger.statements if not s.replace]
     for target, inc in increments:
         maps[target] = maps[target] + GMR(inc)
+    new = Database({}, updates, maps=dict(maps))
+    for target, value in [(s.target, evaluate(s.rhs, new, context)) for s in trigger.statements if s.replace]:
+        maps[target] = GMR(value)
 
 
 
@@ -375,4 +409,4 @@ def apply_batch(program: Program, maps: dict[str, GMR], updates: Mapping[str, Re
         trigger = program.triggers.get((rel, 0))
         if trigger is None or rel not in updates:
             continue
-        _run(trigger, maps, Database({}, {rel: updates[rel]}, maps=dict(maps)), {})
+        _run(trigger, maps, {rel: updates[rel]}, {})

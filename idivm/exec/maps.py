@@ -150,34 +150,62 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
     with a trigger changed.  Each relation's batch trigger runs in turn (by name), reading
     ``maps`` as the earlier relations' increments left them; ``keep(df)`` computes one
     relation's increments once (they are run-sized) when a later relation reads them.  One
-    DataFrame, so that the increments of every map are computed together."""
+    DataFrame, so that the increments of every map are computed together.
+
+    A map a trigger evaluates again (``M := …``, a statement with ``replace``) is evaluated
+    over the maps after that trigger's increments; its increment is its new value minus the
+    value it had.  Only the last relation's re-evaluation of a map is computed when no trigger
+    in between reads the map."""
     program = mp.program
     current = dict(maps)
     done: list[DataFrame] = []
     order = [rel for rel in sorted(updates) if (rel, 0) in program.triggers]
     top = unit(spark)
+
+    def replaced(rels: Sequence[str]) -> set[str]:
+        return {s.target for r in rels for s in program.triggers[(r, 0)].statements if s.replace}
+
+    def read(rels: Sequence[str]) -> set[str]:
+        return {ref.name for r in rels for s in program.triggers[(r, 0)].statements for ref in map_refs(s.rhs)}
+
     for i, rel in enumerate(order):
-        parts = []
         statements = program.triggers[(rel, 0)].statements
-        for s in statements:
-            inc = compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, current)
-            parts.append(_tagged(inc, s.target, program.maps[s.target].keys))
-        here = summed(parts)
-        # the maps the later relations' statements read see these increments
-        read_later = maps_read(mp, order[i + 1:]) & {s.target for s in statements}
-        if read_later:
-            here = keep(here)
-            for target in sorted(read_later):
-                keys = program.maps[target].keys
-                current[target] = summed([current[target], unpacked(here, target, keys)], keys)
-        done.append(here)
+        later = order[i + 1:]
+        # the maps that later statements read, or that a later re-evaluation replaces
+        wanted = read(later) | replaced(later)
+        reevaluated = [s for s in statements if s.replace and not (s.target in replaced(later)
+                                                                  and s.target not in read(later))]
+        parts = [_tagged(compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, current), s.target,
+                         program.maps[s.target].keys) for s in statements if not s.replace]
+        if parts:
+            here = summed(parts)
+            # the maps read after them see these increments
+            seen = (wanted | {r.name for s in reevaluated for r in map_refs(s.rhs)}) \
+                & {s.target for s in statements if not s.replace}
+            if seen:
+                here = keep(here)
+                for target in sorted(seen):
+                    keys = program.maps[target].keys
+                    current[target] = summed([current[target], unpacked(here, target, keys)], keys)
+            done.append(here)
+        values = {s.target: compile_term(s.rhs, top, {}, current) for s in reevaluated}
+        for target, value in values.items():
+            keys = program.maps[target].keys
+            gone = current[target].select(*[_col(k) for k in keys], (-_col(M)).alias(M))
+            change = summed([_tagged(value, target, keys), _tagged(gone, target, keys)])
+            if target in wanted:
+                change = keep(change)
+                current[target] = summed([current[target], unpacked(change, target, keys)], keys)
+            done.append(change)
     return summed(done) if done else None
 
 
 def maps_read(mp: MapsPlan, relations: Iterable[str]) -> set[str]:
-    """The maps the batch triggers of ``relations`` read."""
+    """The maps the batch triggers of ``relations`` read (a map evaluated again included: its
+    increment is the change from its old value)."""
     triggers = [mp.program.triggers[(r, 0)] for r in relations if (r, 0) in mp.program.triggers]
-    return {ref.name for t in triggers for s in t.statements for ref in map_refs(s.rhs)}
+    return {ref.name for t in triggers for s in t.statements for ref in map_refs(s.rhs)} \
+        | {s.target for t in triggers for s in t.statements if s.replace}
 
 
 def _tagged(df: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
