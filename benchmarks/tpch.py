@@ -36,8 +36,8 @@ import pyarrow.parquet as pq
 import common
 from common import BenchmarkError, EventBatch, progress
 
-VIEWS = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_q6", "tpch_q10", "tpch_q12", "tpch_q14", "tpch_q17", "tpch_q19",
-         "tpch_urgent")
+VIEWS = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_q6", "tpch_q10", "tpch_q11", "tpch_q12", "tpch_q14", "tpch_q17",
+         "tpch_q18", "tpch_q19", "tpch_q22", "tpch_urgent")
 
 #: the tables the views read, with their keys
 KEYS: dict[str, tuple[str, ...]] = {
@@ -48,6 +48,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "nation": ("n_nationkey",),
     "region": ("r_regionkey",),
     "part": ("p_partkey",),
+    "partsupp": ("ps_partkey", "ps_suppkey"),
 }
 #: the tables the refresh functions change
 CHANGED = ("orders", "lineitem")

@@ -306,16 +306,26 @@ class PlanBuilder(TermBuilder):
     # ------------------------------------------------------------------ WHERE
 
     def where(self, cond: A.Expr, sc: Scope, ctx: _Ctx) -> None:
+        """WHERE's conjuncts as selections: those without a subquery first, over the FROM
+        clause; then those whose subqueries (each an ApplyPlan, evaluated once for every
+        distinct value of its correlation parameters) see only the tuples the first kept;
+        then EXISTS and IN as semi- and antijoins where they can be."""
         plain: list[Term] = []
+        nested: list[A.Expr] = []
         semis: list[A.Expr] = []
         for c in _split_and(cond):
             target = c.operand if isinstance(c, A.UnaryOp) and c.op == "NOT" else c
             if isinstance(target, (A.Exists, A.InSubquery)):
                 semis.append(c)
+            elif _has_subquery(c):
+                nested.append(c)
             else:
                 plain.append(self.condition(c, sc, ctx))
         if plain:
             ctx.plan = O.Select(ctx.plan, conjunction(plain), span=cond.span)
+        if nested:
+            terms = [self.condition(c, sc, ctx) for c in nested]
+            ctx.plan = O.Select(ctx.plan, conjunction(terms), span=cond.span)
         for c in semis:
             if not self.semijoin(c, sc, ctx):
                 t = self.expr(c, sc, ctx)  # first: it stacks the subquery's ApplyPlan on ctx.plan
@@ -523,6 +533,11 @@ def _union_type(what: str, left: T.Type, right: T.Type, span) -> T.Type:
     if ty is None:
         raise SemanticError(f"{what} mixes values of types {T.brief(left)} and {T.brief(right)}; {ONE_TYPE}", span)
     return ty
+
+
+def _has_subquery(n: A.Node) -> bool:
+    """Whether the expression ``n`` holds a subquery (EXISTS and IN included)."""
+    return isinstance(n, (A.Subquery, A.Exists, A.InSubquery)) or any(_has_subquery(c) for c in n.children())
 
 
 def _split_and(e: A.Expr) -> list[A.Expr]:
