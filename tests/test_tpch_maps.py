@@ -52,6 +52,11 @@ def _updates(twin: "duck.DuckRecompute", table: str, key: tuple[str, ...], chang
 
 
 def _same(got: list[tuple], want: list[tuple]) -> bool:
+    """Equal bags of rows, floats within rounding; dates as ISO text (as ``rows`` gives them)."""
+    import datetime
+
+    want = [tuple(v.isoformat() if isinstance(v, datetime.date) else v for v in r) for r in want]
+
     def close(a, b):
         if a is None or b is None:
             return a is b
