@@ -217,8 +217,16 @@ def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps) -> "DataFra
     extra = [c for c in _variables(value) if c not in params]
     if extra:
         raise AgcaError(f"the right side of {x} := … groups by {', '.join(extra)}: it must be a single value")
+    if not params:
+        # one value for every context: computed now and given as a constant.  Left in the plan,
+        # Spark runs it as a scalar subquery; a statement with many of them (PSP's) can take
+        # every thread of Spark's subquery pool while they wait for broadcasts that wait for
+        # subqueries, and never finish
+        total = value.agg(F.sum(col(M))).first()[0]
+        constant = F.lit(float(total) if total is not None else 0.0)
+        return contexts.filter(col(x) == constant) if x in contexts.columns else contexts.withColumn(x, constant)
     value = value.groupBy(*[col(p) for p in params]).agg(F.sum(col(M)).alias("__v"))
-    joined = contexts.join(value, params, "left") if params else contexts.crossJoin(value)
+    joined = contexts.join(value, params, "left")
     joined = joined.withColumn("__v", F.coalesce(col("__v"), F.lit(0.0)))
     if x in contexts.columns:
         return joined.filter(col(x) == col("__v")).drop("__v")

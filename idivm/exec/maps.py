@@ -110,13 +110,24 @@ def relation(df: "DataFrame", columns: Sequence[str]) -> "DataFrame":
     return df.select(*[_col(c) for c in columns], F.lit(1.0).alias(M))
 
 
-def initial_maps(spark: "SparkSession", mp: MapsPlan, read_table: Callable[[str], "DataFrame"]
-                 ) -> dict[str, "DataFrame"]:
+def initial_maps(spark: "SparkSession", mp: MapsPlan, read_table: Callable[[str], "DataFrame"], *,
+                 reevaluated: bool = False) -> dict[str, "DataFrame"]:
     """Every map of ``mp`` evaluated over the base tables ``read_table(name)`` gives, without
-    its entries of multiplicity 0."""
+    its entries of multiplicity 0.  With ``reevaluated``, a map that a trigger evaluates again
+    (``M := …``) is computed as its trigger computes it, from the other maps: equal to its
+    definition by construction, and cheaper (PSP: a product of each side's maps instead of the
+    join of the two sides with a nested aggregate per pair).  ``verify`` evaluates every
+    definition."""
     relations = {t: relation(read_table(t), cols) for t, cols in mp.columns}
-    return {name: _nonzero(compile_term(m.definition, unit(spark), relations, {}), m.keys)
-            for name, m in mp.program.maps.items()}
+    again = {s.target: s.rhs for t in mp.program.triggers.values() for s in t.statements if s.replace} \
+        if reevaluated else {}
+    again = {m: rhs for m, rhs in again.items() if not {r.name for r in map_refs(rhs)} & set(again)}
+    maps = {name: _nonzero(compile_term(m.definition, unit(spark), relations, {}), m.keys)
+            for name, m in mp.program.maps.items() if name not in again}
+    for name, rhs in again.items():
+        keys = mp.program.maps[name].keys  # a sum of monomials: their parts added per key
+        maps[name] = _nonzero(summed([compile_term(rhs, unit(spark), {}, maps)], keys), keys)
+    return {name: maps[name] for name in mp.program.maps}
 
 
 def _nonzero(df: "DataFrame", keys: Sequence[str]) -> "DataFrame":

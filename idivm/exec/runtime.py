@@ -264,7 +264,7 @@ class Runtime:
             read = self.reader(catalog, watermark)
             mapping.check_types(program.maps, self.group_schema(program.maps, read))
             written = {}
-            for name, mdf in mapping.initial_maps(self.spark, program.maps, read).items():
+            for name, mdf in mapping.initial_maps(self.spark, program.maps, read, reevaluated=True).items():
                 mrel = f"{rel}.maps/{name}"
                 mmeta = {**metadata, "idivm.operation": "define map", "idivm.map": name}
                 writes.append((mrel, _timed(catalog.root / rel, lambda p, d=mdf, m=mmeta: delta.write_spark(
@@ -564,7 +564,8 @@ class Runtime:
         from idivm.exec import maps as mapping
 
         paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
-        for m, mdf in mapping.initial_maps(self.spark, program.maps, self.reader(catalog, at)).items():
+        for m, mdf in mapping.initial_maps(self.spark, program.maps, self.reader(catalog, at),
+                                                     reevaluated=True).items():
             delta.write_spark(mdf, paths[m], mode="overwrite", engine=self.storage, deletion_vectors=True,
                               commit_metadata={**metadata, "idivm.operation": "rebuild map", "idivm.map": m,
                                                "idivm.watermark": json.dumps(dict(at), sort_keys=True)})
