@@ -147,6 +147,30 @@ def compare(expected: Mapping[str, Any], actual: Mapping[str, Any], rel_tol: flo
     return out
 
 
+def same_rows(got: Sequence[tuple], want: Sequence[tuple], rel_tol: float = 1e-9) -> bool:
+    """Whether the rows ``got`` (idivm's ``rows``) and ``want`` (DuckDB's) are the same bag:
+    floats within ``rel_tol`` (or 1e-6 apart), dates as the ISO text ``rows`` gives."""
+    import datetime
+
+    def value(v: Any) -> Any:
+        return v.isoformat() if isinstance(v, datetime.date) else v
+
+    def close(a: Any, b: Any) -> bool:
+        if a is None or b is None:
+            return a is b
+        if isinstance(a, float) or isinstance(b, float):
+            return math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-6)
+        return a == b
+
+    def key(r: tuple) -> tuple:
+        return tuple((v is None, round(v, 4) if isinstance(v, float) else v) for v in r)
+
+    got = sorted((tuple(map(value, r)) for r in got), key=key)
+    want = sorted((tuple(map(value, r)) for r in want), key=key)
+    return len(got) == len(want) and all(len(g) == len(w) and all(close(a, b) for a, b in zip(g, w))
+                                         for g, w in zip(got, want))
+
+
 class DuckRecompute:
     """One in-memory DuckDB database holding a dataset's tables, kept at the same state as
     idivm's base tables by applying the same batches."""

@@ -5,7 +5,6 @@ stream holds (the stream's own model of the tables, not idivm's)."""
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -33,20 +32,6 @@ def _expected(con, view: str, book: dict[str, dict]) -> list[tuple]:
     return con.execute(duck.relational_sql(orderbook.view_text(view))).fetchall()
 
 
-def _same(got: list[tuple], want: list[tuple]) -> bool:
-    def close(a, b):
-        if a is None or b is None:
-            return a is b
-        if isinstance(a, float) or isinstance(b, float):
-            return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
-        return a == b
-
-    key = lambda r: tuple((v is None, v if not isinstance(v, float) else 0) for v in r[:1])  # noqa: E731
-    got, want = sorted(got, key=key), sorted(want, key=key)
-    return len(got) == len(want) and all(len(g) == len(w) and all(close(a, b) for a, b in zip(g, w))
-                                         for g, w in zip(got, want))
-
-
 def _run(make_warehouse, tmp_path, views, batches: int, size: int) -> None:
     duckdb = pytest.importorskip("duckdb")
     data = orderbook.generate_data(40, tmp_path / "book", seed=5)
@@ -67,7 +52,7 @@ def _run(make_warehouse, tmp_path, views, batches: int, size: int) -> None:
             wh.maintain(view)
             got = [tuple(r.values()) for r in wh.rows(view)]
             want = _expected(con, view, stream.book)
-            assert _same(got, want), (batch.number, view, got, want)
+            assert duck.same_rows(got, want), (batch.number, view, got, want)
 
 
 def test_order_book_views_maintained_by_maps_equal_duckdb(make_warehouse, tmp_path):

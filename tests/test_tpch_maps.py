@@ -8,7 +8,6 @@ available), so that every table a view's nested aggregates read changes."""
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 from pathlib import Path
@@ -51,27 +50,6 @@ def _updates(twin: "duck.DuckRecompute", table: str, key: tuple[str, ...], chang
     return events
 
 
-def _same(got: list[tuple], want: list[tuple]) -> bool:
-    """Equal bags of rows, floats within rounding; dates as ISO text (as ``rows`` gives them)."""
-    import datetime
-
-    want = [tuple(v.isoformat() if isinstance(v, datetime.date) else v for v in r) for r in want]
-
-    def close(a, b):
-        if a is None or b is None:
-            return a is b
-        if isinstance(a, float) or isinstance(b, float):
-            return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6)
-        return a == b
-
-    def key(r):
-        return tuple((v is None, round(v, 4) if isinstance(v, float) else v) for v in r)
-
-    got, want = sorted(got, key=key), sorted(want, key=key)
-    return len(got) == len(want) and all(len(g) == len(w) and all(close(a, b) for a, b in zip(g, w))
-                                         for g, w in zip(got, want))
-
-
 def _run(make_warehouse, tmp_path, tpch_data, views, batches: int, orders: int) -> None:
     pytest.importorskip("duckdb")
     import pyarrow.parquet as pq
@@ -102,7 +80,7 @@ def _run(make_warehouse, tmp_path, tpch_data, views, batches: int, orders: int) 
             wh.maintain(view)
             got = [tuple(r.values()) for r in wh.rows(view)]
             want = twin.con.execute(duck.relational_sql(tpch.view_text(view))).fetchall()
-            assert _same(got, want), (number, view, len(got), len(want))
+            assert duck.same_rows(got, want), (number, view, len(got), len(want))
     twin.close()
 
 
