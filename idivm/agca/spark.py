@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from idivm.agca.gmr import GMR, AgcaError
 from idivm.agca.terms import (
-    COMPARISONS, EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
+    COMPARISONS, EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms,
+    inputs, map_refs,
 )
 from idivm.agca.viewlet import Program
 from idivm.storage.delta.merge import quoted
@@ -68,12 +69,16 @@ def unit(spark: "SparkSession") -> "DataFrame":
 
 
 def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFrame"],
-                 maps: Mapping[str, "DataFrame"]) -> "DataFrame":
+                 maps: Mapping[str, "DataFrame"], constants: dict | None = None) -> "DataFrame":
     """``q`` evaluated in every context of ``contexts`` (columns: bound variables and
     :data:`M`): the contexts extended by ``q``'s output variables, multiplicities multiplied.
     ``relations``: the GMR DataFrames of the relation atoms read (a batch's ``ΔR`` under
-    ``Δ<name>``), ``maps``: those of the maps, each with its key variables as columns."""
+    ``Δ<name>``), ``maps``: those of the maps, each with its key variables as columns.
+    ``constants``: the nested aggregates without inputs computed so far (:func:`_nested`); one
+    dict passed to the statements of a run computes each once."""
     from pyspark.sql import functions as F
+
+    constants = {} if constants is None else constants
 
     match q:
         case Const(value=c):
@@ -102,7 +107,7 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             value = _arithmetic(t)
             return contexts.filter(col(x) == value) if x in contexts.columns else contexts.withColumn(x, value)
         case Assign(var=x, term=t):
-            return _nested(x, t, contexts, relations, maps)
+            return _nested(x, t, contexts, relations, maps, constants)
         case Rel(name=name, variables=vs, delta=delta):
             key = f"Δ{name}" if delta else name
             if key not in relations:
@@ -116,18 +121,18 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             named = stored.select(*[col(c).alias(here.get(c, c)) for c in _variables(stored)], col(M))
             return _join(contexts, named)
         case Add(terms=ts):
-            parts = [compile_term(t, contexts, relations, maps) for t in ts]
+            parts = [compile_term(t, contexts, relations, maps, constants) for t in ts]
             out = parts[0]
             for p in parts[1:]:
                 out = out.unionByName(p, allowMissingColumns=True)
             return out
         case Mul(terms=ts):
             for t in ts:
-                contexts = compile_term(t, contexts, relations, maps)
+                contexts = compile_term(t, contexts, relations, maps, constants)
             return contexts
         case Sum(group=g, term=t):
             keep = list(dict.fromkeys([*_variables(contexts), *g]))
-            out = compile_term(t, contexts, relations, maps)
+            out = compile_term(t, contexts, relations, maps, constants)
             missing = [x for x in keep if x not in out.columns]
             if missing:
                 raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
@@ -205,32 +210,44 @@ def _join(contexts: "DataFrame", gmr: "DataFrame") -> "DataFrame":
     return joined.withColumn(M, col(M) * col("__m2")).drop("__m2")
 
 
-def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps) -> "DataFrame":
-    """``x := q`` per context: ``q`` evaluated once per distinct value of its inputs."""
+def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps, constants: dict) -> "DataFrame":
+    """``x := q`` per context: ``q`` evaluated once per distinct value of its inputs.  Without
+    inputs, ``q`` is one value for every context, computed now (once for ``q`` over the same
+    DataFrames: ``constants``) and given as a constant.  Left in the plan, Spark runs it as a
+    scalar subquery; a statement with many of them (PSP's) can take every thread of Spark's
+    subquery pool while they wait for broadcasts that wait for subqueries, and never finish."""
     from pyspark.sql import functions as F
 
     params = sorted(inputs(q))
     for p in params:
         _need(contexts, p)
-    envs = contexts.select(*[col(p) for p in params]).distinct().withColumn(M, F.lit(1.0))
-    value = compile_term(q, envs, relations, maps)
-    extra = [c for c in _variables(value) if c not in params]
-    if extra:
-        raise AgcaError(f"the right side of {x} := … groups by {', '.join(extra)}: it must be a single value")
     if not params:
-        # one value for every context: computed now and given as a constant.  Left in the plan,
-        # Spark runs it as a scalar subquery; a statement with many of them (PSP's) can take
-        # every thread of Spark's subquery pool while they wait for broadcasts that wait for
-        # subqueries, and never finish
-        total = value.agg(F.sum(col(M))).first()[0]
-        constant = F.lit(float(total) if total is not None else 0.0)
+        # the DataFrames ``q`` reads, held beside the value: their identities stay theirs
+        read = tuple(maps[r.name] for r in map_refs(q) if r.name in maps) + \
+            tuple(relations[k] for a in atoms(q) if (k := f"Δ{a.name}" if a.delta else a.name) in relations)
+        key = (q, tuple(map(id, read)))
+        if key not in constants:
+            value = compile_term(q, unit(contexts.sparkSession), relations, maps, constants)
+            _single(x, value, params)
+            total = value.agg(F.sum(col(M))).first()[0]
+            constants[key] = (float(total) if total is not None else 0.0, read)
+        constant = F.lit(constants[key][0])
         return contexts.filter(col(x) == constant) if x in contexts.columns else contexts.withColumn(x, constant)
+    envs = contexts.select(*[col(p) for p in params]).distinct().withColumn(M, F.lit(1.0))
+    value = compile_term(q, envs, relations, maps, constants)
+    _single(x, value, params)
     value = value.groupBy(*[col(p) for p in params]).agg(F.sum(col(M)).alias("__v"))
     joined = contexts.join(value, params, "left")
     joined = joined.withColumn("__v", F.coalesce(col("__v"), F.lit(0.0)))
     if x in contexts.columns:
         return joined.filter(col(x) == col("__v")).drop("__v")
     return joined.withColumnRenamed("__v", x)
+
+
+def _single(x: str, value: "DataFrame", params: Sequence[str]) -> None:
+    extra = [c for c in _variables(value) if c not in params]
+    if extra:
+        raise AgcaError(f"the right side of {x} := … groups by {', '.join(extra)}: it must be a single value")
 
 
 def apply_batch(spark: "SparkSession", program: Program, maps: dict[str, "DataFrame"],
@@ -240,21 +257,21 @@ def apply_batch(spark: "SparkSession", program: Program, maps: dict[str, "DataFr
     the other (default: by name), each reading the maps the earlier ones left; entries that
     reach multiplicity 0 are dropped.  The maps are replaced by new DataFrames, computed
     (``localCheckpoint``)."""
+    constants: dict = {}
     for rel in (order if order is not None else sorted(updates)):
         trigger = program.triggers.get((rel, 0))
         if trigger is None or rel not in updates:
             continue
         increments = []
-        for s in trigger.statements:
-            if not s.replace:
-                keys = list(program.maps[s.target].keys)
-                inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, maps)
-                increments.append((s.target, keys, inc.select(*[col(k) for k in keys], col(M))))
+        for s in trigger.increments:
+            keys = list(program.maps[s.target].keys)
+            inc = compile_term(s.rhs, unit(spark), {f"Δ{rel}": updates[rel]}, maps, constants)
+            increments.append((s.target, keys, inc.select(*[col(k) for k in keys], col(M))))
         for target, keys, inc in increments:
             # computed now, without its lineage: the next batch's plans start from it
             maps[target] = summed([maps[target].select(*[col(k) for k in keys], col(M)), inc], keys).localCheckpoint()
         # re-evaluations read the maps after the increments
-        values = [(s.target, compile_term(s.rhs, unit(spark), {}, maps)) for s in trigger.statements if s.replace]
+        values = [(s.target, compile_term(s.rhs, unit(spark), {}, maps, constants)) for s in trigger.reevaluations]
         for target, value in values:
             keys = list(program.maps[target].keys)
             maps[target] = summed([value.select(*[col(k) for k in keys], col(M))], keys).localCheckpoint()

@@ -67,6 +67,16 @@ class Trigger:
     variables: tuple[str, ...]
     statements: tuple[Statement, ...]
 
+    @property
+    def increments(self) -> tuple[Statement, ...]:
+        """The statements ``M += …``: each reads the maps before the trigger."""
+        return tuple(s for s in self.statements if not s.replace)
+
+    @property
+    def reevaluations(self) -> tuple[Statement, ...]:
+        """The statements ``M := …``: each reads the maps after the trigger's increments."""
+        return tuple(s for s in self.statements if s.replace)
+
 
 @dataclass
 class Program:
@@ -389,11 +399,11 @@ def _run(trigger: Trigger, maps: dict[str, GMR], updates: Mapping[str, Relation]
     """Every increment of ``trigger`` evaluated over the maps before it (and ``updates``, the
     batch's ``ΔR``), then added; then every re-evaluation over the maps after the increments."""
     old = Database({}, updates, maps=dict(maps))
-    increments = [(s.target, evaluate(s.rhs, old, context)) for s in trigger.statements if not s.replace]
+    increments = [(s.target, evaluate(s.rhs, old, context)) for s in trigger.increments]
     for target, inc in increments:
         maps[target] = maps[target] + GMR(inc)
     new = Database({}, updates, maps=dict(maps))
-    for target, value in [(s.target, evaluate(s.rhs, new, context)) for s in trigger.statements if s.replace]:
+    for target, value in [(s.target, evaluate(s.rhs, new, context)) for s in trigger.reevaluations]:
         maps[target] = GMR(value)
 
 

@@ -119,14 +119,14 @@ def initial_maps(spark: "SparkSession", mp: MapsPlan, read_table: Callable[[str]
     join of the two sides with a nested aggregate per pair).  ``verify`` evaluates every
     definition."""
     relations = {t: relation(read_table(t), cols) for t, cols in mp.columns}
-    again = {s.target: s.rhs for t in mp.program.triggers.values() for s in t.statements if s.replace} \
-        if reevaluated else {}
-    again = {m: rhs for m, rhs in again.items() if not {r.name for r in map_refs(rhs)} & set(again)}
-    maps = {name: _nonzero(compile_term(m.definition, unit(spark), relations, {}), m.keys)
+    # a re-evaluation reads maps of no nested aggregate, which are never evaluated again
+    again = {s.target: s.rhs for t in mp.program.triggers.values() for s in t.reevaluations} if reevaluated else {}
+    constants: dict = {}
+    maps = {name: _nonzero(compile_term(m.definition, unit(spark), relations, {}, constants), m.keys)
             for name, m in mp.program.maps.items() if name not in again}
     for name, rhs in again.items():
         keys = mp.program.maps[name].keys  # a sum of monomials: their parts added per key
-        maps[name] = _nonzero(summed([compile_term(rhs, unit(spark), {}, maps)], keys), keys)
+        maps[name] = _nonzero(summed([compile_term(rhs, unit(spark), {}, maps, constants)], keys), keys)
     return {name: maps[name] for name in mp.program.maps}
 
 
@@ -172,34 +172,29 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
     done: list[DataFrame] = []
     order = [rel for rel in sorted(updates) if (rel, 0) in program.triggers]
     top = unit(spark)
-
-    def replaced(rels: Sequence[str]) -> set[str]:
-        return {s.target for r in rels for s in program.triggers[(r, 0)].statements if s.replace}
-
-    def read(rels: Sequence[str]) -> set[str]:
-        return {ref.name for r in rels for s in program.triggers[(r, 0)].statements for ref in map_refs(s.rhs)}
-
+    constants: dict = {}
     for i, rel in enumerate(order):
-        statements = program.triggers[(rel, 0)].statements
+        trigger = program.triggers[(rel, 0)]
         later = order[i + 1:]
+        read_later, replaced_later = _reads(mp, later), _replaced(mp, later)
         # the maps that later statements read, or that a later re-evaluation replaces
-        wanted = read(later) | replaced(later)
-        reevaluated = [s for s in statements if s.replace and not (s.target in replaced(later)
-                                                                  and s.target not in read(later))]
-        parts = [_tagged(compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, current), s.target,
-                         program.maps[s.target].keys) for s in statements if not s.replace]
+        wanted = read_later | replaced_later
+        reevaluated = [s for s in trigger.reevaluations
+                       if s.target not in replaced_later or s.target in read_later]
+        parts = [_tagged(compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, current, constants), s.target,
+                         program.maps[s.target].keys) for s in trigger.increments]
         if parts:
             here = summed(parts)
             # the maps read after them see these increments
             seen = (wanted | {r.name for s in reevaluated for r in map_refs(s.rhs)}) \
-                & {s.target for s in statements if not s.replace}
+                & {s.target for s in trigger.increments}
             if seen:
                 here = keep(here)
                 for target in sorted(seen):
                     keys = program.maps[target].keys
                     current[target] = summed([current[target], unpacked(here, target, keys)], keys)
             done.append(here)
-        values = {s.target: compile_term(s.rhs, top, {}, current) for s in reevaluated}
+        values = {s.target: compile_term(s.rhs, top, {}, current, constants) for s in reevaluated}
         for target, value in values.items():
             keys = program.maps[target].keys
             gone = current[target].select(*[_col(k) for k in keys], (-_col(M)).alias(M))
@@ -214,9 +209,21 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
 def maps_read(mp: MapsPlan, relations: Iterable[str]) -> set[str]:
     """The maps the batch triggers of ``relations`` read (a map evaluated again included: its
     increment is the change from its old value)."""
-    triggers = [mp.program.triggers[(r, 0)] for r in relations if (r, 0) in mp.program.triggers]
-    return {ref.name for t in triggers for s in t.statements for ref in map_refs(s.rhs)} \
-        | {s.target for t in triggers for s in t.statements if s.replace}
+    return _reads(mp, relations) | _replaced(mp, relations)
+
+
+def _triggers(mp: MapsPlan, relations: Iterable[str]) -> list:
+    return [mp.program.triggers[(r, 0)] for r in relations if (r, 0) in mp.program.triggers]
+
+
+def _reads(mp: MapsPlan, relations: Iterable[str]) -> set[str]:
+    """The maps the right sides of the batch triggers of ``relations`` read."""
+    return {ref.name for t in _triggers(mp, relations) for s in t.statements for ref in map_refs(s.rhs)}
+
+
+def _replaced(mp: MapsPlan, relations: Iterable[str]) -> set[str]:
+    """The maps the batch triggers of ``relations`` evaluate again."""
+    return {s.target for t in _triggers(mp, relations) for s in t.reevaluations}
 
 
 def _tagged(df: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
