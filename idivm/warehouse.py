@@ -623,17 +623,20 @@ class Warehouse:
                 step(f"{name}: comparing cache {cache.name} with its recomputation")
                 caches.append(self._compare(cache.name, self._runtime.evaluate_at(catalog, cache.plan, at), cpath, None,
                                             at, limit, "cache"))
-        if program.maps is not None:
-            # each map as its definition gives it at the view's watermark, at the version the view reflects
+        if program.maps is not None and entry.extra.get("maps"):
+            # each map as its definition gives it at the watermark of the view's last commit
+            # naming map versions (an auto view recomputed since leaves its maps behind), at
+            # the versions that commit names
             from idivm.exec.maps import initial_maps
-            from idivm.exec.runtime import commit_json
+            from idivm.exec.runtime import maps_state
 
-            reflected = commit_json(catalog.path_of(entry), "idivm.maps") or {}
-            expected = initial_maps(self.spark, program.maps, self._runtime.reader(catalog, watermark))
+            reflected, at = maps_state(catalog.path_of(entry))
+            at = watermark if at is None else at
+            expected = initial_maps(self.spark, program.maps, self._runtime.reader(catalog, at))
             for m, rel in sorted(entry.extra.get("maps", {}).items()):
                 step(f"{name}: comparing map {m} with its recomputation")
                 caches.append(self._compare(f"{name}.{m}", expected[m], catalog.root / rel, reflected.get(m),
-                                            watermark, limit, "map"))
+                                            at, limit, "map"))
         step(f"{name}: comparing the view with its recomputation")
         own = self._compare(name, self._runtime.evaluate_at(catalog, prov.plan, watermark), catalog.path_of(entry),
                             None, watermark, limit)
@@ -719,7 +722,10 @@ class Warehouse:
             if strategy == "auto":
                 from idivm.exec import history
 
-                strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path))) + ")"
+                program = programs.load_program(catalog, entry)
+                incremental = "maps" if program.script is None and program.maps is not None else "id"
+                strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path)),
+                                                    incremental) + ")"
         maps, no_maps = "", ""
         from idivm.algebra import operators as O
 

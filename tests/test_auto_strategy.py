@@ -63,6 +63,28 @@ def test_auto_takes_the_cheaper_estimate_else_the_rule_of_thumb():
     assert history.choose([], 300, 1000, 1000)[0] == "recompute"
 
 
+def test_maps_are_estimated_from_their_own_runs_and_their_rule_of_thumb_counts_base_rows():
+    # maps: 0.5 + 0.01 a change row; id runs (of another definition) do not count
+    runs = [Record("recompute", 2.0, 0, 1000), Record("maps", 0.6, 10, 1000), Record("maps", 0.8, 30, 1000),
+            Record("id", 0.01, 10, 1000)]
+    assert history.estimate_id(runs, 100, "maps").seconds == pytest.approx(1.5)
+    strategy, why = history.choose(runs, 100, 1000, 1000, incremental="maps")
+    assert strategy == "maps" and "1.50 s by maps (2 runs)" in why
+    assert history.choose(runs, 200, 1000, 1000, incremental="maps")[0] == "recompute"  # 2.5 s against 2.0 s
+    # maps left behind by a recomputation: 0.6 s plus 1.5 s of catch-up against 2.0 s; with a
+    # smaller lag 0.6 s plus 1.0 s
+    lagged = [*runs, Record("recompute", 2.0, 100, 1000, lagged=True)]
+    strategy, why = history.choose(lagged, 10, 1000, 1000, incremental="maps")
+    assert strategy == "recompute" and "plus 1.50 s to catch the maps up over 100 change rows" in why
+    assert history.choose([*runs, Record("recompute", 2.0, 50, 1000, lagged=True)], 10, 1000, 1000,
+                          incremental="maps")[0] == "maps"
+    # without maps runs: the change rows against the base tables' rows (not the view's few groups)
+    defined = [Record("recompute", 2.0, 0, 1000)]
+    assert history.choose(defined, 200, 1000, 1000, incremental="maps") == ("maps", "")
+    assert history.choose(defined, 300, 1000, 1000, incremental="maps") == \
+        ("recompute", "300 change rows for 1000 base-table rows")
+
+
 def test_records_are_kept_and_an_unreadable_file_is_none(tmp_path):
     assert history.read(tmp_path) == []
     for i in range(history.KEEP + 5):

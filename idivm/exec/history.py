@@ -1,28 +1,36 @@
 """The cost-based choice of ``auto``: each run of an ``auto`` view is recorded (strategy,
 seconds, change rows read, rows of the base tables), and a run chooses the strategy whose
-estimated time, from those records, is the smaller.
+estimated time, from those records, is the smaller: recomputation, or the view's incremental
+strategy.  That is ``id`` (the Δ-script, with its caches) where the view has one, else
+``maps`` (DBToaster's higher-order delta maps, for aggregate views ``id`` cannot maintain:
+subqueries in WHERE, nested aggregates).
 
 * ``recompute`` costs what reading the base tables costs: its estimate is the median time per
   base-table row of the recorded recomputations (the view's materialization at ``define``
   counts as one until a run has recomputed) times the base tables' rows now.
-* ``id`` costs a fixed part and a part per change row: its estimate is a least-squares line
-  through the recorded ``id`` runs (seconds against change rows, neither part negative); with
-  runs of one size only, their median time scaled up (never down) by the change rows.
+* the incremental strategy costs a fixed part and a part per change row: its estimate is a
+  least-squares line through its recorded runs (seconds against change rows, neither part
+  negative); with runs of one size only, their median time scaled up (never down) by the
+  change rows.
 
-A run that recomputes recomputes the view only: the intermediate caches of the ``id`` program
-stay where they were (recomputing them would make ``auto`` dearer than ``recompute``), and the
-next ``id`` run first catches them up to the view, incrementally (see
-:meth:`idivm.exec.runtime.Runtime.maintain`).  While the caches lag, ``id``'s estimate adds the
-catch-up, an ``id`` run over the change rows the recomputations skipped; so that one large batch
-does not leave the view recomputed for ever, a run also goes back to ``id`` when the batch alone
-favours it and the recomputations since the caches lag have cost more than ``id`` would have by
-at least the catch-up (the rent-or-buy rule: never more than twice the better of the two).
+A run that recomputes recomputes the view only: the intermediate caches of the ``id`` program,
+or the maps, stay where they were (recomputing them would make ``auto`` dearer than
+``recompute``), and the next incremental run first catches them up to the view, incrementally
+(see :meth:`idivm.exec.runtime.Runtime.maintain`).  While they lag, the incremental estimate adds
+the catch-up, an incremental run over the change rows the recomputations skipped; so that one
+large batch does not leave the view recomputed for ever, a run also goes back to the incremental
+strategy when the batch alone favours it and the recomputations since the lag began have cost
+more than it would have by at least the catch-up (the rent-or-buy rule: never more than twice
+the better of the two).
 
-Without a recorded ``id`` run, or without a recomputation to compare with, the choice falls
-back to the rule of thumb :data:`RECOMPUTE_RATIO`: recompute when a run reads more change rows
-than that fraction of the view's rows.  The records live beside the view's program
-(``views/<name>.program/runs.jsonl``, the last :data:`KEEP` runs); they are statistics, not
-state: a lost or unreadable file only means the choice starts again from the rule of thumb.
+Without a recorded incremental run, or without a recomputation to compare with, the choice
+falls back to the rule of thumb :data:`RECOMPUTE_RATIO`: recompute when a run reads more change
+rows than that fraction of the rows the incremental strategy is measured against (the view's
+rows for ``id``, whose runs write view rows; the base tables' for ``maps``, whose view is a
+handful of groups and whose runs read the changes against maps).  The records live beside the
+view's program (``views/<name>.program/runs.jsonl``, the last :data:`KEEP` runs); they are
+statistics, not state: a lost or unreadable file only means the choice starts again from the
+rule of thumb.
 """
 
 from __future__ import annotations
@@ -99,20 +107,21 @@ def estimate_recompute(runs: Sequence[Record], base_rows: int) -> Estimate | Non
     return Estimate("recompute", statistics.median(rates) * max(base_rows, 1), len(rates))
 
 
-def estimate_id(runs: Sequence[Record], changes: int) -> Estimate | None:
-    """``id`` for ``changes`` change rows (None: no recorded ``id`` run)."""
-    points = [(r.changes, r.seconds) for r in runs if r.strategy == "id"]
+def estimate_id(runs: Sequence[Record], changes: int, strategy: str = "id") -> Estimate | None:
+    """The incremental ``strategy`` (``id`` or ``maps``) for ``changes`` change rows (None: no
+    recorded run of it)."""
+    points = [(r.changes, r.seconds) for r in runs if r.strategy == strategy]
     if not points:
         return None
     xs = [x for x, _ in points]
     if len(set(xs)) < 2:
         seconds = statistics.median(s for _, s in points)
-        return Estimate("id", seconds * max(1.0, changes / max(xs[0], 1)), len(points))
+        return Estimate(strategy, seconds * max(1.0, changes / max(xs[0], 1)), len(points))
     mx, my = statistics.fmean(xs), statistics.fmean(s for _, s in points)
     slope = sum((x - mx) * (s - my) for x, s in points) / sum((x - mx) ** 2 for x in xs)
     slope = max(slope, 0.0)
     fixed = max(my - slope * mx, 0.0)
-    return Estimate("id", fixed + slope * changes, len(points))
+    return Estimate(strategy, fixed + slope * changes, len(points))
 
 
 def lagging(runs: Sequence[Record]) -> list[Record]:
@@ -126,40 +135,52 @@ def lagging(runs: Sequence[Record]) -> list[Record]:
     return behind[::-1]
 
 
-def choose(runs: Sequence[Record], changes: int, base_rows: int, view_rows: int) -> tuple[str, str]:
-    """The strategy of an ``auto`` run reading ``changes`` change rows, and why."""
-    by_id, again = estimate_id(runs, changes), estimate_recompute(runs, base_rows)
-    if by_id is not None and again is not None:
-        why = (f"{changes} change rows: estimated {by_id.seconds:.2f} s by id ({by_id.runs} runs) "
+def choose(runs: Sequence[Record], changes: int, base_rows: int, rows: int,
+           incremental: str = "id") -> tuple[str, str]:
+    """The strategy of an ``auto`` run reading ``changes`` change rows, and why: ``incremental``
+    (``id`` or ``maps``) or ``recompute``; ``rows``: what the rule of thumb compares the change
+    rows with (see the module doc)."""
+    by_inc, again = estimate_id(runs, changes, incremental), estimate_recompute(runs, base_rows)
+    if by_inc is not None and again is not None:
+        why = (f"{changes} change rows: estimated {by_inc.seconds:.2f} s by {incremental} ({by_inc.runs} runs) "
                f"against {again.seconds:.2f} s to recompute ({again.runs} runs)")
         behind = lagging(runs)
         if not behind:
-            return ("id" if by_id.seconds <= again.seconds else "recompute"), why
+            return (incremental if by_inc.seconds <= again.seconds else "recompute"), why
         skipped = sum(r.changes for r in behind)
-        catch_up = estimate_id(runs, skipped).seconds  # type: ignore[union-attr]
-        why += f", plus {catch_up:.2f} s to catch the caches up over {skipped} change rows"
-        if by_id.seconds + catch_up <= again.seconds:
-            return "id", why
-        lost = sum(max(0.0, r.seconds - estimate_id(runs, r.changes).seconds) for r in behind)  # type: ignore[union-attr]
-        if by_id.seconds <= again.seconds and lost >= catch_up:
-            return "id", why + f"; the {len(behind)} recomputations since cost {lost:.2f} s more than id"
+        catch_up = estimate_id(runs, skipped, incremental).seconds  # type: ignore[union-attr]
+        why += f", plus {catch_up:.2f} s to catch the {_LAGGING[incremental]} up over {skipped} change rows"
+        if by_inc.seconds + catch_up <= again.seconds:
+            return incremental, why
+        lost = sum(max(0.0, r.seconds - estimate_id(runs, r.changes, incremental).seconds)  # type: ignore[union-attr]
+                   for r in behind)
+        if by_inc.seconds <= again.seconds and lost >= catch_up:
+            return incremental, why + f"; the {len(behind)} recomputations since cost {lost:.2f} s more than {incremental}"
         return "recompute", why
-    if changes > RECOMPUTE_RATIO * max(view_rows, 1):
-        return "recompute", f"{changes} change rows for {view_rows} view rows"
-    return "id", ""
+    if changes > RECOMPUTE_RATIO * max(rows, 1):
+        return "recompute", f"{changes} change rows for {rows} {_MEASURED[incremental]}"
+    return incremental, ""
 
 
-def describe(runs: Sequence[Record]) -> str:
-    """What ``explain`` says of an ``auto`` view's records."""
+#: what an incremental strategy leaves behind while ``auto`` recomputes the view alone
+_LAGGING = {"id": "caches", "maps": "maps"}
+#: the rows the rule of thumb compares a run's change rows with, by incremental strategy
+_MEASURED = {"id": "view rows", "maps": "base-table rows"}
+
+
+def describe(runs: Sequence[Record], incremental: str = "id") -> str:
+    """What ``explain`` says of an ``auto`` view's records (``incremental``: its incremental
+    strategy)."""
     if not runs:
         return "auto: no run recorded yet; a run recomputes when it reads more change rows than " \
-               f"{RECOMPUTE_RATIO:.0%} of the view's rows, else maintains by id"
+               f"{RECOMPUTE_RATIO:.0%} of the {_MEASURED[incremental]}, " \
+               f"else maintains by {incremental}"
     last = runs[-1]
-    by_id = estimate_id(runs, last.changes)
+    by_inc = estimate_id(runs, last.changes, incremental)
     again = estimate_recompute(runs, last.base_rows)
-    counts = {s: sum(1 for r in runs if r.strategy == s) for s in ("id", "recompute")}
-    line = f"auto: {counts['id']} id runs and {counts['recompute']} recomputations recorded"
-    if by_id is not None and again is not None:
-        line += (f"; for the last run's {last.changes} change rows: {by_id.seconds:.2f} s by id, "
+    counts = {s: sum(1 for r in runs if r.strategy == s) for s in (incremental, "recompute")}
+    line = f"auto: {counts[incremental]} {incremental} runs and {counts['recompute']} recomputations recorded"
+    if by_inc is not None and again is not None:
+        line += (f"; for the last run's {last.changes} change rows: {by_inc.seconds:.2f} s by {incremental}, "
                  f"{again.seconds:.2f} s to recompute")
     return line

@@ -68,7 +68,7 @@ def load_program(catalog: Catalog, entry: ViewEntry) -> "Program":
         delta.remember(_LOADED, key, stored, _LOADED_MAX)
         return stored
     program = compile_program(catalog, entry.text, f"<view {entry.name}>", entry.extra.get("strategy", "recompute"),
-                              strict=False, caches=bool(entry.extra.get("caches")))
+                              strict=False, caches=bool(entry.extra.get("caches")), maps=bool(entry.extra.get("maps")))
     write_program(folder, program)
     return program
 
@@ -85,10 +85,13 @@ def write_program(folder: Path, program: "Program") -> None:
 
 
 def compile_program(catalog: Catalog, text: str, filename: str | None, strategy: str, strict: bool,
-                    caches: bool = True) -> "Program":
+                    caches: bool = True, maps: bool = True) -> "Program":
     """Parse, plan and generate the maintenance of a view of ``strategy`` (:class:`Program`).
     ``strict``: a view ``id`` or ``tuple`` cannot maintain is an error (else it is recomputed);
-    ``caches``: whether the script may use intermediate caches."""
+    ``caches``: whether the script may use intermediate caches; ``maps``: whether an ``auto``
+    view that ``id`` cannot maintain may be maintained by maps (one defined without them is
+    recomputed)."""
+    from idivm.errors import UnsupportedError
     from idivm.program import Program
     from idivm.provenance.indexes import select_indexes
 
@@ -99,8 +102,16 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
                                        strict=strict and strategy != "auto", caches=caches)
     selection = select_indexes(view.plan, prov, base_signatures(catalog, view)) \
         if script is not None and script.strategy == "id" else None
-    maps = plan_maps(catalog, prov, text, filename) if strategy == "maps" else None
-    return Program(view.name, view.type, view.plan, prov, script, note, selection, maps)
+    mp = plan_maps(catalog, prov, text, filename) if strategy == "maps" else None
+    if strategy == "auto" and (script is None or not script.id_columns) and maps and prov.unknown is None:
+        # what id cannot maintain (or only by recomputing: a view of one tuple, without IDs),
+        # maps may: auto then chooses between them and recomputation
+        why = note.removeprefix("recompute: ") if script is None else "a view without IDs (a single tuple)"
+        try:
+            mp, script, note = plan_maps(catalog, prov, text, filename), None, f"maps ({why})"
+        except UnsupportedError as e:
+            note = f"{note or 'recompute: ' + why}; {e.message}"
+    return Program(view.name, view.type, view.plan, prov, script, note, selection, mp)
 
 
 def plan_maps(catalog: Catalog, prov, text: str, filename: str | None):

@@ -64,6 +64,18 @@ def latest_commit_with(path: Path, key: str) -> dict | None:
     return None
 
 
+def maps_state(path: Path) -> tuple[dict[str, int], dict[str, int] | None]:
+    """The map versions the view stored at ``path`` last named (its latest commit carrying
+    ``idivm.maps``), and the base-table versions that commit reflects (None: no such commit).
+    After an ``auto`` run recomputed the view alone, they are behind the view's watermark."""
+    c = latest_commit_with(path, "idivm.maps")
+    if c is None:
+        return {}, None
+    watermark = c.get("idivm.watermark")
+    return ({m: int(v) for m, v in json.loads(c["idivm.maps"]).items()},
+            None if watermark is None else {t: int(v) for t, v in json.loads(watermark).items()})
+
+
 #: how many times a run starts again after another run of its view committed first
 CONCURRENT_ATTEMPTS = 3
 
@@ -233,6 +245,16 @@ class Runtime:
         prov, script = program.prov, program.script
         _WRITTEN.pop(catalog.root / rel, None)  # of an earlier define that failed
         watermark = current_versions(catalog, prov.plan)
+        if program.maps is not None:
+            from idivm.agca.translate import Untranslatable
+            from idivm.exec import maps as mapping
+
+            try:
+                mapping.check_types(program.maps, self.group_schema(program.maps, self.reader(catalog, watermark)))
+            except Untranslatable as e:
+                if strategy == "maps":
+                    raise
+                program = replace(program, maps=None, note=f"{program.note}; {e.message}")  # auto recomputes
         df = self.evaluate_at(catalog, prov.plan, watermark)
         metadata = {"idivm.operation": "define view", "idivm.view": program.name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
@@ -262,7 +284,6 @@ class Runtime:
             from idivm.exec import maps as mapping
 
             read = self.reader(catalog, watermark)
-            mapping.check_types(program.maps, self.group_schema(program.maps, read))
             written = {}
             for name, mdf in mapping.initial_maps(self.spark, program.maps, read, reevaluated=True).items():
                 mrel = f"{rel}.maps/{name}"
@@ -367,11 +388,19 @@ class Runtime:
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
         note, script, planned, base_rows = "", None, None, None
-        if strategy == "maps":
+        by_maps = program.maps is not None and (strategy == "maps" or (
+            strategy == "auto" and program.script is None and bool(entry.extra.get("maps"))))
+        if by_maps and strategy == "auto":
+            base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in new.items())
+            chosen, note = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
+                                          base_rows, base_rows, incremental="maps")
+            by_maps = chosen == "maps"
+        if by_maps:
             with spark_errors(view_name):
-                return self._maintain_maps(catalog, entry, program, tables, old, new, changes, metadata, progress)
+                run = self._maintain_maps(catalog, entry, program, tables, old, new, changes, metadata, progress)
+            return replace(run, note="; ".join(filter(None, (note, waiting))), base_rows=base_rows)
         if strategy in ("id", "tuple", "auto"):
-            script, note = program.script, program.note
+            script, note = program.script, note or program.note
             planned = script
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
@@ -387,8 +416,9 @@ class Runtime:
         if script is None:
             if progress:
                 progress(f"{view_name}: recomputing at {versions_text(new)}")
-            # an auto view recomputes itself alone; its next id run catches its caches up
-            lagged = strategy == "auto" and bool(planned is not None and planned.caches)
+            # an auto view recomputes itself alone; its next id run catches its caches up, its
+            # next maps run its maps
+            lagged = strategy == "auto" and bool(planned is not None and planned.caches or entry.extra.get("maps"))
             with meter.phase("write"):  # evaluated by the write
                 version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches,
                                                         with_caches=not lagged)
@@ -469,20 +499,18 @@ class Runtime:
         if missing:
             raise CatalogError(f"view {name} has no table for its maps {', '.join(missing)}; define it again")
         view_version = unmoved(path, old, name)
-        reflected = commit_json(path, "idivm.maps") or {}
-        if any(delta.version(p) != reflected.get(m) for m, p in paths.items()):
+        reflected, at = maps_state(path)
+        if at is None or any(delta.version(p) != reflected.get(m) for m, p in paths.items()):
             # a run stopped between a map's commit and the view's: the maps are rebuilt at the
             # view's watermark before the run goes on
             if progress:
                 progress(f"{name}: the maps are ahead of the view; rebuilding them at {versions_text(old)}")
             with meter.phase("write"):
                 reflected = self.rebuild_maps(catalog, entry, program, old, metadata)
+            at = dict(old)
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
         cached = Caches(IN_MEMORY_MAX_ROWS if by_spark else None)
         try:
-            with meter.phase("changes"):
-                columns = dict(mp.columns)
-                updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in changes if t in columns}
             read: dict[tuple[str, int], DataFrame] = {}
 
             def read_map(m: str, version: int) -> "DataFrame":
@@ -491,22 +519,25 @@ class Runtime:
                     read[(m, version)] = delta.read_spark(spark, paths[m], version, engine=self.storage)
                 return read[(m, version)]
 
-            stored = {m: read_map(m, reflected[m]) for m in sorted(mapping.maps_read(mp, updates))}
-            with meter.phase("evaluate"):
-                packed = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
-                rows, packed = cached.computed(packed) if packed is not None else (None, None)
-            versions, written = dict(reflected), 0
-            with meter.phase("write"):
-                changed = sorted(mp.program.maps) if rows is None else \
-                    sorted(set(rows.column(mapping.MAP).to_pylist()))
-                for m in changed if packed is not None else ():
-                    keys_m = mp.program.maps[m].keys
-                    inc = mapping.unpacked(packed, m, keys_m)
-                    mmeta = {**metadata, "idivm.operation": "maintain map", "idivm.map": m}
-                    with delta.pinned(paths[m], versions[m]):  # no other run's increments in between
-                        merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
-                    versions[m] = merged["version"]
-                    written += int(merged.get("num_output_rows") or 0)
+            if at != dict(old):
+                # an auto run recomputed the view alone since the maps' last run: they catch up
+                # to the view's watermark first (a crash after this leaves them ahead of the
+                # view: the next run rebuilds them)
+                if progress:
+                    progress(f"{name}: catching the maps up from {versions_text(at)} to {versions_text(old)}")
+                if not behind(at, old):
+                    raise CatalogError(f"the maps of view {name} reflect {versions_text(at)}, not behind the view's "
+                                       f"{versions_text(old)}; run idivm refresh {name} --full")
+                with meter.phase("changes"):
+                    lag = readable_changes(name, tables, at, old)
+                reflected, _, _, _, caught_up = self._advance_maps(
+                    mp, paths, reflected, lag, {**metadata, "idivm.watermark": json.dumps(dict(old), sort_keys=True)},
+                    cached, read_map, "catch up map")
+            else:
+                caught_up = 0
+            versions, packed, rows, changed, written = self._advance_maps(mp, paths, reflected, changes, metadata,
+                                                                          cached, read_map)
+            written += caught_up
             ids = [c for c, _ in program.prov.view_ids]
             keys = None
             if not ids:  # a GROUP BY without keys: its one row, computed from the maps and written whole
@@ -556,6 +587,36 @@ class Runtime:
         return Run("maps", n_changes, stats["version"], dict(old), dict(new),
                    inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=stats["rows_written"] + written)
+
+    def _advance_maps(self, mp, paths: Mapping[str, Path], reflected: Mapping[str, int], changes: Mapping,
+                      metadata: Mapping[str, str], cached, read_map, operation: str = "maintain map") -> tuple:
+        """The maps ``mp`` (stored at ``paths``, at versions ``reflected``) advanced over the
+        base-table ``changes``: each changed map's increments MERGEd, one commit each (tagged
+        ``operation``).  (the
+        maps' new versions, the packed increments (None: nothing changed), their rows when the
+        driver holds them, the maps changed, the rows written.)"""
+        from idivm.exec import maps as mapping
+
+        spark = self.spark
+        with meter.phase("changes"):
+            columns = dict(mp.columns)
+            updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in changes if t in columns}
+        stored = {m: read_map(m, reflected[m]) for m in sorted(mapping.maps_read(mp, updates))}
+        with meter.phase("evaluate"):
+            packed = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
+            rows, packed = cached.computed(packed) if packed is not None else (None, None)
+        versions, written = dict(reflected), 0
+        with meter.phase("write"):
+            changed = sorted(mp.program.maps) if rows is None else sorted(set(rows.column(mapping.MAP).to_pylist()))
+            for m in changed if packed is not None else ():
+                keys_m = mp.program.maps[m].keys
+                inc = mapping.unpacked(packed, m, keys_m)
+                mmeta = {**metadata, "idivm.operation": operation, "idivm.map": m}
+                with delta.pinned(paths[m], versions[m]):  # no other run's increments in between
+                    merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
+                versions[m] = merged["version"]
+                written += int(merged.get("num_output_rows") or 0)
+        return versions, packed, rows, changed, written
 
     def rebuild_maps(self, catalog: Catalog, entry: ViewEntry, program: "Program", at: Mapping[str, int],
                      metadata: Mapping[str, str]) -> dict[str, int]:
