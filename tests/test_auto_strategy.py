@@ -54,13 +54,13 @@ def test_recompute_is_estimated_per_base_row():
 def test_auto_takes_the_cheaper_estimate_else_the_rule_of_thumb():
     runs = [Record("recompute", 1.0, 0, 1000), Record("id", 0.2, 10, 1000), Record("id", 0.4, 30, 1000)]
     # id: 0.1 + 0.01 a row; recompute: 1.0 s
-    assert history.choose(runs, 50, 1000, 500)[0] == "id"  # 0.6 s against 1.0 s
-    strategy, why = history.choose(runs, 200, 1000, 500)  # 2.1 s against 1.0 s
+    assert history.choose(runs, 50, 1000)[0] == "id"  # 0.6 s against 1.0 s
+    strategy, why = history.choose(runs, 200, 1000)  # 2.1 s against 1.0 s
     assert strategy == "recompute" and "2.10 s by id" in why and "1.00 s to recompute" in why
     only_define = [Record("recompute", 1.0, 0, 1000)]
-    assert history.choose(only_define, 100, 1000, 1000) == ("id", "")
-    assert history.choose(only_define, 300, 1000, 1000)[0] == "recompute"  # more than 25% of the view
-    assert history.choose([], 300, 1000, 1000)[0] == "recompute"
+    assert history.choose(only_define, 100, 1000) == ("id", "")
+    assert history.choose(only_define, 300, 1000)[0] == "recompute"  # more than 25% of the base tables' rows
+    assert history.choose([], 300, 1000)[0] == "recompute"
 
 
 def test_maps_are_estimated_from_their_own_runs_and_their_rule_of_thumb_counts_base_rows():
@@ -68,20 +68,20 @@ def test_maps_are_estimated_from_their_own_runs_and_their_rule_of_thumb_counts_b
     runs = [Record("recompute", 2.0, 0, 1000), Record("maps", 0.6, 10, 1000), Record("maps", 0.8, 30, 1000),
             Record("id", 0.01, 10, 1000)]
     assert history.estimate_id(runs, 100, "maps").seconds == pytest.approx(1.5)
-    strategy, why = history.choose(runs, 100, 1000, 1000, incremental="maps")
+    strategy, why = history.choose(runs, 100, 1000, incremental="maps")
     assert strategy == "maps" and "1.50 s by maps (2 runs)" in why
-    assert history.choose(runs, 200, 1000, 1000, incremental="maps")[0] == "recompute"  # 2.5 s against 2.0 s
+    assert history.choose(runs, 200, 1000, incremental="maps")[0] == "recompute"  # 2.5 s against 2.0 s
     # maps left behind by a recomputation: 0.6 s plus 1.5 s of catch-up against 2.0 s; with a
     # smaller lag 0.6 s plus 1.0 s
     lagged = [*runs, Record("recompute", 2.0, 100, 1000, lagged=True)]
-    strategy, why = history.choose(lagged, 10, 1000, 1000, incremental="maps")
+    strategy, why = history.choose(lagged, 10, 1000, incremental="maps")
     assert strategy == "recompute" and "plus 1.50 s to catch the maps up over 100 change rows" in why
-    assert history.choose([*runs, Record("recompute", 2.0, 50, 1000, lagged=True)], 10, 1000, 1000,
+    assert history.choose([*runs, Record("recompute", 2.0, 50, 1000, lagged=True)], 10, 1000,
                           incremental="maps")[0] == "maps"
     # without maps runs: the change rows against the base tables' rows (not the view's few groups)
     defined = [Record("recompute", 2.0, 0, 1000)]
-    assert history.choose(defined, 200, 1000, 1000, incremental="maps") == ("maps", "")
-    assert history.choose(defined, 300, 1000, 1000, incremental="maps") == \
+    assert history.choose(defined, 200, 1000, incremental="maps") == ("maps", "")
+    assert history.choose(defined, 300, 1000, incremental="maps") == \
         ("recompute", "300 change rows for 1000 base-table rows")
 
 
@@ -136,17 +136,17 @@ def test_lagging_caches_add_their_catch_up_to_id_until_the_recomputations_have_c
     big = Record("recompute", 1.0, 200, 1000, lagged=True)
     assert history.lagging([*runs, big]) == [big] and history.lagging(runs) == []
     # 10 rows: 0.2 s by id, plus 2.1 s to catch up over 200 rows: recompute
-    strategy, why = history.choose([*runs, big], 10, 1000, 500)
+    strategy, why = history.choose([*runs, big], 10, 1000)
     assert strategy == "recompute" and "plus 2.10 s to catch the caches up over 200 change rows" in why
     # each small batch recomputed costs 0.8 s more than id would have, and adds 0.1 s to the
     # catch-up: after two, 1.6 s lost against 2.3 s; after four, 3.2 s against 2.5 s
     small = Record("recompute", 1.0, 10, 1000, lagged=True)
-    assert history.choose([*runs, big, small, small], 10, 1000, 500)[0] == "recompute"
-    strategy, why = history.choose([*runs, big, *[small] * 4], 10, 1000, 500)
+    assert history.choose([*runs, big, small, small], 10, 1000)[0] == "recompute"
+    strategy, why = history.choose([*runs, big, *[small] * 4], 10, 1000)
     assert strategy == "id" and "the 5 recomputations since cost 3.20 s more than id" in why
     # a batch that favours recompute by itself stays recomputed, whatever was lost
-    assert history.choose([*runs, big, *[small] * 10], 200, 1000, 500)[0] == "recompute"
+    assert history.choose([*runs, big, *[small] * 10], 200, 1000)[0] == "recompute"
     # a small lag is caught up at once when id with it is still cheaper
-    assert history.choose([*runs, Record("recompute", 1.0, 20, 1000, lagged=True)], 10, 1000, 500)[0] == "id"
+    assert history.choose([*runs, Record("recompute", 1.0, 20, 1000, lagged=True)], 10, 1000)[0] == "id"
     # an id run ends the lag
     assert history.lagging([*runs, big, Record("id", 2.3, 210, 1000)]) == []

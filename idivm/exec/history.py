@@ -25,9 +25,7 @@ the better of the two).
 
 Without a recorded incremental run, or without a recomputation to compare with, the choice
 falls back to the rule of thumb :data:`RECOMPUTE_RATIO`: recompute when a run reads more change
-rows than that fraction of the rows the incremental strategy is measured against (the view's
-rows for ``id``, whose runs write view rows; the base tables' for ``maps``, whose view is a
-handful of groups and whose runs read the changes against maps).  The records live beside the
+rows than that fraction of the base tables' rows (what a recomputation reads).  The records live beside the
 view's program (``views/<name>.program/runs.jsonl``, the last :data:`KEEP` runs); they are
 statistics, not state: a lost or unreadable file only means the choice starts again from the
 rule of thumb.
@@ -47,7 +45,7 @@ HISTORY_FILE = "runs.jsonl"
 #: the runs kept
 KEEP = 50
 #: without estimates, ``auto`` recomputes when a run reads more change rows than this fraction
-#: of the view's rows
+#: of the base tables' rows
 RECOMPUTE_RATIO = 0.25
 
 
@@ -135,11 +133,9 @@ def lagging(runs: Sequence[Record]) -> list[Record]:
     return behind[::-1]
 
 
-def choose(runs: Sequence[Record], changes: int, base_rows: int, rows: int,
-           incremental: str = "id") -> tuple[str, str]:
-    """The strategy of an ``auto`` run reading ``changes`` change rows, and why: ``incremental``
-    (``id`` or ``maps``) or ``recompute``; ``rows``: what the rule of thumb compares the change
-    rows with (see the module doc)."""
+def choose(runs: Sequence[Record], changes: int, base_rows: int, incremental: str = "id") -> tuple[str, str]:
+    """The strategy of an ``auto`` run reading ``changes`` change rows of base tables of
+    ``base_rows`` rows, and why: ``incremental`` (``id`` or ``maps``) or ``recompute``."""
     by_inc, again = estimate_id(runs, changes, incremental), estimate_recompute(runs, base_rows)
     if by_inc is not None and again is not None:
         why = (f"{changes} change rows: estimated {by_inc.seconds:.2f} s by {incremental} ({by_inc.runs} runs) "
@@ -157,15 +153,13 @@ def choose(runs: Sequence[Record], changes: int, base_rows: int, rows: int,
         if by_inc.seconds <= again.seconds and lost >= catch_up:
             return incremental, why + f"; the {len(behind)} recomputations since cost {lost:.2f} s more than {incremental}"
         return "recompute", why
-    if changes > RECOMPUTE_RATIO * max(rows, 1):
-        return "recompute", f"{changes} change rows for {rows} {_MEASURED[incremental]}"
+    if changes > RECOMPUTE_RATIO * max(base_rows, 1):
+        return "recompute", f"{changes} change rows for {base_rows} base-table rows"
     return incremental, ""
 
 
 #: what an incremental strategy leaves behind while ``auto`` recomputes the view alone
 _LAGGING = {"id": "caches", "maps": "maps"}
-#: the rows the rule of thumb compares a run's change rows with, by incremental strategy
-_MEASURED = {"id": "view rows", "maps": "base-table rows"}
 
 
 def describe(runs: Sequence[Record], incremental: str = "id") -> str:
@@ -173,7 +167,7 @@ def describe(runs: Sequence[Record], incremental: str = "id") -> str:
     strategy)."""
     if not runs:
         return "auto: no run recorded yet; a run recomputes when it reads more change rows than " \
-               f"{RECOMPUTE_RATIO:.0%} of the {_MEASURED[incremental]}, " \
+               f"{RECOMPUTE_RATIO:.0%} of the base tables' rows, " \
                f"else maintains by {incremental}"
     last = runs[-1]
     by_inc = estimate_id(runs, last.changes, incremental)

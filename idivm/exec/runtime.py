@@ -393,7 +393,7 @@ class Runtime:
         if by_maps and strategy == "auto":
             base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in new.items())
             chosen, note = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
-                                          base_rows, base_rows, incremental="maps")
+                                          base_rows, incremental="maps")
             by_maps = chosen == "maps"
         if by_maps:
             with spark_errors(view_name):
@@ -407,7 +407,7 @@ class Runtime:
             if strategy == "auto" and script is not None:
                 base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in new.items())
                 chosen, why = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
-                                             base_rows, delta.row_count(path))
+                                             base_rows)
                 if chosen == "recompute":
                     script = None
                 note = why or note
