@@ -326,13 +326,25 @@ def check(group: Group, point: Mapping[str, Any], state: State) -> None:
             actual = group.checksums[view].spark(group.wh.read(name))
             differences = duck.compare(expected, actual)
             state.checks.append({"workload": w.name, "point": point, "view": view, "strategy": strategy,
-                                 "duckdb": expected, "idivm": actual, "ok": not differences})
+                                 "duckdb": expected, "idivm": actual, "ok": not differences,
+                                 **map_sizes(group.wh, name)})
             if differences:
                 raise BenchmarkError(
                     f"{w.name} {point_label(point)}: view {name} differs from DuckDB's recomputation of "
                     f"{view} after the same batches: " + "; ".join(differences))
         progress(f"check: {w.name} {point_label(point)}: {view}: every copy agrees with DuckDB "
                  f"({', '.join(f'{k} {fmt(v)}' for k, v in expected.items())})")
+
+
+def map_sizes(wh, name: str) -> dict[str, int]:
+    """The count and total rows of the higher-order delta maps of view copy ``name`` (none: {})."""
+    from idivm.storage import delta
+
+    entry = wh.catalog.view(name)
+    maps = entry.extra.get("maps") or {}
+    if not maps:
+        return {}
+    return {"maps": len(maps), "map_rows": sum(delta.row_count(wh.catalog.root / rel) for rel in maps.values())}
 
 
 def duck_table(view: str) -> str:
@@ -656,6 +668,12 @@ def markdown(config: SuiteConfig, env: Mapping[str, Any], plans: Mapping[str, tu
                 lines += [f"### `{view}`, {axis.label}", "",
                           report.axis_table(state.summary, name, view, axis.name, axis.values, default,
                                             columns(w, config)), ""]
+    sized = [c for c in state.checks if "maps" in c]
+    if sized:
+        lines += ["## Higher-order delta maps", "", "After the last run of each point.", "",
+                  "| workload | point | view | strategy | maps | map rows |", "|---|---|---|---|---:|---:|",
+                  *(f"| {c['workload']} | {point_label(c['point'])} | `{c['view']}` | {c['strategy']} | {c['maps']} | "
+                    f"{c['map_rows']:,} |" for c in sized), ""]
     agreed = sum(c["ok"] for c in state.checks)
     lines += [f"Checks against DuckDB (row count and sums of each maintained copy after the last run of "
               f"every point): {agreed} of {len(state.checks)} agree.", ""]
