@@ -261,15 +261,16 @@ def scan_ordered(path: PathLike, version: int | None, column: str,
 
 
 def row_count(path: PathLike, version: int | None = None) -> int:
-    """Rows in a table version: from the add actions' statistics when every
-    file has them, otherwise by counting rows of the files (by delta-spark, in the active
-    session, for a table with deletion vectors)."""
+    """Rows in a table version: from its log (the add actions' statistics less the rows of
+    deletion vectors) when every file has statistics, otherwise by counting rows of the files
+    (by delta-spark, in the active session, for a table delta-rs cannot scan)."""
     key = version_key(path, version)
     if key in _COUNTED:
         return _COUNTED[key]
     dt = open_table(path, version)
-    if needs_delta_spark(path, dt):  # the files' row counts include the rows deleted by vector
-        rows = delta_spark.row_count(path, version)
+    if needs_delta_spark(path, dt):
+        rows = delta_rs.counted_rows(dt)
+        rows = delta_spark.row_count(path, version) if rows is None else rows
     else:
         rows = delta_rs.row_count(dt)
     if key is not None:

@@ -295,12 +295,23 @@ def optimize(path: PathLike, order: Sequence[str], *, target_file_bytes: int, ro
 def row_count(dt: "DeltaTable") -> int:
     """The rows of ``dt``: from the add actions' statistics when every file has them,
     otherwise by counting rows of the files."""
+    counted = counted_rows(dt)
+    return dt.to_pyarrow_dataset().count_rows() if counted is None else counted
+
+
+def counted_rows(dt: "DeltaTable") -> int | None:
+    """The rows of ``dt`` from its log alone, without reading a data file: the add actions'
+    row counts less the rows their deletion vectors delete (None: a file has no statistics).
+    Reads tables with deletion vectors too, which delta-rs cannot scan."""
     actions = pa.table(dt.get_add_actions(flatten=True))
-    if "num_records" in actions.column_names:
-        counts = actions.column("num_records")
-        if counts.null_count == 0:
-            return int(pc.sum(counts).as_py() or 0)
-    return dt.to_pyarrow_dataset().count_rows()
+    if "num_records" not in actions.column_names or actions.column("num_records").null_count:
+        return None
+    rows = int(pc.sum(actions.column("num_records")).as_py() or 0)
+    if "deletionVectors" in (dt.protocol().reader_features or ()):
+        kept = pa.table(dt.deletion_vectors()).column("selection_vector")
+        if len(kept):
+            rows -= int(pc.sum(pc.invert(pc.list_flatten(kept))).as_py() or 0)
+    return rows
 
 
 def read_changes(path: PathLike, start_version: int, end_version: int | None = None) -> pa.Table:
