@@ -527,7 +527,7 @@ class Runtime:
                     progress(f"{name}: catching the maps up from {versions_text(at)} to {versions_text(old)}")
                 if not behind(at, old):
                     raise CatalogError(f"the maps of view {name} reflect {versions_text(at)}, not behind the view's "
-                                       f"{versions_text(old)}; run idivm refresh {name} --full")
+                                       f"{versions_text(old)}; rebuild it with 'idivm refresh {name} --full'")
                 with meter.phase("changes"):
                     lag = readable_changes(name, tables, at, old)
                 reflected, _, _, _, caught_up = self._advance_maps(
