@@ -192,7 +192,7 @@ def test_a_run_that_another_run_overtakes_commits_nothing_and_starts_again(make_
     part = _rows("parts")[0]
     (tmp_path / "p.jsonl").write_text(json.dumps({**part, "price": part["price"] + 100}) + "\n")
     wh.ingest("parts", tmp_path / "p.jsonl", format="rows")
-    where = "merge_by_spark" if storage else "land"
+    where = "merge_by_spark" if wh.storage.spark else "land"  # the engine given, or $IDIVM_STORAGE's
     real, overtaken, messages = getattr(commit, where), [], []
 
     def overtaken_once(script, path, *args, **kwargs):
