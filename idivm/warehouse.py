@@ -722,8 +722,9 @@ class Warehouse:
             if strategy == "auto":
                 from idivm.exec import history
 
-                program = programs.load_program(catalog, entry)
-                incremental = "maps" if program.script is None and program.maps is not None else "id"
+                from idivm.exec.runtime import auto_incremental
+
+                incremental = auto_incremental(programs.load_program(catalog, entry), entry)
                 strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path)),
                                                     incremental) + ")"
         maps, no_maps = "", ""

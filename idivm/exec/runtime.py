@@ -76,6 +76,17 @@ def maps_state(path: Path) -> tuple[dict[str, int], dict[str, int] | None]:
             None if watermark is None else {t: int(v) for t, v in json.loads(watermark).items()})
 
 
+def base_rows_at(catalog: Catalog, versions: Mapping[str, int]) -> int:
+    """The rows of the base tables at ``versions`` (what a recomputation reads)."""
+    return sum(delta.row_count(catalog.input_path(t), v) for t, v in versions.items())
+
+
+def auto_incremental(program: "Program", entry: ViewEntry) -> str:
+    """The incremental strategy of an ``auto`` view: ``maps`` when its program has maps
+    instead of a Δ-script (and the view was defined with their tables), else ``id``."""
+    return "maps" if program.script is None and program.maps is not None and entry.extra.get("maps") else "id"
+
+
 #: how many times a run starts again after another run of its view committed first
 CONCURRENT_ATTEMPTS = 3
 
@@ -318,7 +329,7 @@ class Runtime:
         if seconds is None:
             return
         watermark = entry.extra.get("watermark", {})
-        base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in watermark.items())
+        base_rows = base_rows_at(catalog, watermark)
         history.record(catalog.root / program_folder(entry.path), history.Record("recompute", seconds, 0, base_rows))
 
     def build_indexes(self, program: "Program", path: Path, metadata: Mapping, progress=None) -> None:
@@ -389,9 +400,9 @@ class Runtime:
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
         note, script, planned, base_rows = "", None, None, None
         by_maps = program.maps is not None and (strategy == "maps" or (
-            strategy == "auto" and program.script is None and bool(entry.extra.get("maps"))))
+            strategy == "auto" and auto_incremental(program, entry) == "maps"))
         if by_maps and strategy == "auto":
-            base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in new.items())
+            base_rows = base_rows_at(catalog, new)
             chosen, note = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
                                           base_rows, incremental="maps")
             by_maps = chosen == "maps"
@@ -405,7 +416,7 @@ class Runtime:
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
             if strategy == "auto" and script is not None:
-                base_rows = sum(delta.row_count(catalog.input_path(t), v) for t, v in new.items())
+                base_rows = base_rows_at(catalog, new)
                 chosen, why = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
                                              base_rows)
                 if chosen == "recompute":
