@@ -13,6 +13,7 @@ import pytest
 
 from idivm.catalog import MAX_NAME, Catalog, check_name, directory_name
 from idivm.errors import CatalogError
+from idivm.storage.delta import engine
 
 #: a table whose name and columns hold every kind of character a name may hold
 ORDERS = "order lines ü'\"`;--.x"
@@ -25,6 +26,8 @@ ORDER_ROWS = [
     {LINE: 2, PRICE: 1.0, QTY: 5, PRODUCT: "p2", TAGS: []},
     {LINE: 3, PRICE: 4.0, QTY: 1, PRODUCT: "p1", TAGS: [{TAG: "b'", WEIGHT: 2}, {TAG: "c", WEIGHT: 3}]},
 ]
+#: the name a view gives ``PRODUCT`` where delta-spark writes it (which refuses its backquote)
+PRODUCT_AS = "prod uct"
 PRODUCT_ROWS = [{PRODUCT: "p1", LABEL: "apple"}, {PRODUCT: "p2", LABEL: "pear"}]
 
 
@@ -130,7 +133,18 @@ def test_exotic_names_work_end_to_end(tmp_path, run):
     for entry in [*Catalog.load(wh).tables.values()]:
         assert (wh / entry.path).resolve().parent == (wh / "tables").resolve()
 
-    for name, (strategy, text) in VIEWS.items():
+    views = dict(VIEWS)
+    if engine().spark:
+        # delta-spark cannot MERGE a column named with a backquote: refused at define, in one line
+        name, (strategy, text) = "totals'; DROP TABLE x --", VIEWS["totals'; DROP TABLE x --"]
+        file = data / "refused.sqlpp"
+        file.write_text(text, encoding="utf-8")
+        code, out, err = run("--warehouse", wh, "define", file, "--strategy", strategy)
+        assert code == 1 and err == ("error: column 'prod`uct' holds a backquote, which delta-spark cannot MERGE "
+                                     "into a table with a change data feed: name it without one (AS ...) or use "
+                                     "the delta-rs storage engine\n"), err
+        views[name] = (strategy, text.replace(f"SELECT o.{q(PRODUCT)},", f"SELECT o.{q(PRODUCT)} AS {q(PRODUCT_AS)},"))
+    for name, (strategy, text) in views.items():
         file = data / f"{directory_name(name)}.sqlpp"
         file.write_text(text, encoding="utf-8")
         code, out, err = run("--warehouse", wh, "define", file, "--strategy", strategy)
@@ -175,7 +189,8 @@ def test_exotic_names_work_end_to_end(tmp_path, run):
             (4, 21.0, "pear 'conference'", ["d;"]), (5, 6.0, "apple", [])]
     totals = [json.loads(line) for line in
               run("--warehouse", wh, "show", "totals'; DROP TABLE x --", "--format", "jsonl")[1].splitlines()]
-    assert sorted((r[PRODUCT], r["sum.qty"], r["n"]) for r in totals) == [("p1", 8, 3), ("p2", 7, 1)]
+    product = PRODUCT_AS if engine().spark else PRODUCT
+    assert sorted((r[product], r["sum.qty"], r["n"]) for r in totals) == [("p1", 8, 3), ("p2", 7, 1)]
     code, out, err = run("--warehouse", wh, "show", ORDERS)
     assert code == 0 and "(4 rows)" in out
     code, out, err = run("--warehouse", wh, "table", "list")

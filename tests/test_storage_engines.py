@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from idivm import Warehouse
-from idivm.errors import DataError
+from idivm.errors import DataError, UnsupportedError
 from idivm.storage import delta
 from idivm.storage.delta import MatchedDelete, MatchedUpdate, NotMatchedInsert
 
@@ -186,3 +186,39 @@ def test_other_readers_of_a_table_with_deletion_vectors(spark, tmp_path, reader)
         polars = pytest.importorskip("polars")
         table = polars.read_delta(str(path)).to_arrow()
     assert dict(zip(table.column("id").to_pylist(), table.column("name").to_pylist())) == expected
+
+
+def test_column_names_delta_refuses_unmapped_get_a_table_mapped_by_name(spark, tmp_path):
+    """Spaces, ``;``, ``=`` and the like in column names (at any depth): delta-spark creates the
+    table with column mapping by name, and turns it on in an existing table an evolving write
+    brings such a name to; the rows, the commit metadata and the change data feed stay; a
+    backquote, which delta-spark's MERGE cannot write, is refused in one line."""
+    path = tmp_path / "t"
+    df = spark.createDataFrame([(1, "a", [(2, "x")])], "`line id` long, `w;t` string, `tags ☃` array<struct<`tag name`: long, n: string>>")
+    version = delta.write_spark(df, path, commit_metadata={"idivm.watermark": "7"}, engine=DV, deletion_vectors=True)
+    assert delta.features(path) and delta.needs_delta_spark(path)
+    config = delta.open_table(path).metadata().configuration
+    assert config["delta.columnMapping.mode"] == "name" and config["delta.enableChangeDataFeed"] == "true"
+    assert delta.history(path, 1)[0]["idivm.watermark"] == "7"
+    rows = delta.read_spark(spark, path, version, engine=DV).collect()
+    assert [(r["line id"], r["w;t"], r["tags ☃"][0]["tag name"]) for r in rows] == [(1, "a", 2)]
+    delta.merge_spark(path, spark.createDataFrame([(1, "b"), (5, "e")], "`line id` long, `w;t` string"),
+                      "t.`line id` = s.`line id`",
+                      [MatchedUpdate({"`w;t`": "s.`w;t`"}), NotMatchedInsert({"`line id`": "s.`line id`", "`w;t`": "s.`w;t`"})])
+    feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", version + 1) \
+        .load(str(path)).collect()
+    assert sorted((r["line id"], r["w;t"], r["_change_type"]) for r in feed) == [
+        (1, "a", "update_preimage"), (1, "b", "update_postimage"), (5, "e", "insert")]
+    assert sorted(delta.read_arrow(path).select(["line id", "w;t"]).to_pylist(), key=str) == [
+        {"line id": 1, "w;t": "b"}, {"line id": 5, "w;t": "e"}]
+
+    plain = tmp_path / "plain"
+    delta.write_spark(spark.createDataFrame([(1,)], "id long"), plain, engine=DV)
+    assert delta.open_table(plain).metadata().configuration.get("delta.columnMapping.mode", "none") == "none"
+    delta.write_spark(spark.createDataFrame([(1, "z")], "id long, `new col` string"), plain, mode="overwrite", engine=DV)
+    assert delta.open_table(plain).metadata().configuration["delta.columnMapping.mode"] == "name"
+    assert delta.read_arrow(plain).to_pylist() == [{"id": 1, "new col": "z"}]
+
+    with pytest.raises(UnsupportedError, match="column 'prod`uct' holds a backquote"):
+        delta.write_spark(spark.createDataFrame([(1,)], "`prod``uct` long"), tmp_path / "q", engine=DV)
+    assert not (tmp_path / "q").exists()

@@ -110,7 +110,7 @@ def _body(op: O.Operator, columns: Mapping[str, Sequence[str]], joins: list | No
                               position=None, occurrence=None):
             if table not in columns:
                 raise Untranslatable(f"no columns known for table {table}")
-            return Rel(table, tuple(f"{x}.{c}" for c in columns[table]))
+            return Rel(table, tuple(field_variable(x, c) for c in columns[table]))
         case O.InnerJoin(left=left, right=right, condition=c):
             return Mul((_body(left, columns, joins, scalars), _body(right, columns, joins, scalars), _condition(c)))
         case O.Select(input=inner, condition=c):
@@ -278,6 +278,13 @@ def _condition(t: E.Term) -> Term:
     return _lifted(t, condition=True)
 
 
+def field_variable(x: str, c: str) -> str:
+    """The AGCA variable of field ``c`` of the tuples a plan binds to ``x``: ``x.c``, with every
+    backquote written ``%60`` (and ``%`` as ``%25``), since the variables name the columns of
+    the map tables and delta-spark cannot MERGE a column named with a backquote."""
+    return f"{x}.{c}".replace("%", "%25").replace("`", "%60")
+
+
 def _compares(t: E.Term) -> bool:
     """Whether ``t`` is an operand of an AGCA comparison (:func:`_operand`)."""
     return isinstance(t, E.Field) and isinstance(t.base, E.Var) or isinstance(t, E.Const) and t.value is not None
@@ -289,7 +296,7 @@ def _lifted(t: E.Term, condition: bool) -> Lift:
     def lift(x: E.Term) -> E.Term:
         match x:
             case E.Field(base=E.Var(name=v), name=c):
-                return E.Var(f"{v}.{c}")
+                return E.Var(field_variable(v, c))
             case E.Const():
                 return x
             case E.Call(function=f, args=args) if f in LIFTED_FUNCTIONS:
@@ -304,7 +311,7 @@ def _lifted(t: E.Term, condition: bool) -> Lift:
 def _operand(t: E.Term) -> Var | Value | Const:
     match t:
         case E.Field(base=E.Var(name=x), name=c):
-            return Var(f"{x}.{c}")
+            return Var(field_variable(x, c))
         case E.Const(value=v) if v is not None:
             return Const(v) if isinstance(v, int) and not isinstance(v, bool) else Value(v)
     raise Untranslatable(f"{t} has no AGCA form in a comparison")

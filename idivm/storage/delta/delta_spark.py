@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
+from idivm.errors import UnsupportedError
 from idivm.storage import schema as schemas
 from idivm.storage.delta.commits import _commit_properties, _user_metadata, count
 from idivm.storage.delta.merge import MergeClause, _clause_calls, quoted
@@ -46,6 +47,13 @@ def write(df: "DataFrame", target: Path, mode: Literal["error", "append", "overw
     vectors when ``deletion_vectors`` (see :func:`idivm.storage.delta.write_spark`).
     ``cluster_by`` (``error`` and ``overwrite`` only): the table is created, or replaced, with
     Delta's liquid clustering by those columns (:func:`write_clustered_by`)."""
+    check_writable_names(df.schema)
+    if mapped_names(df.schema):
+        if create:  # created empty with column mapping, then written (see :func:`create_mapped`)
+            create_mapped(df, target, deletion_vectors=deletion_vectors, cluster_by=cluster_by)
+            create, cluster_by, mode = False, (), "append" if mode == "error" else mode
+        else:
+            map_columns(df.sparkSession, target)
     if cluster_by:
         write_clustered_by(df, target, mode, commit_metadata=commit_metadata, deletion_vectors=deletion_vectors,
                            cluster_by=cluster_by)
@@ -67,6 +75,86 @@ def _created_with(deletion_vectors: bool) -> dict[str, str]:
     """The properties of a table delta-spark creates: the change data feed, and deletion vectors
     when ``deletion_vectors``."""
     return {**TABLE_CONFIGURATION, **({"delta.enableDeletionVectors": "true"} if deletion_vectors else {})}
+
+
+#: characters Delta refuses in column names unless the table maps its columns by name
+_UNMAPPED_REFUSED = frozenset(" ,;{}()\n\t=")
+
+
+def check_writable_names(schema: Any) -> None:
+    """Refuse, with one line, a column name (at any depth of the Spark ``schema``) that
+    delta-spark cannot write: one holding a backquote, which its
+    MERGE into a table with a change data feed (every table here) takes for the end of a quoted
+    name."""
+    names = [n for n in _field_names(schema) if "`" in n]
+    if names:
+        raise UnsupportedError(f"column {names[0]!r} holds a backquote, which delta-spark "
+                               "cannot MERGE into a table with a change data feed: name it without one (AS ...) "
+                               "or use the delta-rs storage engine")
+
+
+def _field_names(t: Any) -> Iterator[str]:
+    """The field names of a Spark type, nested ones too."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(t, StructType):
+        for f in t.fields:
+            yield f.name
+            yield from _field_names(f.dataType)
+    elif isinstance(t, ArrayType):
+        yield from _field_names(t.elementType)
+    elif isinstance(t, MapType):
+        yield from _field_names(t.keyType)
+        yield from _field_names(t.valueType)
+
+
+def mapped_names(schema: Any) -> list[str]:
+    """The field names of a Spark schema (nested ones too) that Delta stores only in a table with
+    column mapping by name (``delta.columnMapping.mode = name``): those with a space or one of
+    ``,;{}()=``, a tab or a newline."""
+    return [n for n in _field_names(schema) if _UNMAPPED_REFUSED & set(n)]
+
+
+def create_mapped(df: "DataFrame", target: Path, *, deletion_vectors: bool, cluster_by: Sequence[str]) -> None:
+    """Create the table at ``target`` empty, with ``df``'s schema and column mapping by name (so
+    its column names may hold any character), the change data feed and, when
+    ``deletion_vectors``, deletion vectors; clustered by ``cluster_by``.  Delta refuses to add
+    files in the commit that turns column mapping on in a table with a change data feed, so the
+    rows are written by a second commit (the caller's append)."""
+    spark = df.sparkSession
+    properties = {**_created_with(deletion_vectors), "delta.columnMapping.mode": "name"}
+    columns = spark._jsparkSession.parseDataType(_nullable(df.schema).json()).toDDL()
+    statement = (f"CREATE TABLE delta.{quoted(str(target.absolute()))} ({columns}) USING delta "
+                 + (f"CLUSTER BY ({', '.join(quoted(c) for c in cluster_by)}) " if cluster_by else "")
+                 + f"TBLPROPERTIES ({', '.join(f'{_sql_string(k)} = {_sql_string(v)}' for k, v in properties.items())})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    spark.sql(statement).collect()
+    count()
+
+
+def _nullable(t: Any) -> Any:
+    """The Spark type ``t`` with every field, array element and map value nullable (a table's
+    schema holds no NOT NULL constraint, as tables written by :func:`write` hold none)."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(t, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in t.fields])
+    if isinstance(t, ArrayType):
+        return ArrayType(_nullable(t.elementType), True)
+    if isinstance(t, MapType):
+        return MapType(_nullable(t.keyType), _nullable(t.valueType), True)
+    return t
+
+
+def map_columns(spark: "SparkSession", target: Path) -> None:
+    """Turn on column mapping by name in the existing table at ``target`` (a commit of its
+    metadata alone) unless it has it, before a write that brings a column name only such a table
+    holds (see :func:`mapped_names`)."""
+    if open_table(target).metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
+        return
+    spark.sql(f"ALTER TABLE delta.{quoted(str(target.absolute()))} "
+              "SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')").collect()
+    count()
 
 
 def write_clustered_by(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
@@ -190,6 +278,7 @@ def merge_spark(path: PathLike, source: "DataFrame", predicate: str, clauses: Se
 
     if not clauses:
         raise ValueError("merge_spark needs at least one clause")
+    check_writable_names(source.schema)
     spark = source.sparkSession
     before = version(path)
     settings, pin = {}, pin_of(path)
