@@ -23,7 +23,7 @@ from typing import Any
 
 #: the version of the encoding and of the classes it names; a stored program of another
 #: version is compiled again from the view's text
-FORMAT = f"5/{importlib.import_module('idivm').__version__}"
+FORMAT = f"6/{importlib.import_module('idivm').__version__}"
 
 
 @dataclass(frozen=True)

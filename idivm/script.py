@@ -39,6 +39,7 @@ of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from idivm.algebra import operators as O, restrict
 from idivm.algebra.expressions import TableRef, TupleExpr
@@ -309,11 +310,17 @@ class Cache:
     plan: O.ReturnBag
     key: tuple[str, ...]
     type: TupleType
-    script: "DeltaScript"
+    script: "DeltaScript | None"
+    #: the maps that maintain the cache instead of a script (:mod:`idivm.generator.maps_caches`)
+    maps: Any = None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "key": list(self.key), "type": self.type.to_json(),
-                "plan": format_plan(self.plan), "script": self.script.to_json()}
+        out = {"name": self.name, "key": list(self.key), "type": self.type.to_json(), "plan": format_plan(self.plan)}
+        if self.script is not None:
+            out["script"] = self.script.to_json()
+        if self.maps is not None:
+            out["maps"] = sorted(self.maps.program.maps)
+        return out
 
 
 @dataclass(frozen=True)
@@ -334,7 +341,11 @@ class DeltaScript:
         for c in self.caches:
             lines.append(f"cache {c.name} (IDs {', '.join(c.key)}), the rows of:")
             lines.append(_indent(format_plan(c.plan), 2))
-            lines.append(c.script.render())
+            if c.maps is not None:
+                lines.append(_indent(f"maintained by the maps {', '.join(sorted(c.maps.program.maps))} "
+                                     "(their trigger program under 'maps of cache')", 2))
+            else:
+                lines.append(c.script.render())
             lines.append("")
         lines.append(f"Δ-script of {self.view} ({self.strategy}-based, thesis §2.4 / Fig. 2.7):")
         for t in self.tables:

@@ -36,7 +36,7 @@ from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
-from idivm.exec.runtime import Run, Runtime, latest_commit_with, versions_text, view_watermark
+from idivm.exec.runtime import Run, Runtime, cache_maps, latest_commit_with, versions_text, view_watermark
 from idivm.ingest.load import (
     _spark_delta_schema, check_columns, check_declared_key, check_element_key, check_element_key_type,
     check_key, check_spark_element_key, check_spark_key, declared_dataframe, idivm_schema, is_spark_dataframe,
@@ -623,24 +623,35 @@ class Warehouse:
                 step(f"{name}: comparing cache {cache.name} with its recomputation")
                 caches.append(self._compare(cache.name, self._runtime.evaluate_at(catalog, cache.plan, at), cpath, None,
                                             at, limit, "cache"))
+                if cache.maps is not None:  # its maps, as the cache's last commit naming them names them
+                    caches += self._compare_maps(f"{name}.{cache.name}", cache.maps, cpath,
+                                                 cache_maps(cpath, cache), at, limit, step)
         if program.maps is not None and entry.extra.get("maps"):
-            # each map as its definition gives it at the watermark of the view's last commit
-            # naming map versions (an auto view recomputed since leaves its maps behind), at
-            # the versions that commit names
-            from idivm.exec.maps import initial_maps
-            from idivm.exec.runtime import maps_state
-
-            reflected, at = maps_state(catalog.path_of(entry))
-            at = watermark if at is None else at
-            expected = initial_maps(self.spark, program.maps, self._runtime.reader(catalog, at))
-            for m, rel in sorted(entry.extra.get("maps", {}).items()):
-                step(f"{name}: comparing map {m} with its recomputation")
-                caches.append(self._compare(f"{name}.{m}", expected[m], catalog.root / rel, reflected.get(m),
-                                            at, limit, "map"))
+            caches += self._compare_maps(name, program.maps, catalog.path_of(entry),
+                                         {m: catalog.root / rel for m, rel in entry.extra["maps"].items()},
+                                         watermark, limit, step)
         step(f"{name}: comparing the view with its recomputation")
         own = self._compare(name, self._runtime.evaluate_at(catalog, prov.plan, watermark), catalog.path_of(entry),
                             None, watermark, limit)
         return replace(own, caches=tuple(caches))
+
+    def _compare_maps(self, name: str, mp, path: Path, paths: Mapping[str, Path], watermark: Mapping[str, int],
+                      limit: int, step) -> list["Verification"]:
+        """Each map of ``mp`` (stored at ``paths``) of the table at ``path`` compared with its
+        definition at the watermark of the table's last commit naming map versions (an auto view
+        recomputed since leaves its maps behind; ``watermark`` when none does), at the versions
+        that commit names."""
+        from idivm.exec.maps import initial_maps
+        from idivm.exec.runtime import maps_state
+
+        reflected, at = maps_state(path)
+        at = watermark if at is None else at
+        expected = initial_maps(self.spark, mp, self._runtime.reader(self.catalog, at))
+        found = []
+        for m, mpath in sorted(paths.items()):
+            step(f"{name}: comparing map {m} with its recomputation")
+            found.append(self._compare(f"{name}.{m}", expected[m], mpath, reflected.get(m), at, limit, "map"))
+        return found
 
     def recomputed(self, name: str) -> "DataFrame":
         """View ``name`` computed from scratch from its base tables at the versions it reflects
@@ -735,6 +746,13 @@ class Warehouse:
                 maps = str(programs.plan_maps(catalog, prov, text, filename).program)
             except IdivmError as e:
                 no_maps = e.message
+                try:  # maps caches of its GROUP BYs, the rest by ID
+                    over = programs.maps_caches_script(catalog, view, prov, text, filename, e)
+                    maps = "\n\n".join([*(f"maps of cache {c.name} (its rows: the GROUP BY's groups):\n{c.maps.program}"
+                                           for c in over.caches if c.maps is not None), over.render()])
+                    no_maps = ""
+                except IdivmError:
+                    pass
         from idivm.exec.materialize import tables_read
 
         declared = {t: declared_schema(catalog.tables[t]) for t in tables_read(view.plan)

@@ -1253,24 +1253,74 @@ LIFTED_AGGREGATES = [
           {D, P, DP}, single_row=True),
 ]
 
+#: views that read more than one GROUP BY over joins: maps caches of their GROUP BYs, the rest by
+#: ID over them (:mod:`idivm.generator.maps_caches`): a GROUP BY in a FROM subquery joined with a
+#: table, two of them, a GROUP BY over another's groups, and a subquery in WHERE below one
+MAPS_CACHE_AGGREGATES = [
+    _view("devices_with_their_dearest_part",
+          """SELECT d.did, d.category, g.hi, g.n
+             FROM devices d JOIN (SELECT dp.did AS did, MAX(p.price) AS hi, COUNT(*) AS n
+                                  FROM devices_parts dp JOIN parts p ON p.pid = dp.pid
+                                  GROUP BY dp.did) AS g ON d.did = g.did""",
+          """SELECT d.did, d.category, g.hi, g.n
+             FROM devices d JOIN (SELECT dp.did AS did, max(p.price) AS hi, count(*) AS n
+                                  FROM devices_parts dp JOIN parts p ON p.pid = dp.pid
+                                  GROUP BY dp.did) AS g ON d.did = g.did""",
+          {D, P, DP}),
+    _view("cheapest_and_category_sizes",
+          """SELECT d.did, lo.cheapest, c.devices
+             FROM devices d
+             JOIN (SELECT dp.did AS did, MIN(p.price) AS cheapest FROM devices_parts dp JOIN parts p ON p.pid = dp.pid
+                   GROUP BY dp.did) AS lo ON lo.did = d.did
+             JOIN (SELECT d2.category AS category, COUNT(DISTINCT d2.did) AS devices FROM devices d2
+                   GROUP BY d2.category) AS c ON c.category = d.category""",
+          """SELECT d.did, lo.cheapest, c.devices
+             FROM devices d
+             JOIN (SELECT dp.did AS did, min(p.price) AS cheapest FROM devices_parts dp JOIN parts p ON p.pid = dp.pid
+                   GROUP BY dp.did) AS lo ON lo.did = d.did
+             JOIN (SELECT d2.category AS category, count(DISTINCT d2.did) AS devices FROM devices d2
+                   GROUP BY d2.category) AS c ON c.category = d.category""",
+          {D, P, DP}),
+    _view("devices_per_part_count",
+          """SELECT g.n, COUNT(*) AS devices, SUM(g.hi) AS his
+             FROM (SELECT dp.did AS did, COUNT(*) AS n, MAX(p.price) AS hi
+                   FROM devices_parts dp JOIN parts p ON p.pid = dp.pid GROUP BY dp.did) AS g
+             GROUP BY g.n""",
+          """SELECT g.n, count(*) AS devices, sum(g.hi) AS his
+             FROM (SELECT dp.did AS did, count(*) AS n, max(p.price) AS hi
+                   FROM devices_parts dp JOIN parts p ON p.pid = dp.pid GROUP BY dp.did) AS g
+             GROUP BY g.n""",
+          {P, DP}),
+    _view("devices_with_cheap_parts_counted",
+          """SELECT d.did, d.category, g.n
+             FROM devices d JOIN (SELECT dp.did AS did, COUNT(*) AS n FROM devices_parts dp
+                                  WHERE EXISTS (SELECT VALUE p FROM parts p WHERE p.pid = dp.pid AND p.price < 40)
+                                  GROUP BY dp.did) AS g ON g.did = d.did""",
+          """SELECT d.did, d.category, g.n
+             FROM devices d JOIN (SELECT dp.did AS did, count(*) AS n FROM devices_parts dp
+                                  WHERE EXISTS (SELECT 1 FROM parts p WHERE p.pid = dp.pid AND p.price < 40)
+                                  GROUP BY dp.did) AS g ON g.did = d.did""",
+          {D, P, DP}),
+]
+
 #: the aggregate views of the corpus the maps strategy maintains (one GROUP BY over inner joins of
 #: tables): SUM, COUNT(*), COUNT of a column, AVG, MIN and MAX of numbers and of strings, HAVING,
 #: a self-join with a condition, and the subqueries in WHERE of :data:`SUBQUERY_AGGREGATES`
 #: (EXISTS, NOT EXISTS, IN, a comparison with a scalar subquery; TPC-H Q17's global aggregate),
 #: and the lifted conditions and values of :data:`LIFTED_AGGREGATES`
 MAPS_VIEWS = ("phone_cost", "shared_part_counts", "category_price_stats", "expensive_devices", "shared_parts",
-              "device_cost_values", *(v.name for v in SUBQUERY_AGGREGATES + LIFTED_AGGREGATES))
+              "device_cost_values", *(v.name for v in SUBQUERY_AGGREGATES + LIFTED_AGGREGATES + MAPS_CACHE_AGGREGATES))
 
 
 #: of those, the default run's: every aggregate function among them, a NOT EXISTS, and lifted
 #: conditions and values
 MAPS_DEFAULT = ("phone_cost", "category_price_stats", "categories_without_expensive_parts",
-                "flagged_parts_per_category")
+                "flagged_parts_per_category", "cheapest_and_category_sizes")
 
 
 def _by_maps(names: Sequence[str] = MAPS_VIEWS) -> list[Maintained]:
     maintained = [Maintained(v, "maps") for v in RELATIONAL + SUBQUERY_AGGREGATES + LIFTED_AGGREGATES
-                  if v.name in names]
+                  + MAPS_CACHE_AGGREGATES if v.name in names]
     assert sorted(m.view.name for m in maintained) == sorted(names)
     return maintained
 

@@ -102,7 +102,15 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
                                        strict=strict and strategy != "auto", caches=caches)
     selection = select_indexes(view.plan, prov, base_signatures(catalog, view)) \
         if script is not None and script.strategy == "id" else None
-    mp = plan_maps(catalog, prov, text, filename) if strategy == "maps" else None
+    mp = None
+    if strategy == "maps":
+        try:
+            mp = plan_maps(catalog, prov, text, filename)
+        except UnsupportedError as whole:
+            # the view reads more than one GROUP BY: maps caches of its GROUP BYs, the rest by ID
+            script = maps_caches_script(catalog, view, prov, text, filename, whole)
+            note = "the rest of the view by ID over maps caches of its GROUP BYs"
+            selection = select_indexes(view.plan, prov, base_signatures(catalog, view))
     if strategy == "auto" and (script is None or not script.id_columns) and maps and prov.unknown is None:
         # what id cannot maintain (or only by recomputing: a view of one tuple, without IDs),
         # maps may: auto then chooses between them and recomputation
@@ -112,6 +120,27 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
         except UnsupportedError as e:
             note = f"{note or 'recompute: ' + why}; {e.message}"
     return Program(view.name, view.type, view.plan, prov, script, note, selection, mp)
+
+
+def maps_caches_script(catalog: Catalog, view, prov, text: str, filename: str | None, whole):
+    """The ID-based Δ-script of a view whose GROUP BYs are maintained by maps caches
+    (:mod:`idivm.generator.maps_caches`); ``whole``: why the maps cannot maintain the whole
+    view, the error when no GROUP BY gets a maps cache either."""
+    from idivm.errors import IdivmError, UnsupportedError
+    from idivm.exec.maps import plan_maps as plan
+    from idivm.generator.caches import generate_view
+
+    if prov.unknown is not None:
+        raise prov.unknown.with_source(text, filename)
+    base = input_relations(catalog)
+    columns = {t: [n for n, _ in ty.fields] for t, ty in base.types.items()}
+    try:
+        return generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys, "id",
+                             caches=True, maps_of=lambda cache_plan: plan(cache_plan, columns))
+    except IdivmError as e:
+        if isinstance(e, UnsupportedError) and e.message.startswith("no GROUP BY of the view has maps"):
+            raise whole
+        raise UnsupportedError(f"the maps strategy cannot maintain this view: {e.message}").with_source(text, filename)
 
 
 def plan_maps(catalog: Catalog, prov, text: str, filename: str | None):

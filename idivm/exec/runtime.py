@@ -26,6 +26,7 @@ from idivm.catalog import Catalog, ViewEntry
 from idivm.errors import CatalogError, ConcurrentWriteError
 from idivm.exec import commit, history, meter
 from idivm.exec.programs import load_program, program_folder, stored_indexes, write_program
+from idivm.provenance.ids import HIDDEN
 from idivm.script import PRE, StateRef
 from idivm.storage import delta
 from idivm.storage import layout as layouts
@@ -74,6 +75,12 @@ def maps_state(path: Path) -> tuple[dict[str, int], dict[str, int] | None]:
     watermark = c.get("idivm.watermark")
     return ({m: int(v) for m, v in json.loads(c["idivm.maps"]).items()},
             None if watermark is None else {t: int(v) for t, v in json.loads(watermark).items()})
+
+
+def cache_maps(cache_path: Path, cache) -> dict[str, Path]:
+    """Where the maps of a maps cache (:mod:`idivm.generator.maps_caches`) stored at
+    ``cache_path`` are: ``<cache_path>.maps/<map>``."""
+    return {m: cache_path.parent / f"{cache_path.name}.maps" / m for m in cache.maps.program.maps}
 
 
 def base_rows_at(catalog: Catalog, versions: Mapping[str, int]) -> int:
@@ -284,6 +291,20 @@ class Runtime:
                 cmeta = {**metadata, "idivm.operation": "define cache", "idivm.cache": cache.name}
                 if caches:  # the versions of the caches before it (which it may read)
                     cmeta["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
+                if cache.maps is not None:  # its maps, of the same snapshot, committed with it
+                    from idivm.exec import maps as mapping
+
+                    mapping.check_types(cache.maps, self.group_schema(cache.maps, self.reader(catalog, watermark)))
+                    located = cache_maps(catalog.root / crel, cache)
+                    for m, mdf in mapping.initial_maps(self.spark, cache.maps, self.reader(catalog, watermark),
+                                                       reevaluated=True).items():
+                        mmeta = {**metadata, "idivm.operation": "define map", "idivm.cache": cache.name,
+                                 "idivm.map": m}
+                        writes.append((str(located[m].relative_to(catalog.root)), _timed(
+                            catalog.root / rel, lambda p, d=mdf, mm=mmeta: delta.write_spark(
+                                d, p, mode="error", commit_metadata=mm, engine=self.storage,
+                                deletion_vectors=True))))
+                    cmeta["idivm.maps"] = json.dumps({m: 0 for m in located}, sort_keys=True)
                 writes.append((crel, _timed(catalog.root / rel, lambda p, d=cdf, m=cmeta: delta.write_spark(
                     d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True))))
                 caches[cache.name] = crel
@@ -410,7 +431,7 @@ class Runtime:
             with spark_errors(view_name):
                 run = self._maintain_maps(catalog, entry, program, tables, old, new, changes, metadata, progress)
             return replace(run, note="; ".join(filter(None, (note, waiting))), base_rows=base_rows)
-        if strategy in ("id", "tuple", "auto"):
+        if strategy in ("id", "tuple", "auto", "maps"):  # maps: over maps caches (program.maps is None)
             script, note = program.script, note or program.note
             planned = script
             if script is not None and not script.id_columns:
@@ -435,7 +456,8 @@ class Runtime:
                                                         with_caches=not lagged)
             return Run("recompute", n_changes, version, old, new, inserted=rows, rows_written=rows + written,
                        note=note, base_rows=base_rows, lagged=lagged)
-        metadata["idivm.strategy"] = script.strategy
+        by = "maps" if strategy == "maps" else script.strategy  # maps: an ID-based script over maps caches
+        metadata["idivm.strategy"] = by
         diff_rows = written = 0
         with spark_errors(view_name):
             # caches first (§2.4 pass 3), in order: each from the versions of the base tables and
@@ -459,8 +481,16 @@ class Runtime:
                 with meter.phase("changes"):
                     cchanges = changes if (c_from, c_to) == (old, new) else \
                         readable_changes(view_name, tables, c_from, c_to)
-                stats = self.apply_script(cache.script, caches[cache.name], tables, c_from, c_to, cchanges, cmeta,
-                                          progress, caches, earlier)
+                cpath = caches[cache.name]
+                if cache.maps is not None:
+                    ids = [c for c, _ in cache.type.fields if c.startswith(HIDDEN)]
+                    stats = self._run_maps(catalog, view_name, cache.maps, cache.plan, ids, cpath,
+                                           cache_maps(cpath, cache), tables, c_from, c_to, cchanges, cmeta, progress,
+                                           f"its cache {cache.name}")
+                    stats["diff_rows"] = 0
+                else:
+                    stats = self.apply_script(cache.script, cpath, tables, c_from, c_to, cchanges, cmeta,
+                                              progress, caches, earlier)
                 diff_rows += stats["diff_rows"]
                 written += stats["rows_written"]
 
@@ -486,7 +516,7 @@ class Runtime:
             with meter.phase("compact"):
                 compacted = self.compact(view_name, path, layout, [caches[c.name] for c in script.caches],
                                          stored, progress)
-        return Run(script.strategy, n_changes, stats["version"], old, new,
+        return Run(by, n_changes, stats["version"], old, new,
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
                    compacted=compacted, base_rows=base_rows)
@@ -497,27 +527,45 @@ class Runtime:
         """A run of a view maintained by maps (:mod:`idivm.exec.maps`): the maps' increments
         MERGEd into their tables, one commit each, then the view's changed groups in one
         commit naming the map versions it reflects."""
+        paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
+        stats = self._run_maps(catalog, entry.name, program.maps, program.prov.plan,
+                               [c for c, _ in program.prov.view_ids], catalog.path_of(entry), paths, tables,
+                               old, new, changes, metadata, progress)
+        return Run("maps", sum(c.num_rows for c in changes.values()), stats["version"], dict(old), dict(new),
+                   inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
+                   rows_written=stats["rows_written"])
+
+    def _run_maps(self, catalog: Catalog, name: str, mp, plan, ids: Sequence[str], path: Path,
+                  paths: Mapping[str, Path], tables: Mapping[str, Path], old: Mapping[str, int],
+                  new: Mapping[str, int], changes: Mapping, metadata: dict, progress,
+                  table: str = "the view") -> dict:
+        """The maps ``mp`` (stored at ``paths``) of the table at ``path`` (the view ``name``, or
+        ``table``, a maps cache of it: the rows of ``plan``, identified by the columns ``ids``)
+        advanced over the base-table ``changes`` from ``old`` to ``new``, one commit per changed
+        map, then the table's changed groups in one commit naming the map versions it reflects.
+        Maps ahead of the table (a run stopped between their commits) are rebuilt at ``old``
+        first; maps behind it (an ``auto`` run recomputed the view alone) catch up first.  The
+        commit's statistics (``version``, ``inserted``, ``updated``, ``deleted``,
+        ``rows_written``: the maps' rows included)."""
         from pyspark.sql import functions as F
 
         from idivm.exec import maps as mapping
         from idivm.exec.delta_script import ViewChanges
         from idivm.storage.spark import IN_MEMORY_MAX_ROWS, Caches
 
-        mp, spark, name = program.maps, self.spark, entry.name
-        path = catalog.path_of(entry)
-        paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
+        spark = self.spark
         missing = sorted(set(mp.program.maps) - set(paths))
         if missing:
             raise CatalogError(f"view {name} has no table for its maps {', '.join(missing)}; define it again")
         view_version = unmoved(path, old, name)
         reflected, at = maps_state(path)
         if at is None or any(delta.version(p) != reflected.get(m) for m, p in paths.items()):
-            # a run stopped between a map's commit and the view's: the maps are rebuilt at the
-            # view's watermark before the run goes on
+            # a run stopped between a map's commit and the table's: the maps are rebuilt at the
+            # table's watermark before the run goes on
             if progress:
-                progress(f"{name}: the maps are ahead of the view; rebuilding them at {versions_text(old)}")
+                progress(f"{name}: the maps are ahead of {table}; rebuilding them at {versions_text(old)}")
             with meter.phase("write"):
-                reflected = self.rebuild_maps(catalog, entry, program, old, metadata)
+                reflected = self.rebuild_maps(catalog, mp, paths, old, metadata)
             at = dict(old)
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
         cached = Caches(IN_MEMORY_MAX_ROWS if by_spark else None)
@@ -537,8 +585,8 @@ class Runtime:
                 if progress:
                     progress(f"{name}: catching the maps up from {versions_text(at)} to {versions_text(old)}")
                 if not behind(at, old):
-                    raise CatalogError(f"the maps of view {name} reflect {versions_text(at)}, not behind the view's "
-                                       f"{versions_text(old)}; rebuild it with 'idivm refresh {name} --full'")
+                    raise CatalogError(f"the maps of view {name} reflect {versions_text(at)}, not behind "
+                                       f"{table}'s {versions_text(old)}; rebuild it with 'idivm refresh {name} --full'")
                 with meter.phase("changes"):
                     lag = readable_changes(name, tables, at, old)
                 reflected, _, _, _, caught_up = self._advance_maps(
@@ -549,7 +597,6 @@ class Runtime:
             versions, packed, rows, changed, written = self._advance_maps(mp, paths, reflected, changes, metadata,
                                                                           cached, read_map)
             written += caught_up
-            ids = [c for c, _ in program.prov.view_ids]
             keys = None
             if not ids:  # a GROUP BY without keys: its one row, computed from the maps and written whole
                 keys = spark.range(1).select()
@@ -575,17 +622,16 @@ class Runtime:
                     maps = {m: read_map(m, at[m]) for m in paths if m.startswith(mapping.TERM_PREFIX)}
                     compiler = PlanCompiler(spark, self.reader(catalog, new))
                     compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
-                    return compiler.evaluate(program.prov.plan)
+                    return compiler.evaluate(plan)
 
                 upserts = view_rows(versions).select(*by_name(view.columns))
                 deleted = view_rows(reflected).select(*by_name(ids)) if ids else None
-            n_changes = sum(c.num_rows for c in changes.values())
             if not ids:
                 with meter.phase("write"), delta.pinned(path, view_version):
                     version = delta.write_spark(upserts, path, mode="overwrite", commit_metadata=metadata,
                                                 engine=self.storage, deletion_vectors=True)
-                return Run("maps", n_changes, version, dict(old), dict(new), updated=1, rows_written=1 + written)
-            target = commit.Target(name, tuple(ids))
+                return {"version": version, "inserted": 0, "updated": 1, "deleted": 0, "rows_written": 1 + written}
+            target = commit.Target(name if table == "the view" else f"{name}: {table}", tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"), delta.pinned(path, view_version):
                 if by_spark:
@@ -595,9 +641,7 @@ class Runtime:
                                         self.storage)
         finally:
             cached.release()
-        return Run("maps", n_changes, stats["version"], dict(old), dict(new),
-                   inserted=stats["inserted"], updated=stats["updated"],
-                   deleted=stats["deleted"], rows_written=stats["rows_written"] + written)
+        return {**stats, "rows_written": stats["rows_written"] + written}
 
     def _advance_maps(self, mp, paths: Mapping[str, Path], reflected: Mapping[str, int], changes: Mapping,
                       metadata: Mapping[str, str], cached, read_map, operation: str = "maintain map") -> tuple:
@@ -629,15 +673,13 @@ class Runtime:
                 written += int(merged.get("num_output_rows") or 0)
         return versions, packed, rows, changed, written
 
-    def rebuild_maps(self, catalog: Catalog, entry: ViewEntry, program: "Program", at: Mapping[str, int],
+    def rebuild_maps(self, catalog: Catalog, mp, paths: Mapping[str, Path], at: Mapping[str, int],
                      metadata: Mapping[str, str]) -> dict[str, int]:
-        """Overwrite every map of a maps view with its definition evaluated at base-table
-        versions ``at``, one commit each; the maps' new versions."""
+        """Overwrite every map of ``mp`` (stored at ``paths``) with its definition evaluated at
+        base-table versions ``at``, one commit each; the maps' new versions."""
         from idivm.exec import maps as mapping
 
-        paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
-        for m, mdf in mapping.initial_maps(self.spark, program.maps, self.reader(catalog, at),
-                                                     reevaluated=True).items():
+        for m, mdf in mapping.initial_maps(self.spark, mp, self.reader(catalog, at), reevaluated=True).items():
             delta.write_spark(mdf, paths[m], mode="overwrite", engine=self.storage, deletion_vectors=True,
                               commit_metadata={**metadata, "idivm.operation": "rebuild map", "idivm.map": m,
                                                "idivm.watermark": json.dumps(dict(at), sort_keys=True)})
@@ -694,6 +736,10 @@ class Runtime:
                 cmeta = {**metadata, "idivm.cache": cache.name, "idivm.strategy": "recompute"}
                 if versions:
                     cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
+                if cache.maps is not None:  # its maps rebuilt with it
+                    cmeta.pop("idivm.maps", None)
+                    cmeta["idivm.maps"] = json.dumps(self.rebuild_maps(
+                        catalog, cache.maps, cache_maps(caches[cache.name], cache), at, cmeta), sort_keys=True)
                 with spark_errors(view_name):
                     versions[cache.name] = delta.write_spark(cdf, caches[cache.name], mode="overwrite",
                                                              commit_metadata=cmeta, engine=self.storage,
@@ -732,11 +778,12 @@ class Runtime:
         """Recompute the view of ``entry`` with its caches and maps at base-table versions ``at``
         (:meth:`recompute`), the commits tagged ``operation``."""
         program = load_program(catalog, entry)
-        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto") else None
+        planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto", "maps") else None
         metadata = {"idivm.operation": operation, "idivm.view": entry.name,
                     "idivm.watermark": json.dumps(at, sort_keys=True)}
         if program.maps is not None:  # the maps may be what differed: rebuilt too
-            metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, entry, program, at, metadata),
+            paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
+            metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, program.maps, paths, at, metadata),
                                                 sort_keys=True)
         return self.recompute(catalog, entry.name, program.prov, planned, at, metadata, cache_paths(catalog, entry))
 

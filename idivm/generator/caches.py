@@ -45,9 +45,10 @@ from typing import Mapping
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var
-from idivm.errors import InternalError
+from idivm.errors import InternalError, UnsupportedError
 from idivm.algebra.rewrite import fresh_name, replace_nodes, substitute
 from idivm.generator.generate import check_supported, generate
+from idivm.generator.maps_caches import split_at_maps
 from idivm.generator.operator_caches import split_at_averages
 from idivm.provenance.ids import ProvenanceResult, infer_provenance
 from idivm.script import Cache, DeltaScript
@@ -172,25 +173,34 @@ def _determined(join: O.InnerJoin, side: O.Operator, other: O.Operator, prov: Pr
 def generate_view(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
                   table_keys: Mapping[str, tuple[str, ...]], table_types: Mapping[str, T.TupleType],
                   element_keys: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
-                  strategy: str = "id", caches: bool = True) -> DeltaScript:
+                  strategy: str = "id", caches: bool = True, maps_of=None) -> DeltaScript:
     """The Δ-script of the view of ``plan`` (``prov`` its provenance); ID-based scripts
     maintain intermediate caches below the aggregates where they are eligible (module doc)
     and operator caches of AVG (:mod:`idivm.generator.operator_caches`).  The caches are
     chosen first, from the plans and their provenance alone; then each script is generated
-    once.
+    once.  With ``maps_of`` (a function from a cache plan with provenance to its maps, raising
+    :class:`~idivm.errors.IdivmError` when they cannot maintain it), every eligible γ gets a
+    maps cache first (:mod:`idivm.generator.maps_caches`), and a view that gets none is an
+    :class:`UnsupportedError`.
 
     Raises :class:`UnsupportedError` naming the first operator no rule covers."""
-    check_supported(prov.plan)
-    if strategy == "id" and caches:
+    if maps_of is None:
+        check_supported(prov.plan)
+    if strategy == "id" and (caches or maps_of is not None):
         for averages in (True, False):  # without operator caches if they would change the view's IDs
             keys, types = dict(table_keys), dict(table_types)
             planned: list[_PlannedCache] = []
             numbers = itertools.count(1)
             top = _plan_caches(view, plan, prov, keys, types, element_keys, planned,
-                               lambda: cache_name(view, next(numbers)), averages)
+                               lambda: cache_name(view, next(numbers)), averages and caches, maps_of)
             if top is not None:
-                made = tuple(Cache(c.name, c.plan, c.key, c.type, _generate(c.script, keys, types)) for c in planned)
+                made = tuple(Cache(c.name, c.plan, c.key, c.type,
+                                   None if c.script is None else _generate(c.script, keys, types), c.maps)
+                             for c in planned)
                 return replace(_generate(top, keys, types), caches=made)
+    if maps_of is not None:
+        raise UnsupportedError("no GROUP BY of the view has maps: it needs one with keys, not nested in another "
+                               "query, over selections and joins of tables")
     return generate(view, prov, table_keys, table_types, strategy)
 
 
@@ -204,13 +214,15 @@ class _Script:
 
 @dataclass(frozen=True)
 class _PlannedCache:
-    """A cache as :class:`Cache` holds it, with the script that maintains it still to generate."""
+    """A cache as :class:`Cache` holds it, with the script that maintains it still to generate
+    (None: it is maintained by its ``maps``)."""
 
     name: str
     plan: O.ReturnBag
     key: tuple[str, ...]
     type: T.TupleType
-    script: _Script
+    script: _Script | None
+    maps: object = None
 
 
 def _generate(script: _Script, keys: Mapping[str, tuple[str, ...]], types: Mapping[str, T.TupleType]) -> DeltaScript:
@@ -218,8 +230,10 @@ def _generate(script: _Script, keys: Mapping[str, tuple[str, ...]], types: Mappi
 
 
 def _plan_caches(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dict, types: dict,
-                 element_keys, planned: list[_PlannedCache], names, averages: bool = True) -> _Script | None:
-    """The ID-based Δ-script of ``name`` to generate, reading the caches it creates: operator
+                 element_keys, planned: list[_PlannedCache], names, averages: bool = True,
+                 maps_of=None) -> _Script | None:
+    """The ID-based Δ-script of ``name`` to generate, reading the caches it creates: with
+    ``maps_of``, maps caches of its aggregate cores (:mod:`idivm.generator.maps_caches`); operator
     caches of its AVG aggregates, intermediate caches below its other aggregates (each itself
     maintained by a script that may read caches below it).  The caches are appended to
     ``planned`` in the order they are maintained (a cache after those it reads), with their
@@ -227,7 +241,28 @@ def _plan_caches(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dic
     reading them would change the ID columns the table of ``name`` is stored with (then
     nothing is appended).  ``averages``: whether to make operator caches."""
     before = len(planned)
+    stored_ids = prov.view_ids
     upper: O.ReturnBag = plan
+    if maps_of is not None:
+        def cache_maps(cache_plan: O.ReturnBag):
+            cprov = infer_provenance(cache_plan, keys, types, element_keys)
+            return cprov, maps_of(cprov.plan)
+
+        split_maps = split_at_maps(plan, types, names, cache_maps)
+        if split_maps is None:
+            return None
+        for c in split_maps.caches:
+            cprov, maps = c.maps
+            hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
+            row_type = T.TupleType(c.type.fields + tuple(
+                (col, (c.type.field(hidden[col].name) if isinstance(hidden[col], Var) else None) or T.ANY)
+                for col, _ in cprov.view_ids))
+            planned.append(_PlannedCache(c.name, cprov.plan, c.key, row_type, None, maps))  # type: ignore[arg-type]
+            keys[c.name], types[c.name] = c.key, row_type
+        upper = split_maps.upper
+        plan = upper  # the caches below are chosen in the plan reading the maps caches
+        prov = infer_provenance(upper, keys, types, element_keys)
+        check_supported(prov.plan)
     split_avg = split_at_averages(plan, types, names) if averages else None
     if split_avg is not None:
         for c in split_avg.caches:
@@ -256,7 +291,8 @@ def _plan_caches(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dic
             keys[c.name], types[c.name] = key, row_type
         upper = split.upper
         uprov = infer_provenance(upper, keys, types, element_keys)
-    if upper is plan or uprov.view_ids != prov.view_ids:  # the table keeps the ID columns it is stored with
+    if upper is plan and maps_of is None or uprov.view_ids != stored_ids:
+        # no cache, or the table would not keep the ID columns it is stored with
         for c in planned[before:]:
             keys.pop(c.name, None)
             types.pop(c.name, None)
