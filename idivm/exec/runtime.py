@@ -273,6 +273,11 @@ class Runtime:
                 if strategy == "maps":
                     raise
                 program = replace(program, maps=None, note=f"{program.note}; {e.message}")  # auto recomputes
+        for cache in script.caches if script is not None else ():
+            if cache.maps is not None:  # a view defined with maps caches (strategy maps)
+                from idivm.exec import maps as mapping
+
+                mapping.check_types(cache.maps, self.group_schema(cache.maps, self.reader(catalog, watermark)))
         df = self.evaluate_at(catalog, prov.plan, watermark)
         metadata = {"idivm.operation": "define view", "idivm.view": program.name,
                     "idivm.watermark": json.dumps(watermark, sort_keys=True)}
@@ -294,7 +299,6 @@ class Runtime:
                 if cache.maps is not None:  # its maps, of the same snapshot, committed with it
                     from idivm.exec import maps as mapping
 
-                    mapping.check_types(cache.maps, self.group_schema(cache.maps, self.reader(catalog, watermark)))
                     located = cache_maps(catalog.root / crel, cache)
                     for m, mdf in mapping.initial_maps(self.spark, cache.maps, self.reader(catalog, watermark),
                                                        reevaluated=True).items():
