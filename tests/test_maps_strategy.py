@@ -345,6 +345,7 @@ FROM devices d JOIN (SELECT dp.did AS did, COUNT(*) AS n FROM devices_parts dp
                      GROUP BY dp.did) AS g ON g.did = d.did"""
 
 
+@pytest.mark.slow  # the default run has maps caches in the differential corpus (MAPS_DEFAULT)
 def test_a_group_by_joined_with_a_table_is_kept_by_a_maps_cache_and_the_rest_by_id(tables, tmp_path):
     """The maps cannot maintain the whole view (it reads ``devices`` outside its GROUP BY): the
     GROUP BY's groups are a maps cache, and the join with ``devices`` is maintained by ID over
