@@ -237,7 +237,7 @@ def is_local(df: "DataFrame") -> bool:
     job; not for timestamps, whose collected values depend on the driver's time zone."""
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
-    if any(isinstance(t, (TimestampType, TimestampNTZType)) for t in _types(df.schema)):
+    if any(isinstance(t, (TimestampType, TimestampNTZType)) for t in nested_types(df.schema)):
         return False
     return df._jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
 
@@ -302,19 +302,19 @@ def _in_memory(df: "DataFrame") -> bool:
     return all(leaves.apply(i).nodeName() in _IN_MEMORY_LEAVES for i in range(leaves.size()))
 
 
-def _types(t):
+def nested_types(t):
     """``t`` and every type nested in it."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
     yield t
     if isinstance(t, StructType):
         for f in t.fields:
-            yield from _types(f.dataType)
+            yield from nested_types(f.dataType)
     elif isinstance(t, ArrayType):
-        yield from _types(t.elementType)
+        yield from nested_types(t.elementType)
     elif isinstance(t, MapType):
-        yield from _types(t.keyType)
-        yield from _types(t.valueType)
+        yield from nested_types(t.keyType)
+        yield from nested_types(t.valueType)
 
 
 #: the rows of an intermediate result of a maintenance run that the delta-spark engines bring into

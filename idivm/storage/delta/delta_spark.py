@@ -95,17 +95,13 @@ def check_writable_names(schema: Any) -> None:
 
 def _field_names(t: Any) -> Iterator[str]:
     """The field names of a Spark type, nested ones too."""
-    from pyspark.sql.types import ArrayType, MapType, StructType
+    from pyspark.sql.types import StructType
 
-    if isinstance(t, StructType):
-        for f in t.fields:
-            yield f.name
-            yield from _field_names(f.dataType)
-    elif isinstance(t, ArrayType):
-        yield from _field_names(t.elementType)
-    elif isinstance(t, MapType):
-        yield from _field_names(t.keyType)
-        yield from _field_names(t.valueType)
+    from idivm.storage.spark import nested_types
+
+    for s in nested_types(t):
+        if isinstance(s, StructType):
+            yield from (f.name for f in s.fields)
 
 
 def mapped_names(schema: Any) -> list[str]:
