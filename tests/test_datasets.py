@@ -221,11 +221,12 @@ def test_yelp_sample_has_edge_cases():
 
 def test_views_shipped():
     assert datasets.view_names() == [
-        "devices_cost", "devices_price_range", "devices_v", "sf_reviews", "sf_reviews_flat", "sf_reviews_grouped",
+        "devices_cost", "devices_dearest", "devices_price_range", "devices_v", "sf_reviews", "sf_reviews_flat",
+        "sf_reviews_grouped",
     ]
     names = {
         "devices_v": "phone_parts", "devices_cost": "phone_cost", "devices_price_range": "phone_price_range",
-        "sf_reviews": "sf_reviews",
+        "devices_dearest": "phone_dearest_part", "sf_reviews": "sf_reviews",
         "sf_reviews_grouped": "sf_reviews_grouped", "sf_reviews_flat": "sf_reviews_flat",
     }
     for file, view in names.items():
