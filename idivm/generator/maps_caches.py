@@ -42,7 +42,7 @@ from idivm.algebra import operators as O
 from idivm.algebra.expressions import Field, TableRef, TupleExpr, Var
 from idivm.algebra.rewrite import fresh_name, replace_nodes
 from idivm.errors import IdivmError
-from idivm.generator.operator_caches import _scan_types, _type
+from idivm.generator.operator_caches import scan_types, static_type
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def split_at_maps(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType], nam
             continue
         if any(id(inner) in replaced for inner in O.walk(op.input)):
             continue  # a γ over a cached γ: the upper Δ-script maintains it
-        types = _scan_types(op.input, table_types)
+        types = scan_types(op.input, table_types)
         key = tuple(k for k, _ in op.keys)
         fields = tuple((k, Var(k)) for k in key) + tuple((v, Var(v)) for v, _ in op.aggregates)
         cache_plan = O.ReturnBag(op, TupleExpr(fields), span=op.span)
@@ -84,7 +84,7 @@ def split_at_maps(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType], nam
             maps = maps_of(cache_plan)
         except IdivmError:
             continue
-        row_type = T.TupleType(tuple((k, _type(t, types)) for k, t in op.keys)
+        row_type = T.TupleType(tuple((k, static_type(t, types)) for k, t in op.keys)
                                + tuple((v, _aggregate_type(a, types)) for v, a in op.aggregates))
         name = names()
         caches.append(MapsCachePlan(name, cache_plan, row_type, key, maps))
@@ -104,4 +104,4 @@ def _aggregate_type(a: O.Aggregate, types: Mapping[str, T.TupleType]) -> T.Type:
         return T.INT
     if a.function == "avg":
         return T.DOUBLE
-    return _type(a.arg, types)
+    return static_type(a.arg, types)

@@ -76,7 +76,7 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
     for op in O.walk(plan, into_nested=False):
         if id(op) in replaced or not isinstance(op, O.GroupBy):
             continue
-        types = _scan_types(op.input, table_types)
+        types = scan_types(op.input, table_types)
         if not _eligible(op, types):
             continue
         aggs: list[tuple[str, O.Aggregate]] = []
@@ -89,10 +89,10 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
         for v, a in op.aggregates:
             if a.function != "avg":
                 aggs.append((v, a))
-                agg_types.append(T.INT if a.function == "count" else _type(a.arg, types))
+                agg_types.append(T.INT if a.function == "count" else static_type(a.arg, types))
                 outputs.append((v, Field(row, v)))
                 continue
-            ty = _type(a.arg, types)
+            ty = static_type(a.arg, types)
             s, c = fresh_name(f"{v}_sum", columns), fresh_name(f"{v}_count", columns | {f"{v}_sum"})
             columns |= {s, c}
             zero = Const(0, T.INT) if ty == T.INT else Const(0.0, T.DOUBLE)
@@ -105,7 +105,7 @@ def split_at_averages(plan: O.ReturnBag, table_types: Mapping[str, T.TupleType],
         grouped = O.GroupBy(op.input, op.keys, tuple(aggs), span=op.span)
         key = tuple(k for k, _ in op.keys)
         fields = tuple((k, Var(k)) for k in key) + tuple((v, Var(v)) for v, _ in aggs)
-        row_type = T.TupleType(tuple((k, _type(t, types)) for k, t in op.keys)
+        row_type = T.TupleType(tuple((k, static_type(t, types)) for k, t in op.keys)
                                + tuple((v, ty) for (v, _), ty in zip(aggs, agg_types)))
         caches.append(OperatorCachePlan(name, O.ReturnBag(grouped, TupleExpr(fields), span=op.span), row_type, key))
         scan = O.ScanCollection(O.Ground(), TableRef(name), var, span=op.span)
@@ -122,16 +122,16 @@ def _eligible(op: O.GroupBy, types: Mapping[str, T.TupleType]) -> bool:
         return False
     if any(a.distinct or a.function not in ("sum", "count", "avg") for _, a in op.aggregates):
         return False
-    return all(_type(a.arg, types) in (T.INT, T.DOUBLE) for _, a in op.aggregates if a.function == "avg")
+    return all(static_type(a.arg, types) in (T.INT, T.DOUBLE) for _, a in op.aggregates if a.function == "avg")
 
 
-def _scan_types(plan: O.Operator, table_types: Mapping[str, T.TupleType]) -> dict[str, T.TupleType]:
+def scan_types(plan: O.Operator, table_types: Mapping[str, T.TupleType]) -> dict[str, T.TupleType]:
     """Scan variable -> the row type of the table it scans."""
     return {s.var: table_types[s.source.name] for s in O.walk(plan)
             if isinstance(s, O.ScanCollection) and isinstance(s.source, TableRef) and s.source.name in table_types}
 
 
-def _type(t: Term | None, types: Mapping[str, T.TupleType]) -> T.Type:
+def static_type(t: Term | None, types: Mapping[str, T.TupleType]) -> T.Type:
     """The static type of ``t`` over scan variables of the given row types (ANY if unknown)."""
     match t:
         case Field(base=Var(name=n), name=f) if n in types:
@@ -139,10 +139,10 @@ def _type(t: Term | None, types: Mapping[str, T.TupleType]) -> T.Type:
         case Const(type=ty):
             return ty
         case Call(function=f, args=args):
-            return SCALAR_FUNCTIONS[f].result([_type(a, types) for a in args])
+            return SCALAR_FUNCTIONS[f].result([static_type(a, types) for a in args])
         case Case(whens=whens, otherwise=o):
             ty: T.Type = T.NULL
             for r in [r for _, r in whens] + ([o] if o is not None else []):
-                ty = T.common_type(ty, _type(r, types))
+                ty = T.common_type(ty, static_type(r, types))
             return ty
     return T.ANY
