@@ -23,6 +23,7 @@ VIEWS = {
     "devices_v": "devices",
     "devices_cost": "devices",
     "devices_price_range": "devices",
+    "devices_dearest": "devices",
     "sf_reviews": "yelp",
     "sf_reviews_flat": "yelp",
     "sf_reviews_grouped": "yelp",
