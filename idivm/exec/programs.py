@@ -135,12 +135,13 @@ def maps_caches_script(catalog: Catalog, view, prov, text: str, filename: str | 
     base = input_relations(catalog)
     columns = {t: [n for n, _ in ty.fields] for t, ty in base.types.items()}
     try:
-        return generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys, "id",
-                             caches=True, maps_of=lambda cache_plan: plan(cache_plan, columns))
+        script = generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys, "id",
+                               caches=True, maps_of=lambda cache_plan: plan(cache_plan, columns))
     except IdivmError as e:
-        if isinstance(e, UnsupportedError) and e.message.startswith("no GROUP BY of the view has maps"):
-            raise whole
         raise UnsupportedError(f"the maps strategy cannot maintain this view: {e.message}").with_source(text, filename)
+    if script is None:  # no GROUP BY of it has maps either
+        raise whole
+    return script
 
 
 def plan_maps(catalog: Catalog, prov, text: str, filename: str | None):

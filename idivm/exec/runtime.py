@@ -741,7 +741,6 @@ class Runtime:
                 if versions:
                     cmeta["idivm.caches"] = json.dumps(versions, sort_keys=True)
                 if cache.maps is not None:  # its maps rebuilt with it
-                    cmeta.pop("idivm.maps", None)
                     cmeta["idivm.maps"] = json.dumps(self.rebuild_maps(
                         catalog, cache.maps, cache_maps(caches[cache.name], cache), at, cmeta), sort_keys=True)
                 with spark_errors(view_name):

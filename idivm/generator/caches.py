@@ -45,7 +45,7 @@ from typing import Mapping
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import Field, TableRef, Term, TupleExpr, Var
-from idivm.errors import InternalError, UnsupportedError
+from idivm.errors import InternalError
 from idivm.algebra.rewrite import fresh_name, replace_nodes, substitute
 from idivm.generator.generate import check_supported, generate
 from idivm.generator.maps_caches import split_at_maps
@@ -173,15 +173,15 @@ def _determined(join: O.InnerJoin, side: O.Operator, other: O.Operator, prov: Pr
 def generate_view(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
                   table_keys: Mapping[str, tuple[str, ...]], table_types: Mapping[str, T.TupleType],
                   element_keys: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
-                  strategy: str = "id", caches: bool = True, maps_of=None) -> DeltaScript:
+                  strategy: str = "id", caches: bool = True, maps_of=None) -> DeltaScript | None:
     """The Δ-script of the view of ``plan`` (``prov`` its provenance); ID-based scripts
     maintain intermediate caches below the aggregates where they are eligible (module doc)
     and operator caches of AVG (:mod:`idivm.generator.operator_caches`).  The caches are
     chosen first, from the plans and their provenance alone; then each script is generated
     once.  With ``maps_of`` (a function from a cache plan with provenance to its maps, raising
     :class:`~idivm.errors.IdivmError` when they cannot maintain it), every eligible γ gets a
-    maps cache first (:mod:`idivm.generator.maps_caches`), and a view that gets none is an
-    :class:`UnsupportedError`.
+    maps cache first (:mod:`idivm.generator.maps_caches`), and a view that gets none has no
+    script (None).
 
     Raises :class:`UnsupportedError` naming the first operator no rule covers."""
     if maps_of is None:
@@ -199,8 +199,7 @@ def generate_view(view: str, plan: O.ReturnBag, prov: ProvenanceResult,
                              for c in planned)
                 return replace(_generate(top, keys, types), caches=made)
     if maps_of is not None:
-        raise UnsupportedError("no GROUP BY of the view has maps: it needs one with keys, not nested in another "
-                               "query, over selections and joins of tables")
+        return None
     return generate(view, prov, table_keys, table_types, strategy)
 
 
@@ -253,10 +252,7 @@ def _plan_caches(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dic
             return None
         for c in split_maps.caches:
             cprov, maps = c.maps
-            hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
-            row_type = T.TupleType(c.type.fields + tuple(
-                (col, (c.type.field(hidden[col].name) if isinstance(hidden[col], Var) else None) or T.ANY)
-                for col, _ in cprov.view_ids))
+            row_type = _with_ids(c.type, cprov)
             planned.append(_PlannedCache(c.name, cprov.plan, c.key, row_type, None, maps))  # type: ignore[arg-type]
             keys[c.name], types[c.name] = c.key, row_type
         upper = split_maps.upper
@@ -269,11 +265,7 @@ def _plan_caches(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dic
             cprov = infer_provenance(c.plan, keys, types, element_keys)
             script = _plan_caches(c.name, c.plan, cprov, keys, types, element_keys, planned, names) \
                 or _Script(c.name, cprov)
-            hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
-            id_columns = tuple(col for col, _ in cprov.view_ids)
-            row_type = T.TupleType(c.type.fields + tuple(
-                (col, (c.type.field(hidden[col].name) if isinstance(hidden[col], Var) else None) or T.ANY)
-                for col in id_columns))
+            row_type = _with_ids(c.type, cprov)
             planned.append(_PlannedCache(c.name, cprov.plan, c.key, row_type, script))  # type: ignore[arg-type]
             keys[c.name], types[c.name] = c.key, row_type
         upper = split_avg.upper
@@ -299,6 +291,15 @@ def _plan_caches(name: str, plan: O.ReturnBag, prov: ProvenanceResult, keys: dic
         del planned[before:]
         return None
     return _Script(name, uprov)
+
+
+def _with_ids(row_type: T.TupleType, cprov: ProvenanceResult) -> T.TupleType:
+    """The row type of a cache keyed by copies of its visible columns (an operator or maps cache):
+    its columns, then its hidden ID columns, each typed as the column it copies."""
+    hidden = dict(cprov.plan.element.fields)  # type: ignore[union-attr]
+    return T.TupleType(row_type.fields + tuple(
+        (col, (row_type.field(hidden[col].name) if isinstance(hidden[col], Var) else None) or T.ANY)
+        for col, _ in cprov.view_ids))
 
 
 def _type_of(term: Term, plan: O.Operator, table_types: Mapping[str, T.TupleType]) -> T.Type:

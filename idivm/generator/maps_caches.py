@@ -48,13 +48,14 @@ from idivm.generator.operator_caches import scan_types, static_type
 @dataclass(frozen=True)
 class MapsCachePlan:
     """The maps cache of one γ: table ``name`` holding the rows of ``plan`` (one per group: the
-    keys ``key``, then the aggregates), of type ``type``, maintained by ``maps``."""
+    keys ``key``, then the aggregates), of type ``type``, maintained by the maps ``maps`` gives
+    (what :func:`split_at_maps`' ``maps_of`` returned for ``plan``)."""
 
     name: str
     plan: O.ReturnBag
     type: T.TupleType
     key: tuple[str, ...]
-    maps: Any  # idivm.exec.maps.MapsPlan
+    maps: Any
 
 
 @dataclass(frozen=True)
