@@ -136,32 +136,119 @@ def _nonzero(df: "DataFrame", keys: Sequence[str]) -> "DataFrame":
     return df.select(*[_col(k) for k in keys], _col(M)).where(F.abs(_col(M)) > ZERO)
 
 
-def changes_relation(spark: "SparkSession", changes: "pa.Table", columns: Sequence[str]) -> "DataFrame":
-    """A table's change data feed as a GMR of signed rows: inserts and post-images +1, deletes
-    and pre-images −1."""
+def changes_gmr(changes: "pa.Table", columns: Sequence[str]) -> "pa.Table":
+    """A table's change data feed as a GMR of signed rows (Arrow): inserts and post-images +1,
+    deletes and pre-images −1."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = changes.column("_change_type")
     minus = pc.is_in(kind, value_set=pa.array(["delete", "update_preimage"]))
     signs = pc.if_else(minus, -1.0, 1.0)
-    table = changes.select(list(columns)).append_column(M, signs)
-    return spark.createDataFrame(table)
+    return changes.select(list(columns)).append_column(M, signs)
+
+
+def changes_relation(spark: "SparkSession", changes: "pa.Table", columns: Sequence[str]) -> "DataFrame":
+    """:func:`changes_gmr` as a Spark DataFrame."""
+    return spark.createDataFrame(changes_gmr(changes, columns))
 
 
 #: the column naming the map of an increment in :func:`increments`' result
 MAP = "__map"
 
+#: the rows up to which :class:`ArrowTerms` has Spark evaluate a lifted expression without a job
+LIFT_ROWS_WITHOUT_JOB = 20_000
 
-def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFrame"],
-               updates: Mapping[str, "DataFrame"], keep: Callable[["DataFrame"], "DataFrame"]) -> "DataFrame | None":
+
+class SparkTerms:
+    """How :func:`increments` evaluates statements: by Spark, over DataFrames (the maps as
+    stored, the batch in memory); ``keep(df)`` computes a DataFrame that later statements read
+    once (run-sized increments)."""
+
+    def __init__(self, spark: "SparkSession", keep: Callable[["DataFrame"], "DataFrame"]) -> None:
+        self.spark, self.keep = spark, keep
+
+    def unit(self):
+        return unit(self.spark)
+
+    def compile(self, q, contexts, relations, maps, constants):
+        return compile_term(q, contexts, relations, maps, constants)
+
+    def summed(self, parts, keys=None):
+        return summed(parts, keys)
+
+    def tagged(self, df, name: str, keys: Sequence[str]):
+        return _tagged(df, name, keys)
+
+    def unpacked(self, packed, name: str, keys: Sequence[str]):
+        return unpacked(packed, name, keys)
+
+    def negated(self, df, keys: Sequence[str]):
+        return df.select(*[_col(k) for k in keys], (-_col(M)).alias(M))
+
+
+class ArrowTerms:
+    """How :func:`increments` evaluates statements in the driver, over Arrow tables
+    (:mod:`idivm.agca.arrow`): for a batch and maps small enough that a Spark job per join
+    costs more than the joins.  Lifted expressions are evaluated by ``spark`` over the rows as
+    a local relation, as the Spark path evaluates them."""
+
+    def __init__(self, spark: "SparkSession") -> None:
+        self.spark = spark
+
+    def unit(self):
+        from idivm.agca import arrow
+
+        return arrow.unit()
+
+    def compile(self, q, contexts, relations, maps, constants):
+        from idivm.agca import arrow
+
+        return arrow.compile_term(q, contexts, relations, maps, constants, self.lift)
+
+    def lift(self, contexts: "pa.Table", q) -> "pa.Table":
+        """The contexts the :class:`~idivm.agca.terms.Lift` (or :class:`~idivm.agca.terms.Cmp`) ``q`` leaves, by Spark."""
+        from idivm.storage.spark import collect, to_arrow
+
+        if contexts.num_rows == 0:
+            return contexts
+        out = compile_term(q, self.spark.createDataFrame(contexts), {}, {})
+        # a few rows are collected without a job, row by row; more by one job, in Arrow
+        out = to_arrow(out) if contexts.num_rows <= LIFT_ROWS_WITHOUT_JOB else collect(out)
+        return out.select(contexts.column_names).cast(contexts.schema)
+
+    def keep(self, t):
+        return t
+
+    def summed(self, parts, keys=None):
+        from idivm.agca import arrow
+
+        return arrow.summed(parts, keys)
+
+    def tagged(self, t, name: str, keys: Sequence[str]):
+        from idivm.agca import arrow
+
+        return arrow.tagged(t, name, keys, MAP)
+
+    def unpacked(self, packed, name: str, keys: Sequence[str]):
+        return unpacked(packed, name, keys)
+
+    def negated(self, t, keys: Sequence[str]):
+        from idivm.agca import arrow
+
+        return arrow.negated(t, keys)
+
+
+def increments(mp: MapsPlan, maps: Mapping[str, "DataFrame"], updates: Mapping[str, "DataFrame"],
+               terms: "SparkTerms | ArrowTerms") -> "DataFrame | pa.Table | None":
     """The increments of the maps for the base tables' ``updates`` (GMRs of signed rows), as
-    one DataFrame: the map's name (:data:`MAP`), every key variable of any map (those not the
-    map's own are NULL) and :data:`M`, summed per map and key, none 0; None when no relation
-    with a trigger changed.  Each relation's batch trigger runs in turn (by name), reading
-    ``maps`` as the earlier relations' increments left them; ``keep(df)`` computes one
-    relation's increments once (they are run-sized) when a later relation reads them.  One
-    DataFrame, so that the increments of every map are computed together.
+    one relation (evaluated by ``terms``: Spark DataFrames or Arrow tables): the map's name
+    (:data:`MAP`), every key variable of any map (those not the map's own are NULL) and
+    :data:`M`, summed per map and key, none 0; None when no relation with a trigger changed.
+    Each relation's batch trigger runs in turn (by name), reading ``maps`` as the earlier
+    relations' increments left them; ``terms.keep`` computes one relation's increments once
+    when a later relation reads them.  One relation, so that the increments of every map are
+    computed together.
 
     A map a trigger evaluates again (``M := …``, a statement with ``replace``) is evaluated
     over the maps after that trigger's increments; its increment is its new value minus the
@@ -169,9 +256,9 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
     in between reads the map."""
     program = mp.program
     current = dict(maps)
-    done: list[DataFrame] = []
+    done: list = []
     order = [rel for rel in sorted(updates) if (rel, 0) in program.triggers]
-    top = unit(spark)
+    top = terms.unit()
     constants: dict = {}
     for i, rel in enumerate(order):
         trigger = program.triggers[(rel, 0)]
@@ -181,29 +268,29 @@ def increments(spark: "SparkSession", mp: MapsPlan, maps: Mapping[str, "DataFram
         wanted = read_later | replaced_later
         reevaluated = [s for s in trigger.reevaluations
                        if s.target not in replaced_later or s.target in read_later]
-        parts = [_tagged(compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, current, constants), s.target,
-                         program.maps[s.target].keys) for s in trigger.increments]
+        parts = [terms.tagged(terms.compile(s.rhs, top, {f"Δ{rel}": updates[rel]}, current, constants), s.target,
+                              program.maps[s.target].keys) for s in trigger.increments]
         if parts:
-            here = summed(parts)
+            here = terms.summed(parts)
             # the maps read after them see these increments
             seen = (wanted | {r.name for s in reevaluated for r in map_refs(s.rhs)}) \
                 & {s.target for s in trigger.increments}
             if seen:
-                here = keep(here)
+                here = terms.keep(here)
                 for target in sorted(seen):
                     keys = program.maps[target].keys
-                    current[target] = summed([current[target], unpacked(here, target, keys)], keys)
+                    current[target] = terms.summed([current[target], terms.unpacked(here, target, keys)], keys)
             done.append(here)
-        values = {s.target: compile_term(s.rhs, top, {}, current, constants) for s in reevaluated}
+        values = {s.target: terms.compile(s.rhs, top, {}, current, constants) for s in reevaluated}
         for target, value in values.items():
             keys = program.maps[target].keys
-            gone = current[target].select(*[_col(k) for k in keys], (-_col(M)).alias(M))
-            change = summed([_tagged(value, target, keys), _tagged(gone, target, keys)])
+            change = terms.summed([terms.tagged(value, target, keys),
+                                   terms.tagged(terms.negated(current[target], keys), target, keys)])
             if target in wanted:
-                change = keep(change)
-                current[target] = summed([current[target], unpacked(change, target, keys)], keys)
+                change = terms.keep(change)
+                current[target] = terms.summed([current[target], terms.unpacked(change, target, keys)], keys)
             done.append(change)
-    return summed(done) if done else None
+    return terms.summed(done) if done else None
 
 
 def maps_read(mp: MapsPlan, relations: Iterable[str]) -> set[str]:
@@ -232,10 +319,15 @@ def _tagged(df: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
     return df.select(F.lit(name).alias(MAP), *[_col(k) for k in keys], _col(M))
 
 
-def unpacked(packed: "DataFrame", name: str, keys: Sequence[str]) -> "DataFrame":
-    """The increments of map ``name`` (with ``keys``) in :func:`increments`' result."""
+def unpacked(packed: "DataFrame | pa.Table", name: str, keys: Sequence[str]) -> "DataFrame | pa.Table":
+    """The increments of map ``name`` (with ``keys``) in :func:`increments`' result (a
+    DataFrame, or Arrow rows)."""
     from pyspark.sql import functions as F
 
+    if not hasattr(packed, "sparkSession"):
+        from idivm.agca import arrow
+
+        return arrow.unpacked(packed, name, keys, MAP)
     return packed.where(F.col(MAP) == name).select(*[_col(k) for k in keys], _col(M))
 
 
@@ -308,6 +400,87 @@ def group_rows(mp: MapsPlan, maps: Mapping[str, "DataFrame"], keys: "DataFrame",
         raise Untranslatable(f"the rows of the GROUP BY have columns the maps do not give: {', '.join(missing)}")
     return rows.select(*[(F.round(columns[f.name]) if _integral(f.dataType) else columns[f.name])
                          .cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def group_rows_of(mp: MapsPlan, maps: Mapping[str, "pa.Table"], keys: "pa.Table", schema) -> "pa.Table":
+    """:func:`group_rows` in the driver, over Arrow tables: the rows of γ for the groups
+    ``keys`` read off the term maps ``maps``, in the Arrow types of γ's Spark ``schema``
+    (integers rounded half away from zero, as Spark's ``round``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from idivm.agca.arrow import matched
+    from idivm.storage.schema import arrow_schema
+
+    group = mp.group_variables
+    g = [f"__g{j}" for j in range(len(group))]
+    wanted = keys.select(group).rename_columns(g)
+
+    def restricted(name: str, *extra: str) -> "pa.Table":
+        table = maps[mp.term_map(name)]
+        table = pa.table([*[table.column(v) for v in group], *[table.column(x) for x in extra], table.column(M)],
+                         names=[*g, *extra, M])
+        return matched(table, wanted, g, "left semi")
+
+    def nonzero(t: "pa.Table") -> "pa.Table":
+        return t.filter(pc.greater(pc.abs(t.column(M)), ZERO))
+
+    # the groups whose count is not 0, then each aggregate's map entries joined on (a join may
+    # reorder the rows: the values are read off the last table, by :func:`_aggregate_value`)
+    rows = nonzero(restricted(COUNT)).select(g)
+    for i, (name, a) in enumerate(mp.group.aggregates):
+        alias = f"__a{i}"
+        by_value = [b for b in mp.core.by_value if b[0] == name]
+        if by_value:
+            (_, function, distinct, x), = by_value
+            present = nonzero(restricted(f"{name}$values", x)).select([*g, x])
+            if function in ("sum", "avg", "count"):  # DISTINCT: each value once
+                present = present.group_by([*g, x], use_threads=False).aggregate([])
+            spec = {"min": [(x, "min")], "max": [(x, "max")], "count": [(x, "count")],
+                    "sum": [(x, "sum")], "avg": [(x, "sum"), (x, "count")]}[function]
+            part = present.group_by(g, use_threads=False).aggregate(spec)
+            if function == "avg":
+                total = pc.cast(part.column(f"{x}_sum"), pa.float64())
+                value = pc.divide(total, pc.cast(part.column(f"{x}_count"), pa.float64()))
+            else:
+                value = part.column(f"{x}_{spec[0][1]}")
+            rows = matched(rows, pa.table([*[part.column(c) for c in g], value], names=[*g, alias]), g, "left outer")
+        elif a.function == "count":
+            rows = matched(rows, restricted(name).rename_columns([*g, alias]), g, "left outer")
+        else:
+            total, n = (name, f"{name}$n") if a.function == "sum" else (f"{name}$sum", f"{name}$count")
+            rows = matched(rows, restricted(total).rename_columns([*g, alias]), g, "left outer")
+            rows = matched(rows, restricted(n).rename_columns([*g, f"{alias}n"]), g, "left outer")
+    out_schema = arrow_schema(schema, nullable=True)
+    out = []
+    for f in out_schema:
+        key = next((v for k, v in mp.core.keys if k == f.name), None)
+        if key is not None:
+            value = rows.column(g[group.index(key)])
+        elif f.name in dict(mp.group.aggregates):
+            i = [n for n, _ in mp.group.aggregates].index(f.name)
+            a = mp.group.aggregates[i][1]
+            value = _aggregate_value(rows, f"__a{i}", a, mp, f.name)
+        else:
+            raise Untranslatable(f"the rows of the GROUP BY have columns the maps do not give: {f.name}")
+        if pa.types.is_integer(f.type) and not pa.types.is_integer(value.type):
+            value = pc.round(value, round_mode="half_towards_infinity")
+        out.append(pc.cast(value, f.type))
+    return pa.table(out, schema=out_schema)
+
+
+def _aggregate_value(rows: "pa.Table", alias: str, a, mp: MapsPlan, name: str):
+    """The value of aggregate ``a`` (named ``name``) in :func:`group_rows_of`'s joined ``rows``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if any(b[0] == name for b in mp.core.by_value):
+        return rows.column(alias)
+    if a.function == "count":
+        return pc.fill_null(rows.column(alias), 0.0)
+    s, c = pc.fill_null(rows.column(alias), 0.0), pc.fill_null(rows.column(f"{alias}n"), 0.0)
+    value = s if a.function == "sum" else pc.divide(s, c)
+    return pc.if_else(pc.greater(c, ZERO), value, pa.scalar(None, pa.float64()))
 
 
 def _matched(left: "DataFrame", right: "DataFrame", on: Sequence[str], how: str) -> "DataFrame":

@@ -33,6 +33,7 @@ from idivm.storage import layout as layouts
 from idivm.storage.spark import by_name, to_arrow
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from idivm.program import Program
@@ -96,6 +97,10 @@ def auto_incremental(program: "Program", entry: ViewEntry) -> str:
 
 #: how many times a run starts again after another run of its view committed first
 CONCURRENT_ATTEMPTS = 3
+
+#: the rows of a run's batch and of the maps its statements read up to which the statements run
+#: in the driver over Arrow tables (:meth:`Runtime._advance_maps`)
+LOCAL_MAPS_MAX_ROWS = 2_000_000
 
 
 def behind(watermark: Mapping[str, int], other: Mapping[str, int]) -> bool:
@@ -601,7 +606,7 @@ class Runtime:
             versions, packed, rows, changed, written = self._advance_maps(mp, paths, reflected, changes, metadata,
                                                                           cached, read_map)
             written += caught_up
-            keys = None
+            keys = key_rows = None
             if not ids:  # a GROUP BY without keys: its one row, computed from the maps and written whole
                 keys = spark.range(1).select()
             elif packed is not None and (rows is None or any(m.startswith(mapping.TERM_PREFIX) for m in changed)):
@@ -611,8 +616,9 @@ class Runtime:
                     else:  # the driver holds the increments: the groups are found there, without a job
                         from pyspark.sql import types as ST
 
+                        key_rows = mapping.changed_groups_of(mp, rows)
                         schema = ST.StructType([packed.schema[g] for g in mp.group_variables])
-                        keys = spark.createDataFrame(mapping.changed_groups_of(mp, rows), schema)
+                        keys = spark.createDataFrame(key_rows, schema)
             metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
             view = delta.read_spark(spark, path, engine=self.storage)
             if keys is None:
@@ -621,11 +627,25 @@ class Runtime:
                 schema = self.group_schema(mp, self.reader(catalog, new))
 
                 def view_rows(at: Mapping[str, int]) -> "DataFrame":
+                    """The view's rows of the changed groups by the term maps at versions ``at``:
+                    γ's rows computed in the driver when it holds the changed groups (a local
+                    relation, so that the operators above γ run without a job), else by Spark."""
+                    import pyarrow as pa
+
                     from idivm.exec.compiler import PlanCompiler
 
-                    maps = {m: read_map(m, at[m]) for m in paths if m.startswith(mapping.TERM_PREFIX)}
+                    terms = [m for m in paths if m.startswith(mapping.TERM_PREFIX)]
+                    grouped = None
+                    if key_rows is not None:
+                        try:
+                            grouped = spark.createDataFrame(mapping.group_rows_of(
+                                mp, {m: delta.read_arrow(paths[m], at[m]) for m in terms}, key_rows, schema), schema)
+                        except (pa.ArrowException, NotImplementedError):  # e.g. a nested group value
+                            grouped = None
+                    if grouped is None:
+                        grouped = mapping.group_rows(mp, {m: read_map(m, at[m]) for m in terms}, keys, schema)
                     compiler = PlanCompiler(spark, self.reader(catalog, new))
-                    compiler.bind(mp.group, mapping.group_rows(mp, maps, keys, schema))
+                    compiler.bind(mp.group, grouped)
                     return compiler.evaluate(plan)
 
                 upserts = view_rows(versions).select(*by_name(view.columns))
@@ -651,25 +671,49 @@ class Runtime:
                       metadata: Mapping[str, str], cached, read_map, operation: str = "maintain map") -> tuple:
         """The maps ``mp`` (stored at ``paths``, at versions ``reflected``) advanced over the
         base-table ``changes``: each changed map's increments MERGEd, one commit each (tagged
-        ``operation``).  (the
-        maps' new versions, the packed increments (None: nothing changed), their rows when the
-        driver holds them, the maps changed, the rows written.)"""
+        ``operation``).  (the maps' new versions, the packed increments (None: nothing
+        changed), their rows when the driver holds them, the maps changed, the rows written.)
+
+        The statements run in the driver over Arrow tables (:class:`~idivm.exec.maps.ArrowTerms`)
+        when the maps are written by delta-rs and the maps they read and the batch have at most
+        :data:`LOCAL_MAPS_MAX_ROWS` rows together, else by Spark; a statement Arrow cannot
+        evaluate sends the run's statements to Spark."""
         from idivm.exec import maps as mapping
 
         spark = self.spark
-        with meter.phase("changes"):
-            columns = dict(mp.columns)
-            updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in changes if t in columns}
-        stored = {m: read_map(m, reflected[m]) for m in sorted(mapping.maps_read(mp, updates))}
-        with meter.phase("evaluate"):
-            packed = mapping.increments(spark, mp, stored, updates, lambda df: cached.computed(df)[1])
-            rows, packed = cached.computed(packed) if packed is not None else (None, None)
+        columns = dict(mp.columns)
+        relations = [t for t in changes if t in columns]
+        needed = sorted(mapping.maps_read(mp, relations))
+        increments = None
+        if not self.storage.spark and not any(delta.needs_delta_spark(paths[m]) for m in paths) and \
+                sum(changes[t].num_rows for t in relations) + \
+                sum(delta.row_count(paths[m], reflected[m]) for m in needed) <= LOCAL_MAPS_MAX_ROWS:
+            import pyarrow as pa
+
+            try:
+                with meter.phase("changes"):
+                    updates = {t: mapping.changes_gmr(changes[t], columns[t]) for t in relations}
+                stored = {m: delta.read_arrow(paths[m], reflected[m]) for m in needed}
+                with meter.phase("evaluate"):
+                    rows = mapping.increments(mp, stored, updates, mapping.ArrowTerms(spark))
+                increments = (rows, spark.createDataFrame(rows) if rows is not None else None)
+            except (pa.ArrowException, NotImplementedError):  # e.g. a nested value joined: by Spark
+                increments = None
+        if increments is None:
+            with meter.phase("changes"):
+                updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in relations}
+            stored = {m: read_map(m, reflected[m]) for m in needed}
+            with meter.phase("evaluate"):
+                packed = mapping.increments(mp, stored, updates,
+                                            mapping.SparkTerms(spark, lambda df: cached.computed(df)[1]))
+                increments = cached.computed(packed) if packed is not None else (None, None)
+        rows, packed = increments
         versions, written = dict(reflected), 0
         with meter.phase("write"):
             changed = sorted(mp.program.maps) if rows is None else sorted(set(rows.column(mapping.MAP).to_pylist()))
             for m in changed if packed is not None else ():
                 keys_m = mp.program.maps[m].keys
-                inc = mapping.unpacked(packed, m, keys_m)
+                inc = mapping.unpacked(packed if rows is None else rows, m, keys_m)
                 mmeta = {**metadata, "idivm.operation": operation, "idivm.map": m}
                 with delta.pinned(paths[m], versions[m]):  # no other run's increments in between
                     merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
@@ -689,12 +733,19 @@ class Runtime:
                                                "idivm.watermark": json.dumps(dict(at), sort_keys=True)})
         return {m: delta.version(p) for m, p in paths.items()}
 
-    def _merge(self, path: Path, source: "DataFrame", predicate: str, clauses: list, metadata: dict) -> dict:
-        """MERGE ``source`` into the table at ``path`` in one commit: by Spark on a delta-spark
-        engine (or a table that needs it), else collected (run-sized) and merged by delta-rs."""
+    def _merge(self, path: Path, source: "DataFrame | pa.Table", predicate: str, clauses: list,
+               metadata: dict) -> dict:
+        """MERGE ``source`` (a DataFrame, or Arrow rows) into the table at ``path`` in one commit:
+        by Spark on a delta-spark engine (or a table that needs it), else collected (run-sized)
+        and merged by delta-rs."""
+        import pyarrow as pa
+
         if self.storage.spark or delta.needs_delta_spark(path):
+            if isinstance(source, pa.Table):
+                source = self.spark.createDataFrame(source)
             return delta.merge_spark(path, source, predicate, clauses, commit_metadata=metadata)
-        return delta.merge_arrow(path, to_arrow(source), predicate, clauses, commit_metadata=metadata)
+        return delta.merge_arrow(path, source if isinstance(source, pa.Table) else to_arrow(source), predicate,
+                                 clauses, commit_metadata=metadata)
 
     def compact(self, view_name: str, path: Path, layout: layouts.Layout | None, caches: Sequence[Path],
                 stored: Sequence, progress) -> tuple["Compaction", ...]:

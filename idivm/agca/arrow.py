@@ -1,0 +1,453 @@
+"""AGCA statements evaluated in the driver over Arrow tables: :mod:`idivm.agca.spark`'s
+evaluation, case by case, for a run whose batch and maps are small (DBToaster's triggers are
+lookups and small joins; a Spark job per join costs more than the join).
+
+A GMR is a :class:`pyarrow.Table` with one column per variable and the multiplicity in
+:data:`M`; contexts, products, nested aggregates and sums are those of
+:func:`idivm.agca.spark.compile_term`, with Spark's semantics kept where they show:
+
+* a join matches equal values, never NULL (Spark's equi-join; Acero's hash join);
+* a NULL multiplicity (a variable's NULL value multiplied in) counts 0 in a sum, and a sum of
+  no rows over no group variables is one row of NULL (Spark's aggregate without keys);
+* the scalar expressions of a lifted value or condition (:class:`~idivm.agca.terms.Lift`), and
+  comparisons of values Spark casts first (a date with a string), are evaluated by Spark
+  itself, over the rows as a local relation (``lift``), so that their functions, NULLs and
+  casts are exactly the Spark path's.
+
+A term Arrow cannot evaluate (a nested value carried through a join: Acero joins scalars only)
+raises :class:`pyarrow.ArrowException`; the caller then runs the statements on Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from idivm.agca.gmr import AgcaError
+from idivm.agca.terms import (
+    EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, inputs, map_refs,
+)
+from idivm.agca.spark import M
+
+#: ``lift(contexts, term)``: the contexts a :class:`Lift` (or a :class:`Cmp` of operands Spark
+#: casts) leaves, evaluated by Spark (see the module's notes)
+Lifter = Callable[[pa.Table, Lift], pa.Table]
+
+_M2 = "__m2"
+_VALUE = "__v"
+
+
+def unit() -> pa.Table:
+    """The GMR ``⟨⟩ ↦ 1``: the context of a top-level term."""
+    return pa.table({M: pa.array([1.0], pa.float64())})
+
+
+def summed(parts: Sequence[pa.Table], keys: Sequence[str] | None = None) -> pa.Table:
+    """:func:`idivm.agca.spark.summed` over Arrow tables: the union of the parts (by column
+    name, NULL where a part lacks a column), multiplicities summed per ``keys`` (default: every
+    other column), entries that reach 0 (or NULL) dropped."""
+    union = _union(parts)
+    keys = [c for c in union.column_names if c != M] if keys is None else list(keys)
+    total = _sum_by(union, keys, M)
+    return total.filter(pc.greater(pc.abs(total.column(M)), EPSILON))
+
+
+def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table], maps: Mapping[str, pa.Table],
+                 constants: dict, lift: Lifter) -> pa.Table:
+    """``q`` evaluated in every context of ``contexts``: :func:`idivm.agca.spark.compile_term`
+    over Arrow tables (``lift`` evaluates the scalar expressions of a :class:`Lift`)."""
+    match q:
+        case Const(value=c):
+            return _times(contexts, pa.scalar(float(c), pa.float64()))
+        case Var(name=x):
+            _need(contexts, x)
+            return _times(contexts, contexts.column(x))
+        case Cmp(op="=" | "!=" as op, left=left, right=Value(value=None)):  # (un)defined: x = ⊥, x ≠ ⊥
+            value = _operand(left, contexts)
+            defined = pc.is_valid(value) if isinstance(value, (pa.Array, pa.ChunkedArray)) else \
+                pa.scalar(value.is_valid)
+            return _where(contexts, pc.invert(defined) if op == "=" else defined)
+        case Cmp(op=op, left=left, right=right):
+            a, b = _coerced(_operand(left, contexts), _operand(right, contexts))
+            if not _comparable(a, b):  # Spark casts one side first
+                return lift(contexts, q)
+            return _where(contexts, _compared(op, a, b))
+        case Lift(expr=e, condition=condition):
+            for x in sorted(inputs(q)):
+                _need(contexts, x)
+            try:
+                value = _scalar(e, contexts)
+            except _BySpark:
+                return lift(contexts, q)
+            if condition and not _boolean(value) or not condition and not _number(value):
+                return lift(contexts, q)
+            if condition:
+                return _where(contexts, value)
+            kept = _where(contexts, pc.is_valid(value)) if not isinstance(value, pa.Scalar) else \
+                (contexts if value.is_valid else contexts.slice(0, 0))
+            if not isinstance(value, pa.Scalar):
+                value = value.filter(pc.is_valid(value))
+            return _times(kept, value)
+        case Assign(var=x, term=t) if isinstance(t, (Var, Value)):
+            return _assigned(contexts, x, _operand(t, contexts))
+        case Assign(var=x, term=t) if _arithmetic(t, contexts) is not None:
+            return _assigned(contexts, x, _arithmetic(t, contexts))
+        case Assign(var=x, term=t):
+            return _nested(x, t, contexts, relations, maps, constants, lift)
+        case Rel(name=name, variables=vs, delta=delta):
+            key = f"Δ{name}" if delta else name
+            if key not in relations:
+                raise AgcaError(f"no rows given for {key}")
+            return _join(contexts, _atom(relations[key], vs))
+        case MapRef(name=name, renames=renames):
+            if name not in maps:
+                raise AgcaError(f"no map {name}")
+            stored = maps[name]
+            here = dict(renames)
+            return _join(contexts, stored.rename_columns([here.get(c, c) if c != M else M
+                                                          for c in stored.column_names]))
+        case Add(terms=ts):
+            return _union([compile_term(t, contexts, relations, maps, constants, lift) for t in ts])
+        case Mul(terms=ts):
+            for t in ts:
+                contexts = compile_term(t, contexts, relations, maps, constants, lift)
+            return contexts
+        case Sum(group=g, term=t):
+            keep = list(dict.fromkeys([*_variables(contexts), *g]))
+            out = compile_term(t, contexts, relations, maps, constants, lift)
+            missing = [x for x in keep if x not in out.column_names]
+            if missing:
+                raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
+            return _sum_by(out, keep, M)
+    raise AgcaError(f"not an AGCA term: {q!r}")
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+def _variables(t: pa.Table) -> list[str]:
+    return [c for c in t.column_names if c != M]
+
+
+def _need(t: pa.Table, x: str) -> None:
+    if x not in t.column_names:
+        raise AgcaError(f"variable {x} is not bound here")
+
+
+def _times(t: pa.Table, factor) -> pa.Table:
+    """``t`` with its multiplicities multiplied by ``factor`` (a column or a scalar; NULL stays NULL)."""
+    m = pc.multiply(t.column(M), pc.cast(factor, pa.float64()))
+    return t.set_column(t.column_names.index(M), M, m)
+
+
+def _where(t: pa.Table, mask) -> pa.Table:
+    """The rows of ``t`` where ``mask`` is true (NULL: dropped, as Spark's filter)."""
+    if isinstance(mask, pa.Scalar):
+        return t if mask.is_valid and mask.as_py() else t.slice(0, 0)
+    return t.filter(mask, null_selection_behavior="drop")
+
+
+def _operand(o, t: pa.Table):
+    if isinstance(o, Var):
+        _need(t, o.name)
+        return t.column(o.name)
+    return pa.scalar(o.value)
+
+
+class _BySpark(Exception):
+    """A scalar expression :func:`_scalar` leaves to Spark."""
+
+
+#: functions of :mod:`idivm.exec.terms` evaluated here, on numbers (not decimals) and booleans
+_ARITHMETIC = {"add": pc.add_checked, "sub": pc.subtract_checked, "mul": pc.multiply_checked}
+_COMPARISON = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _scalar(t, table: pa.Table):
+    """The value of the scalar term ``t`` (:mod:`idivm.algebra.expressions`) in every row of
+    ``table``: a column, or a scalar when it reads no variable; :class:`_BySpark` for anything
+    whose value Arrow might give otherwise than :func:`idivm.exec.terms.compile_term`
+    (decimals, strings but in comparisons and LIKE, casts, most functions)."""
+    from idivm.algebra.expressions import Call, Const as Literal, Var as Variable
+
+    match t:
+        case Literal(value=v):
+            if v is not None and not isinstance(v, (bool, int, float, str)):
+                raise _BySpark
+            return pa.scalar(v)
+        case Variable(name=n):
+            _need(table, n)
+            return table.column(n)
+        case Call(function=f, args=args):
+            a = [_scalar(x, table) for x in args]
+            if f in _COMPARISON:
+                x, y = _coerced(a[0], a[1])
+                if not _comparable(x, y):
+                    raise _BySpark
+                return _compared(_COMPARISON[f], x, y)
+            if f in ("and", "or"):
+                if not all(_boolean(x) for x in a):
+                    raise _BySpark
+                out = a[0]
+                for x in a[1:]:
+                    out = pc.and_kleene(out, x) if f == "and" else pc.or_kleene(out, x)
+                return out
+            if f == "not" and _boolean(a[0]):
+                return pc.invert(a[0])
+            if f == "is_null":
+                return pc.is_null(a[0]) if not isinstance(a[0], pa.Scalar) else pa.scalar(not a[0].is_valid)
+            if f == "like" and all(pa.types.is_string(x.type) for x in a) and isinstance(a[1], pa.Scalar) \
+                    and not isinstance(a[0], pa.Scalar) and a[1].is_valid:
+                return pc.match_like(a[0], a[1].as_py())
+            if f in _ARITHMETIC and all(_number(x) for x in a):
+                return _ARITHMETIC[f](a[0], a[1])
+            if f == "neg" and _number(a[0]):
+                return pc.negate_checked(a[0])
+            if f == "div" and all(_number(x) for x in a):  # a double; NULL where the divisor is 0
+                x, y = (pc.cast(v, pa.float64()) for v in a)
+                return pc.if_else(pc.equal(y, 0.0), pa.scalar(None, pa.float64()), pc.divide(x, y))
+    raise _BySpark
+
+
+def _number(x) -> bool:
+    return pa.types.is_integer(x.type) or pa.types.is_floating(x.type)
+
+
+def _boolean(x) -> bool:
+    return pa.types.is_boolean(x.type) or pa.types.is_null(x.type)
+
+
+def _coerced(a, b):
+    """``a`` and ``b``, a string constant compared with a date read as a date (as Spark casts
+    it; a string that is not a date is left to Spark)."""
+    import datetime
+
+    for x, y, swap in ((a, b, False), (b, a, True)):
+        if pa.types.is_date32(x.type) and isinstance(y, pa.Scalar) and pa.types.is_string(y.type) and y.is_valid:
+            try:
+                day = pa.scalar(datetime.date.fromisoformat(y.as_py()), pa.date32())
+            except ValueError:
+                return a, b
+            return (day, x) if swap else (x, day)
+    return a, b
+
+
+def _comparable(a, b) -> bool:
+    """Whether Arrow compares ``a`` and ``b`` as Spark does: both numbers (not decimals), or of
+    one scalar type; otherwise Spark casts one of them first."""
+    ta, tb = a.type, b.type
+    if pa.types.is_null(ta) or pa.types.is_null(tb):
+        return True
+    number = (pa.types.is_integer, pa.types.is_floating)
+    if any(f(ta) for f in number) and any(f(tb) for f in number):
+        return True
+    return ta == tb and not pa.types.is_nested(ta) and not pa.types.is_decimal(ta)
+
+
+def _compared(op: str, a, b):
+    """The comparison ``a op b`` (:data:`~idivm.agca.terms.COMPARISONS`; ``~`` within rounding)."""
+    plain = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
+             ">=": pc.greater_equal}
+    if not op.startswith("~"):
+        return plain[op](a, b)
+    scale = pc.max_element_wise(pc.max_element_wise(pc.abs(a), pc.abs(b)), pa.scalar(1.0))
+    near = pc.less_equal(pc.abs(pc.subtract(a, b)), pc.multiply(pa.scalar(ROUNDING), scale))
+    return {"~=": near, "~!=": pc.invert(near), "~<": pc.and_kleene(pc.less(a, b), pc.invert(near)),
+            "~>": pc.and_kleene(pc.greater(a, b), pc.invert(near)),
+            "~<=": pc.or_kleene(pc.less_equal(a, b), near), "~>=": pc.or_kleene(pc.greater_equal(a, b), near)}[op]
+
+
+def _arithmetic(t, contexts: pa.Table):
+    """``t`` as a column (or scalar) when it is arithmetic on constants and bound variables,
+    else None."""
+    match t:
+        case Const(value=c):
+            return pa.scalar(c)
+        case Var(name=x):
+            return contexts.column(x) if x in contexts.column_names else None
+        case Mul(terms=ts) | Add(terms=ts):
+            parts = [_arithmetic(x, contexts) for x in ts]
+            if any(p is None for p in parts):
+                return None
+            out = parts[0]
+            for p in parts[1:]:
+                out = pc.multiply(out, p) if isinstance(t, Mul) else pc.add(out, p)
+            return out
+    return None
+
+
+def _assigned(t: pa.Table, x: str, value) -> pa.Table:
+    """``x := value``: the rows whose ``x`` equals it when ``x`` is bound, else ``x`` bound to it."""
+    if x in t.column_names:
+        return _where(t, pc.equal(t.column(x), value))
+    if isinstance(value, pa.Scalar):
+        value = pa.array([value.as_py()] * t.num_rows, value.type if value.type != pa.null() else pa.null())
+    return t.append_column(x, value)
+
+
+def _atom(rows: pa.Table, variables: Sequence[str]) -> pa.Table:
+    """A relation's GMR (its columns in order, then :data:`M`) with its columns renamed to the
+    atom's variables; a variable named twice selects the rows that agree."""
+    columns = _variables(rows)
+    if len(columns) != len(variables):
+        raise AgcaError(f"a relation of {len(columns)} columns read as an atom of {len(variables)}")
+    first: dict[str, str] = {}
+    out = rows
+    for c, x in zip(columns, variables):
+        if x in first:
+            out = _where(out, pc.equal(out.column(first[x]), out.column(c)))
+        else:
+            first[x] = c
+    return pa.table([out.column(c) for c in first.values()] + [out.column(M)], names=[*first, M])
+
+
+def _join(contexts: pa.Table, gmr: pa.Table) -> pa.Table:
+    """The natural join of contexts and a GMR on their shared variables (equal values, never
+    NULL), multiplicities multiplied."""
+    shared = [x for x in _variables(gmr) if x in contexts.column_names]
+    right = gmr.rename_columns([_M2 if c == M else c for c in gmr.column_names])
+    if shared:
+        right = _conformed(right, contexts, shared)
+        joined = contexts.join(right, shared, join_type="inner", coalesce_keys=True)
+    else:
+        joined = _cross(contexts, right)
+    joined = _times(joined, joined.column(_M2))
+    return joined.drop_columns([_M2])
+
+
+def _conformed(right: pa.Table, left: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``right`` with its ``keys`` in ``left``'s types (a hash join matches equal types only)."""
+    for k in keys:
+        want = left.schema.field(k).type
+        if right.schema.field(k).type != want:
+            i = right.column_names.index(k)
+            right = right.set_column(i, k, pc.cast(right.column(k), want))
+    return right
+
+
+def _cross(left: pa.Table, right: pa.Table) -> pa.Table:
+    """Every row of ``left`` with every row of ``right`` (no shared column)."""
+    import numpy as np
+
+    n, m = left.num_rows, right.num_rows
+    li = pa.array(np.repeat(np.arange(n, dtype=np.int64), m))
+    ri = pa.array(np.tile(np.arange(m, dtype=np.int64), n))
+    lt, rt = left.take(li), right.take(ri)
+    return pa.table([*lt.columns, *rt.columns], names=[*lt.column_names, *rt.column_names])
+
+
+def _union(parts: Sequence[pa.Table]) -> pa.Table:
+    """The rows of every part, by column name (NULL where a part lacks a column)."""
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def _sum_by(t: pa.Table, keys: Sequence[str], column: str) -> pa.Table:
+    """The sum of ``column`` per distinct ``keys`` (NULL keys grouped together), named ``column``;
+    without keys, one row (NULL when ``t`` has no row), as Spark's aggregate without keys."""
+    keys = list(keys)
+    if not keys:
+        return pa.table({column: pa.array([pc.sum(t.column(column)).as_py()], pa.float64())})
+    out = t.select([*keys, column]).group_by(keys, use_threads=False).aggregate([(column, "sum")])
+    return out.select([*keys, f"{column}_sum"]).rename_columns([*keys, column])
+
+
+def _nested(x: str, q: Term, contexts: pa.Table, relations, maps, constants: dict, lift: Lifter) -> pa.Table:
+    """``x := q`` per context (:func:`idivm.agca.spark._nested`): ``q`` evaluated once per
+    distinct value of its inputs and joined back, 0 where it has no tuple; without inputs, one
+    value computed once for the tables it reads (``constants``)."""
+    params = sorted(inputs(q))
+    for p in params:
+        _need(contexts, p)
+    if not params:
+        read = tuple(maps[r.name] for r in map_refs(q) if r.name in maps) + \
+            tuple(relations[k] for a in atoms(q) if (k := f"Δ{a.name}" if a.delta else a.name) in relations)
+        key = (q, tuple(map(id, read)))
+        if key not in constants:
+            value = compile_term(q, unit(), relations, maps, constants, lift)
+            _single(x, value, params)
+            total = pc.sum(value.column(M)).as_py()
+            constants[key] = (float(total) if total is not None else 0.0, read)
+        return _assigned(contexts, x, pa.scalar(constants[key][0], pa.float64()))
+    envs = _distinct(contexts.select(params))
+    envs = envs.append_column(M, pa.array([1.0] * envs.num_rows, pa.float64()))
+    value = compile_term(q, envs, relations, maps, constants, lift)
+    _single(x, value, params)
+    value = _sum_by(value, params, M).rename_columns([*params, _VALUE])
+    joined = contexts.join(_conformed(value, contexts, params), params, join_type="left outer", coalesce_keys=True)
+    v = pc.fill_null(joined.column(_VALUE), 0.0)
+    joined = joined.drop_columns([_VALUE])
+    if x in joined.column_names:
+        return _where(joined, pc.equal(joined.column(x), v))
+    return joined.append_column(x, v)
+
+
+def _distinct(t: pa.Table) -> pa.Table:
+    return t.group_by(t.column_names, use_threads=False).aggregate([]) if t.num_columns else t.slice(0, 1)
+
+
+def _single(x: str, value: pa.Table, params: Sequence[str]) -> None:
+    extra = [c for c in _variables(value) if c not in params]
+    if extra:
+        raise AgcaError(f"the right side of {x} := … groups by {', '.join(extra)}: it must be a single value")
+
+
+# --- the increments of a run's maps, packed ------------------------------------------------------
+
+def tagged(t: pa.Table, name: str, keys: Sequence[str], tag: str) -> pa.Table:
+    """``t``'s ``keys`` and :data:`M`, with a first column ``tag`` holding ``name``."""
+    return pa.table([pa.array([name] * t.num_rows, pa.string()), *[t.column(k) for k in keys], t.column(M)],
+                    names=[tag, *keys, M])
+
+
+def unpacked(packed: pa.Table, name: str, keys: Sequence[str], tag: str) -> pa.Table:
+    """The rows of ``packed`` tagged ``name``: its ``keys`` and :data:`M`."""
+    rows = packed.filter(pc.equal(packed.column(tag), name))
+    return rows.select([*keys, M])
+
+
+def negated(t: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``t``'s ``keys`` with the multiplicities negated."""
+    return pa.table([*[t.column(k) for k in keys], pc.negate(t.column(M))], names=[*keys, M])
+
+
+# --- NULL-safe matching of group values ------------------------------------------------------------
+
+def matched(left: pa.Table, right: pa.Table, on: Sequence[str], how: str) -> pa.Table:
+    """``left`` joined with ``right`` on the columns ``on`` both have, NULL equal to NULL (SQL's
+    ``IS NOT DISTINCT FROM``); ``how`` is ``"left semi"`` or ``"left outer"`` (the result has
+    ``left``'s columns, then ``right``'s others).  Each key is matched as a pair (is it NULL,
+    its value with NULL replaced by a fixed value of its type)."""
+    on = list(on)
+    if not on:  # nothing to match: every row matches (a GROUP BY without keys)
+        if how == "left semi":
+            return left if right.num_rows else left.slice(0, 0)
+        return _cross(left, right) if right.num_rows else _union([left, right.slice(0, 0)])
+    right = _conformed(right, left, on)
+    pairs = [(f"__n{i}", f"__v{i}") for i in range(len(on))]
+
+    def paired(t: pa.Table) -> pa.Table:
+        for k, (n, v) in zip(on, pairs):
+            column = t.column(k)
+            t = t.append_column(n, pc.is_null(column)).append_column(v, pc.fill_null(column, _filler(column.type)))
+        return t
+
+    keys = [c for p in pairs for c in p]
+    helpers = set(keys)
+    out = paired(left).join(paired(right).drop_columns(on), keys, join_type=how, coalesce_keys=True)
+    return out.drop_columns([c for c in out.column_names if c in helpers])
+
+
+def _filler(t: pa.DataType) -> pa.Scalar:
+    """A fixed value of type ``t`` standing for NULL in :func:`matched`'s pairs."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return pa.scalar(0).cast(t)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.scalar("", t)
+    if pa.types.is_boolean(t):
+        return pa.scalar(False)
+    if pa.types.is_date32(t):
+        return pa.scalar(0, pa.int32()).cast(t)
+    raise pa.ArrowNotImplementedError(f"no NULL-safe matching of {t} values here")
