@@ -99,6 +99,20 @@ def test_a_maps_view_follows_changes_of_every_table(wh, tmp_path):
     assert set(_rows(wh)) == {1, 3, 4}
 
 
+def test_a_small_maps_run_is_evaluated_in_the_driver_without_a_spark_job(wh, tmp_path):
+    """On delta-rs, a batch and maps this small are evaluated over Arrow tables in the driver:
+    the run starts no Spark job, and its groups are those worked out by hand."""
+    _ingest(wh, tmp_path, "parts", {"pid": 10, "price": None}, {"__delete": {"pid": 9}})
+    (result,) = wh.maintain("stats")
+    assert result.strategy == "maps" and result.version is not None
+    assert (result.cost.total_jobs == 0) == (not wh.storage.spark), result.cost.summary()
+    rows = _rows(wh)
+    assert rows[1] == pytest.approx((57.71, 3, 2, 28.855, 9.69, 48.02))  # SUM, AVG, MIN, MAX ignore the NULL
+    assert rows[8] == pytest.approx((9.69, 2, 1, 9.69, 9.69, 9.69))
+    assert rows[4] == pytest.approx((109.54, 2, 2, 54.77, 9.69, 99.85))
+    assert wh.verify("stats").ok
+
+
 @pytest.mark.slow  # about 30 s: a maps view's define and four verifies of its 14 maps
 def test_verify_finds_a_map_that_differs_from_its_definition_and_a_checked_run_repairs_it(cost, tmp_path):
     """A map corrupted behind idivm's back, in a version the view's last commit names."""

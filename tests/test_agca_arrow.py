@@ -1,0 +1,156 @@
+"""AGCA statements evaluated in the driver over Arrow tables (:mod:`idivm.agca.arrow`):
+batch triggers against the reference executor and the maps' definitions over random
+multi-relation batches (no Spark), and the scalar expressions Arrow evaluates itself against
+Spark's evaluation of the same terms."""
+
+from __future__ import annotations
+
+import datetime
+import random
+
+import pyarrow as pa
+import pytest
+
+from idivm.agca import Database, evaluate, relations
+from idivm.agca import arrow
+from idivm.agca.gmr import GMR
+from idivm.agca.spark import M
+from idivm.agca.viewlet import apply_batch, compile_program, initial_maps
+from idivm.algebra.expressions import Call, Const, Var
+
+from test_agca import COLUMNS, PROGRAMS, _random_relation
+
+
+def _table(gmr_rows: dict, columns) -> pa.Table:
+    rows = [{**dict(zip(columns, row)), M: float(m)} for row, m in gmr_rows.items()]
+    schema = pa.schema([*[(c, pa.int64()) for c in columns], (M, pa.float64())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _map_table(gmr: GMR, keys) -> pa.Table:
+    rows = [{**dict(t), M: float(m)} for t, m in gmr.items()]
+    schema = pa.schema([*[(k, pa.int64()) for k in keys], (M, pa.float64())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _gmr(table: pa.Table) -> dict:
+    out: dict = {}
+    for row in table.to_pylist():
+        m = row.pop(M)
+        key = tuple(sorted(row.items()))
+        out[key] = out.get(key, 0.0) + m
+    return {k: v for k, v in out.items() if abs(v) > 1e-9}
+
+
+def _no_lift(contexts, q):
+    raise AssertionError(f"no lifted expression expected: {q}")
+
+
+def _apply_batch(program, maps: dict, updates: dict) -> None:
+    """The batch triggers of ``program`` over Arrow maps, one relation after the other (by
+    name), as :func:`idivm.agca.spark.apply_batch` runs them over DataFrames."""
+    constants: dict = {}
+    for rel in sorted(updates):
+        trigger = program.triggers.get((rel, 0))
+        if trigger is None:
+            continue
+        increments = [(s.target, list(program.maps[s.target].keys),
+                       arrow.compile_term(s.rhs, arrow.unit(), {f"Δ{rel}": updates[rel]}, maps, constants, _no_lift))
+                      for s in trigger.increments]
+        for target, keys, inc in increments:
+            maps[target] = arrow.summed([maps[target], inc.select([*keys, M])], keys)
+        values = [(s.target, arrow.compile_term(s.rhs, arrow.unit(), {}, maps, constants, _no_lift))
+                  for s in trigger.reevaluations]
+        for target, value in values:
+            keys = list(program.maps[target].keys)
+            maps[target] = arrow.summed([value.select([*keys, M])], keys)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("seed", range(3))
+def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed):
+    rnd = random.Random(1000 + seed)
+    query = PROGRAMS[name]
+    program = compile_program(query, batch=True)
+    rels = {r: _random_relation(rnd, COLUMNS[r], 6) for r in relations(query)}
+    reference = initial_maps(program, Database(rels))
+    maps = {n: _map_table(g, program.maps[n].keys) for n, g in reference.items()}
+    for _ in range(3):
+        updates = {r: _random_relation(rnd, COLUMNS[r], rnd.randint(1, 4), negative=True) for r in rels}
+        _apply_batch(program, maps, {r: _table(d.rows, d.columns) for r, d in updates.items()})
+        apply_batch(program, reference, updates)
+        for r, d in updates.items():
+            rels[r] = rels[r].plus(d)
+        db = Database(rels)
+        for m in program.maps.values():
+            want = evaluate(m.definition, db)
+            assert reference[m.name] == want
+            got = _gmr(maps[m.name])
+            want = {tuple(sorted(k)): float(v) for k, v in want.items()}
+            assert set(got) == set(want), m.name
+            assert all(got[k] == pytest.approx(v) for k, v in want.items()), m.name
+
+
+def test_null_safe_matching_pairs_null_with_null_only():
+    left = pa.table({"g": [1, None, 2, 0], "x": ["a", "b", "c", "d"]})
+    right = pa.table({"g": [None, 2, 0], "y": [10, 20, 30]})
+    semi = arrow.matched(left, right, ["g"], "left semi")
+    assert sorted(semi.column("x").to_pylist()) == ["b", "c", "d"]
+    outer = {r["x"]: r["y"] for r in arrow.matched(left, right, ["g"], "left outer").to_pylist()}
+    assert outer == {"a": None, "b": 10, "c": 20, "d": 30}
+
+
+# --- scalar expressions: Arrow's value against Spark's ---------------------------------------------
+
+ROWS = pa.table({
+    "i": pa.array([3, -2, None, 0, 7, 2**40], pa.int64()),
+    "j": pa.array([0, 4, 1, None, -7, 3], pa.int64()),
+    "f": pa.array([1.5, None, -0.25, 2.0, 0.0, 1e10], pa.float64()),
+    "s": pa.array(["PROMO tin", "promo", None, "%x", "PROMO", "STANDARD"], pa.string()),
+    "b": pa.array([True, None, False, True, None, False], pa.bool_()),
+    "d": pa.array([datetime.date(1995, 3, 14), datetime.date(1995, 3, 15), None, datetime.date(1996, 1, 1),
+                   datetime.date(1994, 12, 31), datetime.date(1995, 3, 16)], pa.date32()),
+})
+
+
+def _c(f, *args):
+    return Call(f, tuple(args))
+
+
+TERMS = {
+    "sum of integers": _c("add", Var("i"), Var("j")),
+    "difference with a float": _c("sub", Var("f"), Var("i")),
+    "product": _c("mul", Var("i"), _c("sub", Const(1), Var("f"))),
+    "quotient, NULL by zero": _c("div", Var("i"), Var("j")),
+    "negation": _c("neg", Var("f")),
+    "integer against float": _c("lt", Var("i"), Var("f")),
+    "equality with a constant": _c("eq", Var("j"), Const(3)),
+    "strings compared": _c("ge", Var("s"), Const("PROMO")),
+    "LIKE": _c("like", Var("s"), Const("PROMO%")),
+    "LIKE with one character": _c("like", Var("s"), Const("_romo")),
+    "date against a date string": _c("lt", Var("d"), Const("1995-03-15")),
+    "three-valued AND": _c("and", Var("b"), _c("gt", Var("i"), Const(0))),
+    "three-valued OR": _c("or", Var("b"), _c("is_null", Var("j"))),
+    "NOT": _c("not", Var("b")),
+    "IS NULL": _c("is_null", Var("s")),
+}
+
+
+@pytest.mark.parametrize("name", TERMS)
+def test_arrow_scalar_expressions_equal_sparks(spark, name):
+    from idivm.exec.terms import compile_term
+    from idivm.storage.spark import to_arrow
+
+    term = TERMS[name]
+    got = arrow._scalar(term, ROWS)
+    got = got.to_pylist() if not isinstance(got, pa.Scalar) else [got.as_py()] * ROWS.num_rows
+    want = to_arrow(spark.createDataFrame(ROWS).select(compile_term(term).alias("v"))).column("v").to_pylist()
+    assert got == pytest.approx(want, nan_ok=True) if all(isinstance(x, float) for x in want if x is not None) \
+        else got == want
+
+
+def test_expressions_arrow_might_evaluate_otherwise_are_left_to_spark():
+    for term in (_c("concat", Var("s"), Const("x")), _c("add", Var("s"), Const(1)), Const(datetime.date(1995, 1, 1)),
+                 _c("lt", Var("d"), Const("not a date"))):
+        with pytest.raises(arrow._BySpark):
+            arrow._scalar(term, ROWS)
