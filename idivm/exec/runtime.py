@@ -98,6 +98,13 @@ def auto_incremental(program: "Program", entry: ViewEntry) -> str:
 #: how many times a run starts again after another run of its view committed first
 CONCURRENT_ATTEMPTS = 3
 
+#: the maps whose increments delta-rs MERGEs at once (:meth:`Runtime._advance_maps`)
+MAP_WRITERS = 4
+
+#: the Spark schemas of maps' γ rows, by the identity of their maps plan (and the schemas of the
+#: tables they read): :meth:`Runtime.group_schema`
+_GROUP_SCHEMAS: dict[int, tuple] = {}
+
 #: the rows of a run's batch and of the maps its statements read up to which the statements run
 #: in the driver over Arrow tables (:meth:`Runtime._advance_maps`)
 LOCAL_MAPS_MAX_ROWS = 2_000_000
@@ -345,11 +352,22 @@ class Runtime:
         return lambda t: delta.read_spark(self.spark, catalog.input_path(t), versions[t],
                                           engine=self.storage)
 
-    def group_schema(self, mp, read: Callable[[str], "DataFrame"]):
-        """The Spark schema of the rows of the γ the maps ``mp`` maintain (planned, not run)."""
+    def group_schema(self, mp, read: Callable[[str], "DataFrame"], inputs: Mapping[str, Path] | None = None,
+                     at: Mapping[str, int] | None = None):
+        """The Spark schema of the rows of the γ the maps ``mp`` maintain (planned, not run).
+        Given the ``inputs`` (base table -> path) at versions ``at``, it is planned once for
+        those tables' schemas (later runs of the same program reuse it)."""
         from idivm.exec.compiler import TOP, PlanCompiler
 
-        return PlanCompiler(self.spark, read).compile(mp.group, TOP).schema
+        if inputs is None or at is None:
+            return PlanCompiler(self.spark, read).compile(mp.group, TOP).schema
+        tables = tuple((t, delta.schema(inputs[t], at[t])) for t, _ in mp.columns)
+        known = _GROUP_SCHEMAS.get(id(mp))
+        if known is not None and known[0] is mp and known[1] == tables:
+            return known[2]
+        schema = PlanCompiler(self.spark, read).compile(mp.group, TOP).schema
+        delta.remember(_GROUP_SCHEMAS, id(mp), (mp, tables, schema), 64)
+        return schema
 
     def record_definition(self, catalog: Catalog, view_name: str) -> None:
         """Record the materialization of an ``auto`` view (computing and writing the view and its
@@ -624,7 +642,7 @@ class Runtime:
             if keys is None:
                 upserts, deleted = view.where(F.lit(False)), view.select(*by_name(ids)).where(F.lit(False))
             else:
-                schema = self.group_schema(mp, self.reader(catalog, new))
+                schema = self.group_schema(mp, self.reader(catalog, new), tables, new)
 
                 def view_rows(at: Mapping[str, int]) -> "DataFrame":
                     """The view's rows of the changed groups by the term maps at versions ``at``:
@@ -711,14 +729,27 @@ class Runtime:
         versions, written = dict(reflected), 0
         with meter.phase("write"):
             changed = sorted(mp.program.maps) if rows is None else sorted(set(rows.column(mapping.MAP).to_pylist()))
-            for m in changed if packed is not None else ():
+
+            def merge(m: str) -> dict:
                 keys_m = mp.program.maps[m].keys
                 inc = mapping.unpacked(packed if rows is None else rows, m, keys_m)
                 mmeta = {**metadata, "idivm.operation": operation, "idivm.map": m}
                 with delta.pinned(paths[m], versions[m]):  # no other run's increments in between
-                    merged = self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
-                versions[m] = merged["version"]
-                written += int(merged.get("num_output_rows") or 0)
+                    return self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
+
+            todo = changed if packed is not None else []
+            if rows is not None and not self.storage.spark and len(todo) > 1:
+                # increments in the driver, merged by delta-rs: the maps' MERGEs at once (each its
+                # own table and commit; delta-rs works outside Python's lock)
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(max_workers=min(MAP_WRITERS, len(todo))) as pool:
+                    merged = dict(zip(todo, pool.map(merge, todo)))
+            else:
+                merged = {m: merge(m) for m in todo}
+            for m, stats in merged.items():
+                versions[m] = stats["version"]
+                written += int(stats.get("num_output_rows") or 0)
         return versions, packed, rows, changed, written
 
     def rebuild_maps(self, catalog: Catalog, mp, paths: Mapping[str, Path], at: Mapping[str, int],

@@ -10,6 +10,7 @@ Delta's own commitInfo fields, and keys that do collide are rejected.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,8 +23,10 @@ _RESERVED_COMMIT_KEYS = frozenset({
 })
 
 
-#: the commits this process has made to Delta tables (see :func:`made`)
+#: the commits this process has made to Delta tables (see :func:`made`), and its lock (tables are
+#: written from several threads at once)
 _made = [0]
+_MADE_LOCK = threading.Lock()
 
 
 def made() -> int:
@@ -34,7 +37,8 @@ def made() -> int:
 
 def count(commits: int = 1) -> None:
     """Record ``commits`` commits just made (by the functions of this package that commit)."""
-    _made[0] += commits
+    with _MADE_LOCK:
+        _made[0] += commits
 
 
 def history(path: PathLike, limit: int | None = None) -> list[dict[str, Any]]:

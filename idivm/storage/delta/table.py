@@ -108,9 +108,13 @@ _OPENED_MAX = 64
 
 def remember(cache: dict, key: Any, value: Any, limit: int) -> None:
     """Keep ``value`` in the in-process ``cache`` under ``key``, dropping the oldest entry when
-    it holds ``limit`` already."""
+    it holds ``limit`` already (tables are written from several threads at once: another may
+    have dropped it first)."""
     if len(cache) >= limit:
-        cache.pop(next(iter(cache)))
+        try:
+            cache.pop(next(iter(cache)), None)
+        except (StopIteration, RuntimeError):  # emptied, or changed by another thread meanwhile
+            pass
     cache[key] = value
 
 
