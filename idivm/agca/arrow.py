@@ -96,23 +96,20 @@ def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table],
             return _assigned(contexts, x, _arithmetic(t, contexts))
         case Assign(var=x, term=t):
             return _nested(x, t, contexts, relations, maps, constants, lift)
-        case Rel(name=name, variables=vs, delta=delta):
-            key = f"Δ{name}" if delta else name
-            if key not in relations:
-                raise AgcaError(f"no rows given for {key}")
-            return _join(contexts, _atom(relations[key], vs))
-        case MapRef(name=name, renames=renames):
-            if name not in maps:
-                raise AgcaError(f"no map {name}")
-            stored = maps[name]
-            here = dict(renames)
-            return _join(contexts, stored.rename_columns([here.get(c, c) if c != M else M
-                                                          for c in stored.column_names]))
+        case Rel() | MapRef():
+            return _join(contexts, _gmr_of(q, relations, maps))
         case Add(terms=ts):
             return _union([compile_term(t, contexts, relations, maps, constants, lift) for t in ts])
         case Mul(terms=ts):
-            for t in ts:
-                contexts = compile_term(t, contexts, relations, maps, constants, lift)
+            for i, t in enumerate(ts):
+                if isinstance(t, (Rel, MapRef)):
+                    gmr = _gmr_of(t, relations, maps)
+                    # a relation or map sharing no variable with the contexts, which a later
+                    # factor equates with one of theirs: joined on that equality (Spark's
+                    # optimizer turns the product and the filter into that join too)
+                    contexts = _join(contexts, gmr, _equated(contexts, gmr, ts[i + 1:]))
+                else:
+                    contexts = compile_term(t, contexts, relations, maps, constants, lift)
             return contexts
         case Sum(group=g, term=t):
             keep = list(dict.fromkeys([*_variables(contexts), *g]))
@@ -302,14 +299,44 @@ def _atom(rows: pa.Table, variables: Sequence[str]) -> pa.Table:
     return pa.table([out.column(c) for c in first.values()] + [out.column(M)], names=[*first, M])
 
 
-def _join(contexts: pa.Table, gmr: pa.Table) -> pa.Table:
+def _gmr_of(q: "Rel | MapRef", relations: Mapping[str, pa.Table], maps: Mapping[str, pa.Table]) -> pa.Table:
+    """The GMR a relation atom or a map reference reads, its columns named by its variables."""
+    if isinstance(q, Rel):
+        key = f"Δ{q.name}" if q.delta else q.name
+        if key not in relations:
+            raise AgcaError(f"no rows given for {key}")
+        return _atom(relations[key], q.variables)
+    if q.name not in maps:
+        raise AgcaError(f"no map {q.name}")
+    stored, here = maps[q.name], dict(q.renames)
+    return stored.rename_columns([here.get(c, c) if c != M else M for c in stored.column_names])
+
+
+def _equated(contexts: pa.Table, gmr: pa.Table, later: Sequence[Term]) -> tuple[str, str] | None:
+    """When ``gmr`` shares no variable with ``contexts``: a pair (a variable of the contexts, one
+    of ``gmr``) of the same type that a factor of ``later`` equates (``a = b``), if any."""
+    if any(x in contexts.column_names for x in _variables(gmr)):
+        return None
+    for t in later:
+        if isinstance(t, Cmp) and t.op == "=" and isinstance(t.left, Var) and isinstance(t.right, Var):
+            for a, b in ((t.left.name, t.right.name), (t.right.name, t.left.name)):
+                if a in _variables(contexts) and b in _variables(gmr) and \
+                        contexts.schema.field(a).type == gmr.schema.field(b).type:
+                    return a, b
+    return None
+
+
+def _join(contexts: pa.Table, gmr: pa.Table, on: tuple[str, str] | None = None) -> pa.Table:
     """The natural join of contexts and a GMR on their shared variables (equal values, never
-    NULL), multiplicities multiplied."""
+    NULL), multiplicities multiplied; ``on=(a, b)``: sharing none, joined where the contexts'
+    ``a`` equals the GMR's ``b`` (both kept), which a later factor requires."""
     shared = [x for x in _variables(gmr) if x in contexts.column_names]
     right = gmr.rename_columns([_M2 if c == M else c for c in gmr.column_names])
     if shared:
         right = _conformed(right, contexts, shared)
         joined = contexts.join(right, shared, join_type="inner", coalesce_keys=True)
+    elif on is not None:
+        joined = contexts.join(right, on[0], right_keys=on[1], join_type="inner", coalesce_keys=False)
     else:
         joined = _cross(contexts, right)
     joined = _times(joined, joined.column(_M2))
