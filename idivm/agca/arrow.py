@@ -101,15 +101,25 @@ def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table],
         case Add(terms=ts):
             return _union([compile_term(t, contexts, relations, maps, constants, lift) for t in ts])
         case Mul(terms=ts):
-            for i, t in enumerate(ts):
-                if isinstance(t, (Rel, MapRef)):
-                    gmr = _gmr_of(t, relations, maps)
-                    # a relation or map sharing no variable with the contexts, which a later
-                    # factor equates with one of theirs: joined on that equality (Spark's
-                    # optimizer turns the product and the filter into that join too)
-                    contexts = _join(contexts, gmr, _equated(contexts, gmr, ts[i + 1:]))
-                else:
+            pending = list(ts)
+            while pending:
+                t = pending.pop(0)
+                if not isinstance(t, (Rel, MapRef)):
                     contexts = compile_term(t, contexts, relations, maps, constants, lift)
+                    continue
+                gmr = _gmr_of(t, relations, maps)
+                # a relation or map sharing no variable with the contexts: joined on a later
+                # factor's equality of one of its variables with one of theirs, or after a later
+                # relation or map that shares one (the factors of a product commute), rather than
+                # crossed with them (Spark's optimizer does the same with its joins)
+                on = _equated(contexts, gmr, pending)
+                if on is None and _variables(contexts) and not _shares(contexts, gmr):
+                    k = next((k for k, u in enumerate(pending) if isinstance(u, (Rel, MapRef))
+                              and _shares(contexts, _gmr_of(u, relations, maps))), None)
+                    if k is not None:
+                        pending[0:0] = [pending.pop(k), t]
+                        continue
+                contexts = _join(contexts, gmr, on)
             return contexts
         case Sum(group=g, term=t):
             keep = list(dict.fromkeys([*_variables(contexts), *g]))
@@ -312,10 +322,15 @@ def _gmr_of(q: "Rel | MapRef", relations: Mapping[str, pa.Table], maps: Mapping[
     return stored.rename_columns([here.get(c, c) if c != M else M for c in stored.column_names])
 
 
+def _shares(contexts: pa.Table, gmr: pa.Table) -> bool:
+    """Whether ``gmr`` has a variable the contexts bind."""
+    return any(x in contexts.column_names for x in _variables(gmr))
+
+
 def _equated(contexts: pa.Table, gmr: pa.Table, later: Sequence[Term]) -> tuple[str, str] | None:
     """When ``gmr`` shares no variable with ``contexts``: a pair (a variable of the contexts, one
     of ``gmr``) of the same type that a factor of ``later`` equates (``a = b``), if any."""
-    if any(x in contexts.column_names for x in _variables(gmr)):
+    if _shares(contexts, gmr):
         return None
     for t in later:
         if isinstance(t, Cmp) and t.op == "=" and isinstance(t.left, Var) and isinstance(t.right, Var):
