@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 
 from idivm.agca.gmr import AgcaError
 from idivm.agca.terms import (
-    EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, inputs, map_refs,
+    EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
 )
-from idivm.agca.spark import M
+from idivm.agca.spark import M, constant_key
 
 #: ``lift(contexts, term)``: the contexts a :class:`Lift` (or a :class:`Cmp` of operands Spark
 #: casts) leaves, evaluated by Spark (see the module's notes)
@@ -404,9 +404,7 @@ def _nested(x: str, q: Term, contexts: pa.Table, relations, maps, constants: dic
     for p in params:
         _need(contexts, p)
     if not params:
-        read = tuple(maps[r.name] for r in map_refs(q) if r.name in maps) + \
-            tuple(relations[k] for a in atoms(q) if (k := f"Δ{a.name}" if a.delta else a.name) in relations)
-        key = (q, tuple(map(id, read)))
+        key, read = constant_key(q, relations, maps)
         if key not in constants:
             value = compile_term(q, unit(), relations, maps, constants, lift)
             _single(x, value, params)

@@ -222,10 +222,7 @@ def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps, constants: 
     for p in params:
         _need(contexts, p)
     if not params:
-        # the DataFrames ``q`` reads, held beside the value: their identities stay theirs
-        read = tuple(maps[r.name] for r in map_refs(q) if r.name in maps) + \
-            tuple(relations[k] for a in atoms(q) if (k := f"Δ{a.name}" if a.delta else a.name) in relations)
-        key = (q, tuple(map(id, read)))
+        key, read = constant_key(q, relations, maps)
         if key not in constants:
             value = compile_term(q, unit(contexts.sparkSession), relations, maps, constants)
             _single(x, value, params)
@@ -242,6 +239,16 @@ def _nested(x: str, q: Term, contexts: "DataFrame", relations, maps, constants: 
     if x in contexts.columns:
         return joined.filter(col(x) == col("__v")).drop("__v")
     return joined.withColumnRenamed("__v", x)
+
+
+def constant_key(q: Term, relations: Mapping, maps: Mapping) -> tuple[tuple, tuple]:
+    """What names the value of the nested aggregate ``q`` without inputs over the relations and
+    maps given (whatever holds their rows: DataFrames, Arrow tables): ``q`` and the identities
+    of those it reads; and those it reads, to hold beside the value so that their identities
+    stay theirs."""
+    read = tuple(maps[r.name] for r in map_refs(q) if r.name in maps) + \
+        tuple(relations[k] for a in atoms(q) if (k := f"Δ{a.name}" if a.delta else a.name) in relations)
+    return (q, tuple(map(id, read))), read
 
 
 def _single(x: str, value: "DataFrame", params: Sequence[str]) -> None:
