@@ -25,7 +25,9 @@ those rows), and the view gets the new rows and loses the old ones that are not 
 in one commit whose metadata names the map versions it reflects (``idivm.maps``).  A run that
 crashed between a map's commit and the view's leaves maps ahead of the view; the next run
 finds their versions differ from those the view names and rebuilds every map at the view's
-watermark first.
+watermark first.  The statements and the changed groups are evaluated either by Spark
+(:class:`SparkTerms`, :func:`group_rows`) or, for a small run whose maps delta-rs writes, in the
+driver over Arrow tables (:class:`ArrowTerms`, :func:`group_rows_of`); the runtime chooses.
 
 Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`Untranslatable`).
 """
