@@ -21,6 +21,7 @@ raises :class:`pyarrow.ArrowException`; the caller then runs the statements on S
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import takewhile
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -109,13 +110,15 @@ def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table],
                     continue
                 gmr = _gmr_of(t, relations, maps)
                 # a relation or map sharing no variable with the contexts: joined on a later
-                # factor's equality of one of its variables with one of theirs, or after a later
-                # relation or map that shares one (the factors of a product commute), rather than
-                # crossed with them (Spark's optimizer does the same with its joins)
+                # factor's equality of one of its variables with one of theirs, or after a
+                # relation or map among those that follow it directly that shares one (joins
+                # commute; other factors are not passed, as a variable they sum over may bear the
+                # same name), rather than crossed with them (Spark's optimizer does the same)
                 on = _equated(contexts, gmr, pending)
                 if on is None and _variables(contexts) and not _shares(contexts, gmr):
-                    k = next((k for k, u in enumerate(pending) if isinstance(u, (Rel, MapRef))
-                              and _shares(contexts, _gmr_of(u, relations, maps))), None)
+                    joins = len(list(takewhile(lambda u: isinstance(u, (Rel, MapRef)), pending)))
+                    k = next((k for k, u in enumerate(pending[:joins])
+                              if _shares(contexts, _gmr_of(u, relations, maps))), None)
                     if k is not None:
                         pending[0:0] = [pending.pop(k), t]
                         continue
