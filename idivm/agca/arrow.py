@@ -292,7 +292,7 @@ def _assigned(t: pa.Table, x: str, value) -> pa.Table:
     if x in t.column_names:
         return _where(t, pc.equal(t.column(x), value))
     if isinstance(value, pa.Scalar):
-        value = pa.array([value.as_py()] * t.num_rows, value.type if value.type != pa.null() else pa.null())
+        value = pa.array([value.as_py()] * t.num_rows, value.type)
     return t.append_column(x, value)
 
 

@@ -434,7 +434,7 @@ def group_rows_of(mp: MapsPlan, maps: Mapping[str, "pa.Table"], keys: "pa.Table"
         alias = f"__a{i}"
         by_value = [b for b in mp.core.by_value if b[0] == name]
         if by_value:
-            (_, function, distinct, x), = by_value
+            (_, function, _, x), = by_value
             present = nonzero(restricted(f"{name}$values", x)).select([*g, x])
             if function in ("sum", "avg", "count"):  # DISTINCT: each value once
                 present = present.group_by([*g, x], use_threads=False).aggregate([])
@@ -454,14 +454,13 @@ def group_rows_of(mp: MapsPlan, maps: Mapping[str, "pa.Table"], keys: "pa.Table"
             rows = matched(rows, restricted(total).rename_columns([*g, alias]), g, "left outer")
             rows = matched(rows, restricted(n).rename_columns([*g, f"{alias}n"]), g, "left outer")
     out_schema = arrow_schema(schema, nullable=True)
+    keys_of, aggregates = dict(mp.core.keys), {name: (i, a) for i, (name, a) in enumerate(mp.group.aggregates)}
     out = []
     for f in out_schema:
-        key = next((v for k, v in mp.core.keys if k == f.name), None)
-        if key is not None:
-            value = rows.column(g[group.index(key)])
-        elif f.name in dict(mp.group.aggregates):
-            i = [n for n, _ in mp.group.aggregates].index(f.name)
-            a = mp.group.aggregates[i][1]
+        if f.name in keys_of:
+            value = rows.column(g[group.index(keys_of[f.name])])
+        elif f.name in aggregates:
+            i, a = aggregates[f.name]
             value = _aggregate_value(rows, f"__a{i}", a, mp, f.name)
         else:
             raise Untranslatable(f"the rows of the GROUP BY have columns the maps do not give: {f.name}")

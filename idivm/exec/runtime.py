@@ -632,11 +632,8 @@ class Runtime:
                     if rows is None:
                         keys = cached.computed(mapping.changed_groups(mp, packed))[1]
                     else:  # the driver holds the increments: the groups are found there, without a job
-                        from pyspark.sql import types as ST
-
                         key_rows = mapping.changed_groups_of(mp, rows)
-                        schema = ST.StructType([packed.schema[g] for g in mp.group_variables])
-                        keys = spark.createDataFrame(key_rows, schema)
+                        keys = spark.createDataFrame(key_rows)
             metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
             view = delta.read_spark(spark, path, engine=self.storage)
             if keys is None:
@@ -690,10 +687,12 @@ class Runtime:
         """The maps ``mp`` (stored at ``paths``, at versions ``reflected``) advanced over the
         base-table ``changes``: each changed map's increments MERGEd, one commit each (tagged
         ``operation``).  (the maps' new versions, the packed increments (None: nothing
-        changed), their rows when the driver holds them, the maps changed, the rows written.)
+        changed; a DataFrame, or Arrow rows), their rows when the driver holds them, the maps
+        changed, the rows written.)
 
         The statements run in the driver over Arrow tables (:class:`~idivm.exec.maps.ArrowTerms`)
-        when the maps are written by delta-rs and the maps they read and the batch have at most
+        when the maps are written by delta-rs (each table is read and merged by the engine it
+        needs) and the maps they read and the batch have at most
         :data:`LOCAL_MAPS_MAX_ROWS` rows together, else by Spark; a statement Arrow cannot
         evaluate sends the run's statements to Spark."""
         from idivm.exec import maps as mapping
@@ -703,8 +702,7 @@ class Runtime:
         relations = [t for t in changes if t in columns]
         needed = sorted(mapping.maps_read(mp, relations))
         increments = None
-        if not self.storage.spark and not any(delta.needs_delta_spark(paths[m]) for m in paths) and \
-                sum(changes[t].num_rows for t in relations) + \
+        if not self.storage.spark and sum(changes[t].num_rows for t in relations) + \
                 sum(delta.row_count(paths[m], reflected[m]) for m in needed) <= LOCAL_MAPS_MAX_ROWS:
             import pyarrow as pa
 
@@ -714,7 +712,7 @@ class Runtime:
                 stored = {m: delta.read_arrow(paths[m], reflected[m]) for m in needed}
                 with meter.phase("evaluate"):
                     rows = mapping.increments(mp, stored, updates, mapping.ArrowTerms(spark))
-                increments = (rows, spark.createDataFrame(rows) if rows is not None else None)
+                increments = (rows, rows)  # the packed increments are the rows the driver holds
             except (pa.ArrowException, NotImplementedError):  # e.g. a nested value joined: by Spark
                 increments = None
         if increments is None:
