@@ -36,7 +36,8 @@ from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
-from idivm.exec.runtime import Run, Runtime, cache_maps, latest_commit_with, versions_text, view_watermark
+from idivm.exec.runtime import (Run, Runtime, cache_maps, latest_commit_with, maps_paths, versions_text,
+                                view_watermark)
 from idivm.ingest.load import (
     _spark_delta_schema, check_columns, check_declared_key, check_element_key, check_element_key_type,
     check_key, check_spark_element_key, check_spark_key, declared_dataframe, idivm_schema, is_spark_dataframe,
@@ -626,10 +627,10 @@ class Warehouse:
                 if cache.maps is not None:  # its maps, as the cache's last commit naming them names them
                     caches += self._compare_maps(f"{name}.{cache.name}", cache.maps, cpath,
                                                  cache_maps(cpath, cache), at, limit, step)
-        if program.maps is not None and entry.extra.get("maps"):
-            caches += self._compare_maps(name, program.maps, catalog.path_of(entry),
-                                         {m: catalog.root / rel for m, rel in entry.extra["maps"].items()},
-                                         watermark, limit, step)
+        paths = maps_paths(catalog, entry, program)
+        if paths and (entry.extra.get("maps") or all(delta.exists(p) for p in paths.values())):
+            # its maps (an auto view's once a run built them)
+            caches += self._compare_maps(name, program.maps, catalog.path_of(entry), paths, watermark, limit, step)
         step(f"{name}: comparing the view with its recomputation")
         own = self._compare(name, self._runtime.evaluate_at(catalog, prov.plan, watermark), catalog.path_of(entry),
                             None, watermark, limit)
@@ -733,11 +734,11 @@ class Warehouse:
             if strategy == "auto":
                 from idivm.exec import history
 
-                from idivm.exec.runtime import auto_incremental
+                from idivm.exec.runtime import auto_choices
 
-                incremental = auto_incremental(programs.load_program(catalog, entry), entry)
+                choices = auto_choices(catalog, programs.load_program(catalog, entry), entry)
                 strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path)),
-                                                    incremental) + ")"
+                                                    choices.incremental or ("id",), choices.unbuilt) + ")"
         maps, no_maps = "", ""
         from idivm.algebra import operators as O
 
@@ -809,7 +810,8 @@ class Warehouse:
                              program.script.strategy if program.script is not None else None)
         features["clustered_by"] = list(layout.keys) if layout is not None else []
         parts = {f"cache {c}": rel for c, rel in entry.extra.get("caches", {}).items()}
-        parts |= {f"map {m}": rel for m, rel in entry.extra.get("maps", {}).items()}
+        parts |= {f"map {m}": str(p.relative_to(catalog.root))
+                  for m, p in maps_paths(catalog, entry, program).items() if delta.exists(p)}
         indexes = catalog.root / f"{entry.path}.{INDEXES}"
         if indexes.is_dir():
             parts |= {f"index {p.name}": f"{entry.path}.{INDEXES}/{p.name}" for p in sorted(indexes.iterdir())

@@ -99,8 +99,8 @@ def test_an_auto_view_records_its_runs_and_recomputes_when_the_records_say_it_is
     wh = make_warehouse()
     for table, key in devices.KEYS.items():
         wh.create_table(table, key, sample_path("devices", table))
-    wh.define(view_path("devices_cost").read_text(), strategy="auto")
-    folder = wh.catalog.root / program_folder(wh.catalog.view("phone_cost").path)
+    wh.define(view_path("devices_v").read_text(), strategy="auto")  # no maps: id or recompute
+    folder = wh.catalog.root / program_folder(wh.catalog.view("phone_parts").path)
     base_rows = sum(wh.table_info(t).rows for t in devices.KEYS)
     (defined,) = history.read(folder)
     assert defined.strategy == "recompute" and defined.base_rows == base_rows and defined.seconds > 0
@@ -113,7 +113,7 @@ def test_an_auto_view_records_its_runs_and_recomputes_when_the_records_say_it_is
 
     history.record(folder, Record("id", 0.01, 2, base_rows))  # id far cheaper than the materialization
     change(0)
-    (r,) = wh.maintain("phone_cost")
+    (r,) = wh.maintain("phone_parts")
     assert r.strategy == "id" and "0.01 s by id (1 runs)" in r.note
     assert history.read(folder)[-1] == Record("id", pytest.approx(r.cost.total_seconds), 2, base_rows)
 
@@ -121,12 +121,12 @@ def test_an_auto_view_records_its_runs_and_recomputes_when_the_records_say_it_is
     history.record(folder, Record("id", 100.0, 2, base_rows))
     history.record(folder, Record("id", 100.0, 2, base_rows))
     change(1)
-    (r,) = wh.maintain("phone_cost")
+    (r,) = wh.maintain("phone_parts")
     assert r.strategy == "recompute" and "s by id" in r.note and "to recompute" in r.note
     assert "s by id" in r.summary()
     assert history.read(folder)[-1].strategy == "recompute"
-    assert wh.verify("phone_cost").ok
-    explained = wh.explain("phone_cost")
+    assert wh.verify("phone_parts").ok
+    explained = wh.explain("phone_parts")
     assert "strategy: auto (auto: 4 id runs and 2 recomputations recorded" in explained
 
 
@@ -143,10 +143,75 @@ def test_lagging_caches_add_their_catch_up_to_id_until_the_recomputations_have_c
     small = Record("recompute", 1.0, 10, 1000, lagged=True)
     assert history.choose([*runs, big, small, small], 10, 1000)[0] == "recompute"
     strategy, why = history.choose([*runs, big, *[small] * 4], 10, 1000)
-    assert strategy == "id" and "the 5 recomputations since cost 3.20 s more than id" in why
+    assert strategy == "id" and "the 5 runs since cost 3.20 s more than id" in why
     # a batch that favours recompute by itself stays recomputed, whatever was lost
     assert history.choose([*runs, big, *[small] * 10], 200, 1000)[0] == "recompute"
     # a small lag is caught up at once when id with it is still cheaper
     assert history.choose([*runs, Record("recompute", 1.0, 20, 1000, lagged=True)], 10, 1000)[0] == "id"
     # an id run ends the lag
     assert history.lagging([*runs, big, Record("id", 2.3, 210, 1000)]) == []
+
+
+def test_auto_tries_maps_once_the_runs_have_cost_what_building_them_would_and_then_takes_the_cheapest():
+    # recompute: 1.0 s; building 3 maps: about 3.0 s; the id runs so far 2.5 s, then 3.5 s
+    runs = [Record("recompute", 1.0, 0, 1000), Record("id", 1.0, 10, 1000), Record("id", 1.5, 20, 1000)]
+    assert history.choose(runs, 10, 1000, ("id", "maps"), unbuilt={"maps": 3})[0] == "id"
+    runs.append(Record("id", 1.0, 10, 1000))
+    strategy, why = history.choose(runs, 10, 1000, ("id", "maps"), unbuilt={"maps": 3})
+    assert strategy == "maps" and "cost 3.50 s, more than building its 3 tables is estimated to (3.00 s)" in why
+    assert history.choose(runs, 300, 1000, ("id", "maps"), unbuilt={"maps": 3})[0] == "recompute"  # a large batch
+    # both built: the cheaper estimate, each with the catch-up of what the other's runs left behind
+    runs.append(Record("maps", 0.2, 10, 1000, lagged=True))  # it left the caches 10 rows behind
+    strategy, why = history.choose(runs, 10, 1000, ("id", "maps"))
+    assert strategy == "maps" and "0.20 s by maps (1 runs)" in why and "plus 1.00 s to catch the caches up" in why
+    assert history.lagging(runs, "id") == [runs[-1]] and history.lagging(runs, "maps") == []
+    # id cheaper by its records even with the catch-up: it catches its caches up; the maps then lag
+    cheap = [runs[0], *[Record("id", 0.01, 10, 1000)] * 3, runs[-1]]
+    strategy, why = history.choose(cheap, 10, 1000, ("id", "maps"))
+    assert strategy == "id" and "0.01 s by id (3 runs), plus 0.01 s to catch the caches up over 10" in why
+    # a strategy whose tables no run leaves behind (id without caches) has no catch-up
+    assert "catch" not in history.choose(runs, 10, 1000, ("id", "maps"), stateful={"maps"})[1]
+
+
+def test_an_aggregate_auto_view_moves_between_id_maps_and_recompute_and_stays_equal_to_its_recomputation(
+        make_warehouse, tmp_path):
+    wh = make_warehouse()
+    for table, key in devices.KEYS.items():
+        wh.create_table(table, key, sample_path("devices", table))
+    wh.define(view_path("devices_cost").read_text(), strategy="auto")
+    entry = wh.catalog.view("phone_cost")
+    folder = wh.catalog.root / program_folder(entry.path)
+    base_rows = sum(wh.table_info(t).rows for t in devices.KEYS)
+    assert not entry.extra.get("maps") and not (wh.catalog.root / f"{entry.path}.maps").exists()
+    assert "maps once the runs have cost what building its tables is estimated to" in wh.explain("phone_cost")
+    parts = [json.loads(line) for line in sample_path("devices", "parts").read_text().splitlines() if line.strip()]
+
+    def run(i: int, *records: Record) -> str:
+        for record in records:
+            history.record(folder, record)
+        (tmp_path / f"p{i}.jsonl").write_text(json.dumps({**parts[i % len(parts)], "price": 100 + i}) + "\n")
+        wh.ingest("parts", tmp_path / f"p{i}.jsonl", format="rows")
+        (r,) = wh.maintain("phone_cost")
+        verified = wh.verify("phone_cost")
+        assert verified.ok, verified.summary()
+        return r.strategy, r.note, verified
+
+    strategy, note, verified = run(0)
+    assert strategy == "id" and len(verified.caches) == 1  # its cache; no maps yet
+    # id runs that cost more than building the maps: the next run builds and runs them
+    strategy, note, verified = run(1, Record("id", 500.0, 2, base_rows))
+    assert strategy == "maps" and "trying maps" in note
+    assert len(verified.caches) == 1 + len(wh.catalog.view("phone_cost").extra.get("maps") or
+                                            list((wh.catalog.root / f"{entry.path}.maps").iterdir()))
+    # then whichever the records make cheapest (blocks of records filling the kept window): each
+    # strategy catches its tables up over the runs of the others when it next runs
+    def block(by_id: float, by_maps: float) -> list[Record]:
+        return [*[Record("recompute", 1.0, 2, base_rows)] * 10, *[Record("id", by_id, 2, base_rows)] * 20,
+                *[Record("maps", by_maps, 2, base_rows)] * 20]
+
+    for i, (by_id, by_maps, expected) in enumerate([(5.0, 0.001, "maps"), (0.001, 5.0, "id"), (5.0, 0.001, "maps"),
+                                                    (5.0, 5.0, "recompute"), (5.0, 0.001, "maps"),
+                                                    (0.001, 5.0, "id")], 2):
+        strategy, note, _ = run(i, *block(by_id, by_maps))
+        assert strategy == expected, note
+    assert "maps runs" in wh.explain("phone_cost")

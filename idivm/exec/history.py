@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -122,59 +122,97 @@ def estimate_id(runs: Sequence[Record], changes: int, strategy: str = "id") -> E
     return Estimate(strategy, fixed + slope * changes, len(points))
 
 
-def lagging(runs: Sequence[Record]) -> list[Record]:
-    """The recomputations since the caches were last brought up to date (the last runs, while
-    they are ``lagged``)."""
-    behind: list[Record] = []
-    for run in reversed(runs):
-        if not run.lagged:
-            break
-        behind.append(run)
-    return behind[::-1]
-
-
-def choose(runs: Sequence[Record], changes: int, base_rows: int, incremental: str = "id") -> tuple[str, str]:
-    """The strategy of an ``auto`` run reading ``changes`` change rows of base tables of
-    ``base_rows`` rows, and why: ``incremental`` (``id`` or ``maps``) or ``recompute``."""
-    by_inc, again = estimate_id(runs, changes, incremental), estimate_recompute(runs, base_rows)
-    if by_inc is not None and again is not None:
-        why = (f"{changes} change rows: estimated {by_inc.seconds:.2f} s by {incremental} ({by_inc.runs} runs) "
-               f"against {again.seconds:.2f} s to recompute ({again.runs} runs)")
-        behind = lagging(runs)
-        if not behind:
-            return (incremental if by_inc.seconds <= again.seconds else "recompute"), why
-        skipped = sum(r.changes for r in behind)
-        catch_up = estimate_id(runs, skipped, incremental).seconds  # type: ignore[union-attr]
-        why += f", plus {catch_up:.2f} s to catch the {_LAGGING[incremental]} up over {skipped} change rows"
-        if by_inc.seconds + catch_up <= again.seconds:
-            return incremental, why
-        lost = sum(max(0.0, r.seconds - estimate_id(runs, r.changes, incremental).seconds)  # type: ignore[union-attr]
-                   for r in behind)
-        if by_inc.seconds <= again.seconds and lost >= catch_up:
-            return incremental, why + f"; the {len(behind)} recomputations since cost {lost:.2f} s more than {incremental}"
-        return "recompute", why
-    if changes > RECOMPUTE_RATIO * max(base_rows, 1):
-        return "recompute", f"{changes} change rows for {base_rows} base-table rows"
-    return incremental, ""
-
-
-#: what an incremental strategy leaves behind while ``auto`` recomputes the view alone
+#: what an incremental strategy leaves behind while ``auto`` runs another one
 _LAGGING = {"id": "caches", "maps": "maps"}
 
 
-def describe(runs: Sequence[Record], incremental: str = "id") -> str:
+def lagging(runs: Sequence[Record], strategy: str | None = None) -> list[Record]:
+    """The runs that left ``strategy``'s tables (its caches or maps) behind since its last run:
+    those after it that are ``lagged`` (a recomputation of the view alone, or a run of the other
+    incremental strategy).  Without ``strategy``: the last runs, while they are ``lagged``."""
+    behind: list[Record] = []
+    for run in reversed(runs):
+        if run.strategy == strategy or (strategy is None and not run.lagged):
+            break
+        if run.lagged:
+            behind.append(run)
+    return behind[::-1]
+
+
+def choose(runs: Sequence[Record], changes: int, base_rows: int, incremental: str | Sequence[str] = "id",
+           stateful: Collection[str] | None = None, unbuilt: Mapping[str, int] | None = None) -> tuple[str, str]:
+    """The strategy of an ``auto`` run reading ``changes`` change rows of base tables of
+    ``base_rows`` rows, and why: one of the ``incremental`` strategies (``id``, ``maps``: the
+    first is the view's own, the rule of thumb's choice) or ``recompute``.
+
+    ``stateful``: the incremental strategies whose tables other runs leave behind (default: all
+    of them); each is estimated with the catch-up of its lag.  ``unbuilt``: incremental
+    strategies whose tables are not built yet, with the number of tables to build: one is tried
+    once the runs since the view was defined have cost more than building them is estimated to
+    (a recomputation a table), for a batch that is not large by the rule of thumb (rent or buy:
+    the tables are built once the runs without them have cost what building them costs)."""
+    incremental = (incremental,) if isinstance(incremental, str) else tuple(incremental)
+    stateful = set(incremental if stateful is None else stateful)
+    unbuilt = dict(unbuilt or {})
+    built = [s for s in incremental if s not in unbuilt]
+    again = estimate_recompute(runs, base_rows)
+    estimates = {s: e for s in built if (e := estimate_id(runs, changes, s)) is not None}
+    if again is not None and changes <= RECOMPUTE_RATIO * max(base_rows, 1):
+        spent = sum(r.seconds for r in runs if r.changes > 0)
+        for s, tables in unbuilt.items():
+            cost = tables * again.seconds
+            if spent >= cost:
+                return s, (f"trying {s}: the runs since the view was defined cost {spent:.2f} s, more than building "
+                           f"its {tables} tables is estimated to ({cost:.2f} s)")
+    if not estimates or again is None:
+        if changes > RECOMPUTE_RATIO * max(base_rows, 1):
+            return "recompute", f"{changes} change rows for {base_rows} base-table rows"
+        return (built or incremental)[0], ""
+    whys, totals, catch_ups = [], {}, {}
+    for s, e in estimates.items():
+        behind = lagging(runs, s) if s in stateful else []
+        skipped = sum(r.changes for r in behind)
+        catch_ups[s] = estimate_id(runs, skipped, s).seconds if skipped else 0.0  # type: ignore[union-attr]
+        totals[s] = e.seconds + catch_ups[s]
+        whys.append(f"estimated {e.seconds:.2f} s by {s} ({e.runs} runs)"
+                    + (f", plus {catch_ups[s]:.2f} s to catch the {_LAGGING[s]} up over {skipped} change rows"
+                       if skipped else ""))
+    why = f"{changes} change rows: " + "; ".join(whys) + f"; against {again.seconds:.2f} s to recompute ({again.runs} runs)"
+    totals["recompute"] = again.seconds
+    best = min(totals, key=lambda s: (totals[s], s != incremental[0]))
+    if best != "recompute" and catch_ups.get(best, 0.0) == 0.0:
+        return best, why
+    # rent or buy: a strategy whose catch-up alone makes it dearer goes back to incremental runs
+    # once the runs since it was left behind have cost more than it would have, by the catch-up
+    for s in sorted(estimates, key=lambda s: estimates[s].seconds):
+        others = min(t for o, t in totals.items() if o != s)
+        if s == best or estimates[s].seconds > others:
+            continue
+        behind = lagging(runs, s)
+        lost = sum(max(0.0, r.seconds - estimate_id(runs, r.changes, s).seconds)  # type: ignore[union-attr]
+                   for r in behind)
+        if lost >= catch_ups[s]:
+            return s, why + f"; the {len(behind)} runs since cost {lost:.2f} s more than {s}"
+    return best, why
+
+
+def describe(runs: Sequence[Record], incremental: str | Sequence[str] = "id",
+             unbuilt: Collection[str] = ()) -> str:
     """What ``explain`` says of an ``auto`` view's records (``incremental``: its incremental
-    strategy)."""
+    strategies, the view's own first; ``unbuilt``: those whose tables a run has not built yet)."""
+    incremental = (incremental,) if isinstance(incremental, str) else tuple(incremental)
+    later = "".join(f"; {s} once the runs have cost what building its tables is estimated to" for s in unbuilt)
     if not runs:
         return "auto: no run recorded yet; a run recomputes when it reads more change rows than " \
                f"{RECOMPUTE_RATIO:.0%} of the base tables' rows, " \
-               f"else maintains by {incremental}"
+               f"else maintains by {incremental[0]}{later}"
     last = runs[-1]
-    by_inc = estimate_id(runs, last.changes, incremental)
+    counts = {s: sum(1 for r in runs if r.strategy == s) for s in (*incremental, "recompute")}
+    line = "auto: " + " and ".join(f"{counts[s]} {s} runs" for s in incremental) + \
+        f" and {counts['recompute']} recomputations recorded"
     again = estimate_recompute(runs, last.base_rows)
-    counts = {s: sum(1 for r in runs if r.strategy == s) for s in (incremental, "recompute")}
-    line = f"auto: {counts[incremental]} {incremental} runs and {counts['recompute']} recomputations recorded"
-    if by_inc is not None and again is not None:
-        line += (f"; for the last run's {last.changes} change rows: {by_inc.seconds:.2f} s by {incremental}, "
-                 f"{again.seconds:.2f} s to recompute")
-    return line
+    known = [(s, e) for s in incremental if (e := estimate_id(runs, last.changes, s)) is not None]
+    if known and again is not None:
+        line += f"; for the last run's {last.changes} change rows: " + \
+            ", ".join(f"{e.seconds:.2f} s by {s}" for s, e in known) + f", {again.seconds:.2f} s to recompute"
+    return line + later

@@ -119,7 +119,21 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
             mp, script, note = plan_maps(catalog, prov, text, filename), None, f"maps ({why})"
         except UnsupportedError as e:
             note = f"{note or 'recompute: ' + why}; {e.message}"
+    elif strategy == "auto" and script is not None and maps and prov.unknown is None and _aggregates(view.plan):
+        # an aggregate view id maintains: auto may also try maps, built by the run that first
+        # does (a failure to plan them only leaves it without)
+        try:
+            mp = plan_maps(catalog, prov, text, filename)
+        except UnsupportedError:
+            mp = None
     return Program(view.name, view.type, view.plan, prov, script, note, selection, mp)
+
+
+def _aggregates(plan) -> bool:
+    """Whether a view plan groups (has a GROUP BY or aggregates)."""
+    from idivm.algebra import operators as O
+
+    return any(isinstance(op, O.GroupBy) for op in O.walk(plan))
 
 
 def maps_caches_script(catalog: Catalog, view, prov, text: str, filename: str | None, whole):

@@ -89,10 +89,45 @@ def base_rows_at(catalog: Catalog, versions: Mapping[str, int]) -> int:
     return sum(delta.row_count(catalog.input_path(t), v) for t, v in versions.items())
 
 
-def auto_incremental(program: "Program", entry: ViewEntry) -> str:
-    """The incremental strategy of an ``auto`` view: ``maps`` when its program has maps
-    instead of a Δ-script (and the view was defined with their tables), else ``id``."""
-    return "maps" if program.script is None and program.maps is not None and entry.extra.get("maps") else "id"
+def maps_paths(catalog: Catalog, entry: ViewEntry, program: "Program") -> dict[str, Path]:
+    """Where the maps of a view are: the tables ``define`` wrote, or, for an ``auto`` view that
+    ``id`` maintains, where a run builds them when ``auto`` first tries them
+    (``<view>.maps/<map>``, as ``define`` names them)."""
+    if entry.extra.get("maps"):
+        return {m: catalog.root / rel for m, rel in entry.extra["maps"].items()}
+    if program.maps is None or entry.extra.get("strategy") != "auto":
+        return {}
+    return {m: catalog.root / f"{entry.path}.maps/{m}" for m in program.maps.program.maps}
+
+
+@dataclass(frozen=True)
+class AutoChoices:
+    """What an ``auto`` view may be maintained by besides recomputation: its incremental
+    strategies (the view's own first), those whose tables other runs leave behind, and those
+    whose tables are not built yet (with the number of tables)."""
+
+    incremental: tuple[str, ...]
+    stateful: frozenset[str]
+    unbuilt: dict[str, int]
+
+
+def auto_choices(catalog: Catalog, program: "Program", entry: ViewEntry) -> AutoChoices:
+    """The incremental strategies of an ``auto`` view: ``id`` when its program has a Δ-script
+    with IDs, ``maps`` when it has maps (for an aggregate view ``id`` also maintains, built by
+    the run that first tries them: :func:`idivm.exec.history.choose`)."""
+    incremental, stateful, unbuilt = [], set(), {}
+    script = program.script
+    if script is not None and script.id_columns:
+        incremental.append("id")
+        if script.caches:
+            stateful.add("id")
+    paths = maps_paths(catalog, entry, program)
+    if paths:
+        incremental.append("maps")
+        stateful.add("maps")
+        if not all(delta.exists(p) for p in paths.values()):
+            unbuilt["maps"] = len(paths)
+    return AutoChoices(tuple(incremental), frozenset(stateful), unbuilt)
 
 
 #: how many times a run starts again after another run of its view committed first
@@ -224,8 +259,12 @@ class Run:
     cost: "meter.Cost | None" = None
     #: the rows of the base tables at the new watermark, counted for an ``auto`` run's choice
     base_rows: int | None = None
-    #: an ``auto`` run that recomputed the view alone, leaving its caches behind
+    #: an ``auto`` run that left the tables of its other strategies behind (a recomputation of
+    #: the view alone, or a run of one incremental strategy)
     lagged: bool = False
+    #: the seconds the run spent building maps that were not there (an ``auto`` view's first
+    #: maps run): not counted in the run's record, which estimates the strategy's runs
+    built_seconds: float = 0.0
 
 
 #: the seconds the writes of a view being defined took, by the view's path (:func:`_timed`)
@@ -327,8 +366,9 @@ class Runtime:
             if caches:
                 extra["caches"] = caches
                 metadata["idivm.caches"] = json.dumps({c: 0 for c in caches}, sort_keys=True)
-        if program.maps is not None:
-            # the maps (of the same snapshot), committed with the view
+        if program.maps is not None and not (strategy == "auto" and script is not None):
+            # the maps (of the same snapshot), committed with the view (an auto view that id
+            # maintains builds them when a run first tries them)
             from idivm.exec import maps as mapping
 
             read = self.reader(catalog, watermark)
@@ -412,8 +452,8 @@ class Runtime:
         if run.base_rows is not None and run.version is not None:  # an auto run: recorded for the next choices
             entry = catalog.view(view_name)
             history.record(catalog.root / program_folder(entry.path),
-                           history.Record(run.strategy, run.cost.total_seconds, run.changes, run.base_rows,
-                                          run.lagged))
+                           history.Record(run.strategy, max(run.cost.total_seconds - run.built_seconds, 0.0),
+                                          run.changes, run.base_rows, run.lagged))
         return run
 
     def _maintain(self, catalog: Catalog, view_name: str, progress, use_indexes: bool,
@@ -446,30 +486,28 @@ class Runtime:
         n_changes = sum(c.num_rows for c in changes.values())
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
-        note, script, planned, base_rows = "", None, None, None
-        by_maps = program.maps is not None and (strategy == "maps" or (
-            strategy == "auto" and auto_incremental(program, entry) == "maps"))
-        if by_maps and strategy == "auto":
+        note, script, planned, base_rows, chosen = "", None, None, None, strategy
+        choices = auto_choices(catalog, program, entry) if strategy == "auto" else None
+        if choices is not None and choices.incremental:
             base_rows = base_rows_at(catalog, new)
             chosen, note = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
-                                          base_rows, incremental="maps")
-            by_maps = chosen == "maps"
-        if by_maps:
+                                          base_rows, choices.incremental, choices.stateful, choices.unbuilt)
+        # a run of one incremental strategy of an auto view leaves the other's tables behind
+        lagged = choices is not None and bool(choices.stateful - set(choices.unbuilt) - {chosen})
+        if program.maps is not None and chosen == "maps":
+            if lagged and program.script is not None and program.script.caches:
+                # the view's commit reflects no version of the caches, which lag (as after a
+                # recomputation of the view alone): the next id run catches them up by watermark
+                metadata["idivm.caches"] = json.dumps({})
             with spark_errors(view_name):
                 run = self._maintain_maps(catalog, entry, program, tables, old, new, changes, metadata, progress)
-            return replace(run, note="; ".join(filter(None, (note, waiting))), base_rows=base_rows)
-        if strategy in ("id", "tuple", "auto", "maps"):  # maps: over maps caches (program.maps is None)
+            return replace(run, note="; ".join(filter(None, (note, waiting))), base_rows=base_rows, lagged=lagged)
+        if strategy in ("id", "tuple", "auto", "maps") and chosen != "recompute":  # maps: over maps caches
             script, note = program.script, note or program.note
-            planned = script
             if script is not None and not script.id_columns:
                 script, note = None, "a view without IDs (a single tuple) is recomputed"
-            if strategy == "auto" and script is not None:
-                base_rows = base_rows_at(catalog, new)
-                chosen, why = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
-                                             base_rows)
-                if chosen == "recompute":
-                    script = None
-                note = why or note
+        if strategy in ("id", "tuple", "auto", "maps"):
+            planned = program.script
         note = "; ".join(filter(None, (note, waiting)))
         caches = cache_paths(catalog, entry)
         if script is None:
@@ -477,7 +515,6 @@ class Runtime:
                 progress(f"{view_name}: recomputing at {versions_text(new)}")
             # an auto view recomputes itself alone; its next id run catches its caches up, its
             # next maps run its maps
-            lagged = strategy == "auto" and bool(planned is not None and planned.caches or entry.extra.get("maps"))
             with meter.phase("write"):  # evaluated by the write
                 version, rows, written = self.recompute(catalog, view_name, prov, planned, new, metadata, caches,
                                                         with_caches=not lagged)
@@ -546,7 +583,7 @@ class Runtime:
         return Run(by, n_changes, stats["version"], old, new,
                    diff_rows=diff_rows + stats["diff_rows"], inserted=stats["inserted"], updated=stats["updated"],
                    deleted=stats["deleted"], rows_written=written + stats["rows_written"], note=note,
-                   compacted=compacted, base_rows=base_rows)
+                   compacted=compacted, base_rows=base_rows, lagged=lagged)
 
     def _maintain_maps(self, catalog: Catalog, entry: ViewEntry, program: "Program", tables: Mapping[str, Path],
                        old: Mapping[str, int], new: Mapping[str, int], changes: Mapping, metadata: dict,
@@ -554,13 +591,13 @@ class Runtime:
         """A run of a view maintained by maps (:mod:`idivm.exec.maps`): the maps' increments
         MERGEd into their tables, one commit each, then the view's changed groups in one
         commit naming the map versions it reflects."""
-        paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
+        paths = maps_paths(catalog, entry, program)
         stats = self._run_maps(catalog, entry.name, program.maps, program.prov.plan,
                                [c for c, _ in program.prov.view_ids], catalog.path_of(entry), paths, tables,
                                old, new, changes, metadata, progress)
         return Run("maps", sum(c.num_rows for c in changes.values()), stats["version"], dict(old), dict(new),
                    inserted=stats["inserted"], updated=stats["updated"], deleted=stats["deleted"],
-                   rows_written=stats["rows_written"])
+                   rows_written=stats["rows_written"], built_seconds=stats["built_seconds"])
 
     def _run_maps(self, catalog: Catalog, name: str, mp, plan, ids: Sequence[str], path: Path,
                   paths: Mapping[str, Path], tables: Mapping[str, Path], old: Mapping[str, int],
@@ -586,13 +623,19 @@ class Runtime:
             raise CatalogError(f"view {name} has no table for its maps {', '.join(missing)}; define it again")
         view_version = unmoved(path, old, name)
         reflected, at = maps_state(path)
+        built = 0.0
         if at is None or any(delta.version(p) != reflected.get(m) for m, p in paths.items()):
             # a run stopped between a map's commit and the table's: the maps are rebuilt at the
-            # table's watermark before the run goes on
+            # table's watermark before the run goes on (and built there, for an auto view whose
+            # first maps run this is)
             if progress:
-                progress(f"{name}: the maps are ahead of {table}; rebuilding them at {versions_text(old)}")
+                progress(f"{name}: building the maps at {versions_text(old)}" if at is None and not any(
+                    delta.exists(p) for p in paths.values()) else
+                    f"{name}: the maps are ahead of {table}; rebuilding them at {versions_text(old)}")
+            started = time.perf_counter()
             with meter.phase("write"):
                 reflected = self.rebuild_maps(catalog, mp, paths, old, metadata)
+            built = time.perf_counter() - started
             at = dict(old)
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
         cached = Caches(IN_MEMORY_MAX_ROWS if by_spark else None)
@@ -669,7 +712,8 @@ class Runtime:
                 with meter.phase("write"), delta.pinned(path, view_version):
                     version = delta.write_spark(upserts, path, mode="overwrite", commit_metadata=metadata,
                                                 engine=self.storage, deletion_vectors=True)
-                return {"version": version, "inserted": 0, "updated": 1, "deleted": 0, "rows_written": 1 + written}
+                return {"version": version, "inserted": 0, "updated": 1, "deleted": 0, "rows_written": 1 + written,
+                        "built_seconds": built}
             target = commit.Target(name if table == "the view" else f"{name}: {table}", tuple(ids))
             changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"), delta.pinned(path, view_version):
@@ -680,7 +724,7 @@ class Runtime:
                                         self.storage)
         finally:
             cached.release()
-        return {**stats, "rows_written": stats["rows_written"] + written}
+        return {**stats, "rows_written": stats["rows_written"] + written, "built_seconds": built}
 
     def _advance_maps(self, mp, paths: Mapping[str, Path], reflected: Mapping[str, int], changes: Mapping,
                       metadata: Mapping[str, str], cached, read_map, operation: str = "maintain map") -> tuple:
@@ -864,8 +908,9 @@ class Runtime:
         planned = program.script if entry.extra.get("strategy") in ("id", "tuple", "auto", "maps") else None
         metadata = {"idivm.operation": operation, "idivm.view": entry.name,
                     "idivm.watermark": json.dumps(at, sort_keys=True)}
-        if program.maps is not None:  # the maps may be what differed: rebuilt too
-            paths = {m: catalog.root / rel for m, rel in entry.extra.get("maps", {}).items()}
+        paths = maps_paths(catalog, entry, program)
+        if paths and (entry.extra.get("maps") or all(delta.exists(p) for p in paths.values())):
+            # the maps may be what differed: rebuilt too (an auto view's, once a run built them)
             metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, program.maps, paths, at, metadata),
                                                 sort_keys=True)
         return self.recompute(catalog, entry.name, program.prov, planned, at, metadata, cache_paths(catalog, entry))
