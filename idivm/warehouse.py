@@ -458,10 +458,12 @@ class Warehouse:
 
         ``strategy`` is how :meth:`maintain` keeps it fresh: ``id`` (ID-based i-diffs,
         thesis ch. 2), ``tuple`` (classical tuple-based IVM with t-diffs, §2.1),
-        ``recompute``, or ``auto``: per run, ``id`` or ``recompute``, whichever the view's
-        recorded runs estimate cheaper (:mod:`idivm.exec.history`; before there are any, ``id``
-        unless the change set is large relative to the view), and ``recompute`` for a view
-        with constructs without i-diff rules.
+        ``recompute``, ``maps`` (DBToaster's higher-order delta maps, for aggregate views), or
+        ``auto``: per run, ``id``, ``maps`` or ``recompute``, whichever the view's recorded runs
+        estimate cheapest (:mod:`idivm.exec.history`; before there are any, ``id`` unless the
+        change set is large relative to the base tables; the maps of a view ``id`` maintains
+        are built by the run that first tries them), and ``recompute`` for a view with
+        constructs that neither has rules for.
         Syntax errors, unknown names, views ``id``/``tuple`` cannot maintain and bad data
         raise before anything is written; the view's Delta table and its catalog entry
         land together.

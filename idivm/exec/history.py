@@ -1,9 +1,11 @@
 """The cost-based choice of ``auto``: each run of an ``auto`` view is recorded (strategy,
 seconds, change rows read, rows of the base tables), and a run chooses the strategy whose
-estimated time, from those records, is the smaller: recomputation, or the view's incremental
-strategy.  That is ``id`` (the Δ-script, with its caches) where the view has one, else
-``maps`` (DBToaster's higher-order delta maps, for aggregate views ``id`` cannot maintain:
-subqueries in WHERE, nested aggregates).
+estimated time, from those records, is the smallest: recomputation, or one of the view's
+incremental strategies.  Those are ``id`` (the Δ-script, with its caches) where the view has
+one, and ``maps`` (DBToaster's higher-order delta maps) for aggregate views: the only one of
+those ``id`` cannot maintain (subqueries in WHERE, nested aggregates, one tuple), and a second
+one of those it can, whose maps a run builds when it first tries them (rent or buy: once the
+runs since ``define`` have cost what building them is estimated to).
 
 * ``recompute`` costs what reading the base tables costs: its estimate is the median time per
   base-table row of the recorded recomputations (the view's materialization at ``define``
@@ -13,15 +15,15 @@ subqueries in WHERE, nested aggregates).
   negative); with runs of one size only, their median time scaled up (never down) by the
   change rows.
 
-A run that recomputes recomputes the view only: the intermediate caches of the ``id`` program,
-or the maps, stay where they were (recomputing them would make ``auto`` dearer than
-``recompute``), and the next incremental run first catches them up to the view, incrementally
-(see :meth:`idivm.exec.runtime.Runtime.maintain`).  While they lag, the incremental estimate adds
-the catch-up, an incremental run over the change rows the recomputations skipped; so that one
-large batch does not leave the view recomputed for ever, a run also goes back to the incremental
-strategy when the batch alone favours it and the recomputations since the lag began have cost
-more than it would have by at least the catch-up (the rent-or-buy rule: never more than twice
-the better of the two).
+A run that recomputes recomputes the view only, and a run of one incremental strategy writes
+only its own tables: the intermediate caches of the ``id`` program, or the maps, stay where they
+were (keeping them all up to date would make ``auto`` dearer than its cheapest strategy), and
+the next run of their strategy first catches them up to the view, incrementally (see
+:meth:`idivm.exec.runtime.Runtime.maintain`).  While they lag, that strategy's estimate adds the
+catch-up, a run of it over the change rows the other runs skipped; so that one large batch does
+not keep it away for ever, a run also goes back to it when the batch alone favours it and the
+runs since the lag began have cost more than it would have by at least the catch-up (the
+rent-or-buy rule: never more than twice the better of the two).
 
 Without a recorded incremental run, or without a recomputation to compare with, the choice
 falls back to the rule of thumb :data:`RECOMPUTE_RATIO`: recompute when a run reads more change
