@@ -68,7 +68,10 @@ def _apply_batch(program, maps: dict, updates: dict) -> None:
 
 @pytest.mark.parametrize("name", PROGRAMS)
 @pytest.mark.parametrize("seed", range(3))
-def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed):
+@pytest.mark.parametrize("narrow", [arrow.NARROW_RATIO, 1], ids=["narrowed-when-large", "narrowed-always"])
+def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed, narrow, monkeypatch):
+    # narrowed always: every join first keeps the larger side's rows whose keys the other holds
+    monkeypatch.setattr(arrow, "NARROW_RATIO", narrow)
     rnd = random.Random(1000 + seed)
     query = PROGRAMS[name]
     program = compile_program(query, batch=True)

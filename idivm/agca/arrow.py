@@ -352,13 +352,43 @@ def _join(contexts: pa.Table, gmr: pa.Table, on: tuple[str, str] | None = None) 
     right = gmr.rename_columns([_M2 if c == M else c for c in gmr.column_names])
     if shared:
         right = _conformed(right, contexts, shared)
-        joined = contexts.join(right, shared, join_type="inner", coalesce_keys=True)
+        left, right = _narrowed(contexts, right, shared, shared)
+        joined = left.join(right, shared, join_type="inner", coalesce_keys=True)
     elif on is not None:
-        joined = contexts.join(right, on[0], right_keys=on[1], join_type="inner", coalesce_keys=False)
+        left, right = _narrowed(contexts, right, [on[0]], [on[1]])
+        joined = left.join(right, on[0], right_keys=on[1], join_type="inner", coalesce_keys=False)
     else:
         joined = _cross(contexts, right)
     joined = _times(joined, joined.column(_M2))
     return joined.drop_columns([_M2])
+
+
+#: a side of a join this many times larger than the other is first narrowed to the rows whose
+#: keys the other holds (:func:`_narrowed`)
+NARROW_RATIO = 8
+
+
+def _narrowed(left: pa.Table, right: pa.Table, left_keys: Sequence[str],
+              right_keys: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+    """``left`` and ``right``, the larger (by :data:`NARROW_RATIO` at least) kept to the rows
+    whose join keys are among the smaller's, one key after the other: a batch joined with a
+    large map then hashes the batch's few matches, not the whole map.  NULL keys, which no join
+    matches, are dropped as well."""
+    if right.num_rows >= NARROW_RATIO * max(left.num_rows, 1):
+        return left, _keep_matching(right, right_keys, left, left_keys)
+    if left.num_rows >= NARROW_RATIO * max(right.num_rows, 1):
+        return _keep_matching(left, left_keys, right, right_keys), right
+    return left, right
+
+
+def _keep_matching(big: pa.Table, big_keys: Sequence[str], small: pa.Table, small_keys: Sequence[str]) -> pa.Table:
+    for b, k in zip(big_keys, small_keys):
+        values = pc.unique(small.column(k)).drop_null()
+        column = big.column(b)
+        if column.type != values.type:
+            values = pc.cast(values, column.type)
+        big = big.filter(pc.fill_null(pc.is_in(column, value_set=values), False))
+    return big
 
 
 def _conformed(right: pa.Table, left: pa.Table, keys: Sequence[str]) -> pa.Table:
