@@ -738,9 +738,9 @@ class Warehouse:
 
                 from idivm.exec.runtime import auto_choices
 
-                choices = auto_choices(catalog, programs.load_program(catalog, entry), entry)
-                strategy += " (" + history.describe(history.read(catalog.root / programs.program_folder(entry.path)),
-                                                    choices.incremental or ("id",), choices.unbuilt) + ")"
+                runs = history.read(catalog.root / programs.program_folder(entry.path))
+                choices = auto_choices(catalog, programs.load_program(catalog, entry), entry, runs)
+                strategy += " (" + history.describe(runs, choices.incremental or ("id",), choices.unbuilt) + ")"
         maps, no_maps = "", ""
         from idivm.algebra import operators as O
 

@@ -111,10 +111,13 @@ class AutoChoices:
     unbuilt: dict[str, int]
 
 
-def auto_choices(catalog: Catalog, program: "Program", entry: ViewEntry) -> AutoChoices:
-    """The incremental strategies of an ``auto`` view: ``id`` when its program has a Δ-script
-    with IDs, ``maps`` when it has maps (for an aggregate view ``id`` also maintains, built by
-    the run that first tries them: :func:`idivm.exec.history.choose`)."""
+def auto_choices(catalog: Catalog, program: "Program", entry: ViewEntry,
+                 runs: Sequence[history.Record]) -> AutoChoices:
+    """The incremental strategies of an ``auto`` view with the recorded ``runs``: ``id`` when
+    its program has a Δ-script with IDs, ``maps`` when it has maps (for an aggregate view
+    ``id`` also maintains, built by the run that first tries them:
+    :func:`idivm.exec.history.choose`; until a maps run is recorded they count as not built,
+    even if a run that built them stopped before its commit)."""
     incremental, stateful, unbuilt = [], set(), {}
     script = program.script
     if script is not None and script.id_columns:
@@ -125,7 +128,8 @@ def auto_choices(catalog: Catalog, program: "Program", entry: ViewEntry) -> Auto
     if paths:
         incremental.append("maps")
         stateful.add("maps")
-        if not all(delta.exists(p) for p in paths.values()):
+        if not entry.extra.get("maps") and (not any(r.strategy == "maps" for r in runs) or
+                                            not all(delta.exists(p) for p in paths.values())):
             unbuilt["maps"] = len(paths)
     return AutoChoices(tuple(incremental), frozenset(stateful), unbuilt)
 
@@ -487,11 +491,12 @@ class Runtime:
         metadata = {"idivm.operation": "maintain", "idivm.view": view_name,
                     "idivm.watermark": json.dumps(new, sort_keys=True)}
         note, script, planned, base_rows, chosen = "", None, None, None, strategy
-        choices = auto_choices(catalog, program, entry) if strategy == "auto" else None
+        runs = history.read(catalog.root / program_folder(entry.path)) if strategy == "auto" else []
+        choices = auto_choices(catalog, program, entry, runs) if strategy == "auto" else None
         if choices is not None and choices.incremental:
             base_rows = base_rows_at(catalog, new)
-            chosen, note = history.choose(history.read(catalog.root / program_folder(entry.path)), n_changes,
-                                          base_rows, choices.incremental, choices.stateful, choices.unbuilt)
+            chosen, note = history.choose(runs, n_changes, base_rows, choices.incremental, choices.stateful,
+                                          choices.unbuilt)
         # a run of one incremental strategy of an auto view leaves the other's tables behind
         lagged = choices is not None and bool(choices.stateful - set(choices.unbuilt) - {chosen})
         if program.maps is not None and chosen == "maps":
