@@ -113,6 +113,9 @@ class TableEntry:
     ``declared_schema`` is the schema the table was declared with, as written
     (``{"language": "ddl" | "json-schema", "text": ...}``; see
     :mod:`idivm.declared_schema`), or None for a table whose types were inferred from data.
+
+    ``static``: the table was declared never to change (ingest refuses it), so the views over
+    it need no maps for its changes (DBToaster §5.1, static tables).
     """
 
     name: str
@@ -122,6 +125,7 @@ class TableEntry:
     created: str = field(default_factory=now_utc)
     element_keys: dict[str, list[str]] = field(default_factory=dict)
     declared_schema: dict[str, str] | None = None
+    static: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "key": list(self.key),
@@ -129,6 +133,8 @@ class TableEntry:
                "schema": self.schema.to_json(), "path": self.path, "created": self.created}
         if self.declared_schema is not None:
             out["declared_schema"] = dict(self.declared_schema)
+        if self.static:
+            out["static"] = True
         return out
 
     @classmethod
@@ -140,7 +146,7 @@ class TableEntry:
         return cls(name=obj["name"], key=list(obj["key"]), schema=_tuple_type(obj["schema"]),
                    path=obj["path"], created=obj.get("created", ""), element_keys=element_keys,
                    declared_schema={"language": str(declared["language"]), "text": str(declared["text"])}
-                   if declared is not None else None)
+                   if declared is not None else None, static=obj.get("static") is True)
 
 
 @dataclass(slots=True)

@@ -135,24 +135,26 @@ def table() -> None:
 @click.option("--element-key", "element_keys", multiple=True, metavar="PATH=COL[,COL]",
               callback=lambda ctx, param, value: parse_element_key_options(value),
               help="Key of the elements of nested collection PATH (e.g. hours=day, a.b=id); repeatable.")
+@click.option("--static", is_flag=True, help="The table never changes (ingest refuses it): the maps of the views "
+                                             "over it keep nothing for its changes.")
 @OUTPUT_OPTION
 @click.pass_context
 def table_create(ctx: click.Context, name: str, key: str, source: str | None, schema: str | None,
-                 fmt: str | None, element_keys: dict[str, str], output: str) -> None:
+                 fmt: str | None, element_keys: dict[str, str], static: bool, output: str) -> None:
     """Create base table NAME from FILE, with a declared --schema, or both (an empty table:
     --schema alone).  (--output json: the table as 'table list --format json' shows it, and
     the undeclared fields left out.)"""
     if source is None and schema is None:
         raise click.UsageError("give --from FILE, --schema FILE|TEXT (an empty table), or both")
     info = open_warehouse(ctx).create_table(name, key, source, format=fmt, element_keys=element_keys,
-                                            schema=schema)
+                                            schema=schema, static=static)
     if output == "json":
         echo_json({**info.as_json(), "undeclared": dict(info.undeclared)})
         return
     rows = f"{info.rows} row{'' if info.rows == 1 else 's'}"
     declared = f", declared schema ({info.declared_schema.summary()})" if info.declared_schema is not None else ""
     click.echo(f"created table {info.name} (key {key_description(info.key, info.element_keys, ', ')}): "
-               f"{rows}, version {info.version}{declared}")
+               f"{rows}, version {info.version}{declared}{', static' if info.static else ''}")
     if info.undeclared:
         click.echo(f"{name}: {undeclared_text(info.undeclared)}")
 
@@ -179,7 +181,8 @@ def key_description(key: Sequence[str], element_keys: Mapping[str, Sequence[str]
 @OUTPUT_FORMAT
 @click.pass_context
 def table_list(ctx: click.Context, fmt: str) -> None:
-    """List base tables: name, key, rows, version (json: an array of objects)."""
+    """List base tables: name (static: never changes), key, rows, version (json: an array of
+    objects)."""
     infos = open_warehouse(ctx).tables()
     if fmt == "json":
         echo_json([i.as_json() for i in infos])
@@ -188,7 +191,8 @@ def table_list(ctx: click.Context, fmt: str) -> None:
         click.echo("no tables")
         return
     click.echo(format_table(["name", "key", "rows", "version"],
-                            [[i.name, key_description(i.key, i.element_keys), i.rows, i.version] for i in infos],
+                            [[i.name + (" (static)" if i.static else ""), key_description(i.key, i.element_keys),
+                              i.rows, i.version] for i in infos],
                             right={"rows", "version"}))
 
 

@@ -78,13 +78,16 @@ class TableInfo:
     #: what ``create_table`` left out of the data: the fields of open records the declared
     #: schema does not declare, and in how many rows each was
     undeclared: tuple[tuple[str, int], ...] = ()
+    #: declared never to change (``create_table(static=True)``)
+    static: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The table as a JSON object for programs (``table list --format json``)."""
         return {"name": self.name, "key": list(self.key),
                 "element_keys": {p: list(k) for p, k in self.element_keys.items()},
                 "declared_schema": self.declared_schema.to_json() if self.declared_schema is not None else None,
-                "rows": self.rows, "version": self.version, "created": self.created, "path": str(self.path)}
+                "rows": self.rows, "version": self.version, "created": self.created, "path": str(self.path),
+                "static": self.static}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,7 +279,8 @@ class Warehouse:
     def create_table(self, name: str, key: str | Sequence[str], source: Any = None, *,
                      format: str | None = None,
                      element_keys: Mapping[str, str | Sequence[str]] | None = None,
-                     schema: "str | os.PathLike | DeclaredSchema | None" = None) -> TableInfo:
+                     schema: "str | os.PathLike | DeclaredSchema | None" = None,
+                     static: bool = False) -> TableInfo:
         """Create base table ``name`` with primary key ``key`` from ``source``, or with the
         declared ``schema``, or both.
 
@@ -298,6 +302,10 @@ class Warehouse:
         the field).  Fields an open record does not declare are not stored, and are reported
         (:attr:`TableInfo.undeclared`); a closed record allows none.  Ingest checks records
         against the declared schema too, and the catalog keeps it as written.
+
+        ``static``: the table never changes (a dimension loaded once, like TPC-H's nation and
+        region): ingest refuses it, and the maps of the views over it keep nothing for its
+        changes (DBToaster §5.1), which makes them fewer and cheaper to maintain.
         """
         catalog = self.catalog
         catalog.check_new_name(name, "table")
@@ -350,7 +358,7 @@ class Warehouse:
                 delta.create_table(p, rows.table, schema=target, commit_metadata=metadata,
                                    row_group_rows=delta.BASE_ROW_GROUP)
         entry = TableEntry(name=name, key=key_columns, schema=row_type, path=rel, element_keys=nested_keys,
-                           declared_schema=declared.to_json() if declared is not None else None)
+                           declared_schema=declared.to_json() if declared is not None else None, static=static)
         self._install([(rel, write)], lambda cat: cat.add_table(entry))
         return replace(self.table_info(name), undeclared=undeclared)
 
@@ -402,13 +410,21 @@ class Warehouse:
         from idivm.ingest import ingest_feed
 
         catalog = self.catalog
-        entry = catalog.table(table)
+        entry = self._changeable(table)
         try:
             return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key),
                                format=format, element_keys=entry.element_keys, strict=strict, table=table,
                                evolve=evolve, progress=progress, declared=declared_schema(entry))
         finally:
             self._follow_table_schema(table)
+
+    def _changeable(self, table: str) -> TableEntry:
+        """The catalog entry of base table ``table``, which must not be static."""
+        entry = self.catalog.table(table)
+        if entry.static:
+            raise CatalogError(f"table {table} is static (created with --static): its rows never change, and the "
+                               "maps of the views over it keep nothing for its changes; nothing was ingested")
+        return entry
 
     def _follow_table_schema(self, table: str) -> None:
         """Add to the catalog's schema of base table ``table`` the columns its Delta table has
@@ -446,7 +462,7 @@ class Warehouse:
         every change ingested since they were quarantined."""
         from idivm.ingest import retry_quarantined
 
-        entry = self.catalog.table(table)
+        entry = self._changeable(table)
         return retry_quarantined(self.catalog.path_of(entry), self._quarantine(table), tuple(entry.key),
                                  entry.element_keys, fixed, format, declared_schema(entry))
 
@@ -873,7 +889,7 @@ class Warehouse:
         return TableInfo(name=entry.name, key=tuple(entry.key), rows=delta.row_count(path),
                          version=delta.version(path), schema=entry.schema, path=path, created=entry.created,
                          element_keys={p: tuple(k) for p, k in entry.element_keys.items()},
-                         declared_schema=declared_schema(entry))
+                         declared_schema=declared_schema(entry), static=entry.static)
 
     def _install(self, writes: Sequence[tuple[str, Callable[[Path], Any]]],
                  register: Callable[[Catalog], None]) -> None:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from idivm.datasets import sample_path
-from idivm.errors import UnsupportedError
+from idivm.errors import CatalogError, UnsupportedError
 from idivm.exec import commit
 from idivm.exec.programs import load_program
 from idivm.storage import delta
@@ -384,3 +384,37 @@ def test_a_group_by_joined_with_a_table_is_kept_by_a_maps_cache_and_the_rest_by_
     after = {r["did"]: r["n"] for r in wh.rows("cheap_counts")}
     assert after != before and 1 not in after
     assert any(delta.version(maps / m) > v for m, v in maps_before.items())
+
+
+def test_a_static_table_gets_no_trigger_and_no_map_of_its_changes_and_refuses_ingest(make_warehouse, tmp_path):
+    """DBToaster §5.1: a relation that never changes needs no map for its deltas.  With
+    ``devices`` declared static, the maps of ``COST`` keep nothing for a change of a device
+    (the sums per device of its parts, which only a device's change reads), the view is still
+    maintained through changes of the other tables, and ingest refuses the static table."""
+    from idivm.exec.maps import plan_maps
+
+    wh = make_warehouse("maps_static")
+    for table, key in (("parts", ["pid"]), ("devices", ["did"]), ("devices_parts", ["did", "pid"])):
+        rows = [json.loads(line) for line in sample_path("devices", table).read_text().splitlines() if line.strip()]
+        assert wh.create_table(table, key, rows, static=table == "devices").static == (table == "devices")
+    wh.define(COST, strategy="maps")
+    compiled = load_program(wh.catalog, wh.catalog.view("stats"))
+    program = compiled.maps.program
+    assert not any(rel == "devices" for rel, _ in program.triggers)
+    assert program.static == ("devices",) and "static (no trigger, no map of their changes): devices" in str(program)
+    assert "static (no trigger" in wh.explain("stats")
+    columns = {t: [n for n, _ in e.schema.fields] for t, e in wh.catalog.tables.items()}
+    every = plan_maps(compiled.prov.plan, columns).program  # the same view, devices not static
+    assert any(rel == "devices" for rel, _ in every.triggers) and len(program.maps) < len(every.maps)
+    _ingest(wh, tmp_path, "parts", {"pid": 1, "price": 12.5})
+    _ingest(wh, tmp_path, "devices_parts", {"__delete": {"did": 1, "pid": 2}})
+    (r,) = wh.maintain("stats")
+    assert r.strategy == "maps"
+    verified = wh.verify("stats")
+    assert verified.ok and len(verified.caches) == len(program.maps), verified.summary()
+    version = wh.table_info("devices").version
+    (tmp_path / "d.jsonl").write_text(json.dumps({"did": 1, "category": "tablet"}) + "\n")
+    with pytest.raises(CatalogError, match="table devices is static"):
+        wh.ingest("devices", tmp_path / "d.jsonl", format="rows")
+    assert wh.table_info("devices").version == version
+    assert wh.tables()[0].as_json()["static"] is True  # devices, first by name

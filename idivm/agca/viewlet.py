@@ -85,9 +85,13 @@ class Program:
     query: str
     maps: dict[str, MapDef] = field(default_factory=dict)
     triggers: dict[tuple[str, int], Trigger] = field(default_factory=dict)
+    #: the relations declared never to change, which have no trigger
+    static: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         lines = [f"map {m.name}[{', '.join(m.keys)}] := {m.definition}" for m in self.maps.values()]
+        if self.static:
+            lines.append(f"static (no trigger, no map of their changes): {', '.join(self.static)}")
         for (rel, sign), t in sorted(self.triggers.items()):
             lines.append(f"on Δ{rel}:" if sign == 0 else f"on {'+' if sign > 0 else '-'}{rel}({', '.join(t.variables)}):")
             lines.extend(f"  {s}" for s in t.statements)
@@ -108,7 +112,8 @@ def compile_program(query: Term | Mapping[str, Term], name: str = "Q", *, batch:
     for q in queries.values():
         if inputs(q):
             raise AgcaError(f"a maintained query has no input variables; {q} has {', '.join(sorted(inputs(q)))}")
-    program = Program(name)
+    program = Program(name, static=tuple(sorted(frozenset(static) & frozenset().union(
+        *(relations(q) for q in queries.values())))))
     #: the canonical form of each map's definition -> (its name, its variables' canonical names)
     by_definition: dict[Term, tuple[str, dict[str, str]]] = {}
     statements: dict[tuple[str, int], list[Statement]] = {}

@@ -34,7 +34,7 @@ Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`U
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -72,10 +72,11 @@ class MapsPlan:
         return list(dict.fromkeys(v for _, v in self.core.keys))
 
 
-def plan_maps(plan: O.Operator, columns: Mapping[str, Sequence[str]]) -> MapsPlan:
+def plan_maps(plan: O.Operator, columns: Mapping[str, Sequence[str]], static: Collection[str] = ()) -> MapsPlan:
     """The maps of the view of ``plan`` (its plan with provenance); ``columns``: each base
-    table's columns in order.  Raises :class:`Untranslatable` naming what the maps cannot
-    maintain."""
+    table's columns in order; ``static``: the tables that never change (no trigger, no map
+    for their changes: DBToaster §5.1).  Raises :class:`Untranslatable` naming what the maps
+    cannot maintain."""
     groups = [op for op in O.walk(plan, into_nested=False) if isinstance(op, O.GroupBy)]
     inside = {id(op) for op in O.walk(groups[0])} if len(groups) == 1 else set()  # its subqueries included
     if len(groups) != 1 or any(isinstance(op, O.GroupBy) and id(op) not in inside for op in O.walk(plan)):
@@ -86,7 +87,7 @@ def plan_maps(plan: O.Operator, columns: Mapping[str, Sequence[str]]) -> MapsPla
         raise Untranslatable("it reads a table outside its GROUP BY")
     core = translate_group_by(group, columns)
     queries = {TERM_PREFIX + name: term for name, term in core.terms.items()}
-    program = viewlet.compile_program(queries, "view", batch=True)
+    program = viewlet.compile_program(queries, "view", batch=True, static=static)
     read = {a.name for m in program.maps.values() for a in atoms(m.definition)}
     return MapsPlan(group, core, program, tuple((t, tuple(columns[t])) for t in sorted(read)))
 

@@ -150,7 +150,7 @@ def maps_caches_script(catalog: Catalog, view, prov, text: str, filename: str | 
     columns = {t: [n for n, _ in ty.fields] for t, ty in base.types.items()}
     try:
         script = generate_view(view.name, view.plan, prov, base.keys, base.types, base.element_keys, "id",
-                               caches=True, maps_of=lambda cache_plan: plan(cache_plan, columns))
+                               caches=True, maps_of=lambda cache_plan: plan(cache_plan, columns, static_tables(catalog)))
     except IdivmError as e:
         raise UnsupportedError(f"the maps strategy cannot maintain this view: {e.message}").with_source(text, filename)
     if script is None:  # no GROUP BY of it has maps either
@@ -168,9 +168,14 @@ def plan_maps(catalog: Catalog, prov, text: str, filename: str | None):
         raise prov.unknown.with_source(text, filename)
     columns = {t: [n for n, _ in ty.fields] for t, ty in input_relations(catalog).types.items()}
     try:
-        return plan(prov.plan, columns)
+        return plan(prov.plan, columns, static_tables(catalog))
     except Untranslatable as e:
         raise UnsupportedError(f"the maps strategy cannot maintain this view: {e}").with_source(text, filename)
+
+
+def static_tables(catalog: Catalog) -> frozenset[str]:
+    """The base tables declared never to change (``create_table(static=True)``)."""
+    return frozenset(n for n, t in catalog.tables.items() if t.static)
 
 
 def plan_view(catalog: Catalog, text: str, filename: str | None):
