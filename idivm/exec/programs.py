@@ -122,9 +122,11 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
     elif strategy == "auto" and script is not None and maps and prov.unknown is None and _aggregates(view.plan):
         # an aggregate view id maintains: auto may also try maps, built by the run that first
         # does (a failure to plan them only leaves it without)
+        from idivm.agca.gmr import AgcaError
+
         try:
             mp = plan_maps(catalog, prov, text, filename)
-        except UnsupportedError:
+        except (UnsupportedError, AgcaError):
             mp = None
     return Program(view.name, view.type, view.plan, prov, script, note, selection, mp)
 
