@@ -36,8 +36,8 @@ from idivm.algebra.builder import VALUE_NAME, scalar_type
 from idivm.catalog import Catalog, TableEntry, ViewEntry
 from idivm.errors import CatalogError, DataError, IdivmError
 from idivm.exec import programs
-from idivm.exec.runtime import (Run, Runtime, cache_maps, latest_commit_with, maps_paths, versions_text,
-                                view_watermark)
+from idivm.exec.runtime import (Run, Runtime, cache_maps, latest_commit_with, maps_built, maps_paths,
+                                versions_text, view_watermark)
 from idivm.ingest.load import (
     _spark_delta_schema, check_columns, check_declared_key, check_element_key, check_element_key_type,
     check_key, check_spark_element_key, check_spark_key, declared_dataframe, idivm_schema, is_spark_dataframe,
@@ -646,8 +646,7 @@ class Warehouse:
                     caches += self._compare_maps(f"{name}.{cache.name}", cache.maps, cpath,
                                                  cache_maps(cpath, cache), at, limit, step)
         paths = maps_paths(catalog, entry, program)
-        if paths and (entry.extra.get("maps") or all(delta.exists(p) for p in paths.values())):
-            # its maps (an auto view's once a run built them)
+        if maps_built(entry, paths):
             caches += self._compare_maps(name, program.maps, catalog.path_of(entry), paths, watermark, limit, step)
         step(f"{name}: comparing the view with its recomputation")
         own = self._compare(name, self._runtime.evaluate_at(catalog, prov.plan, watermark), catalog.path_of(entry),
@@ -758,9 +757,7 @@ class Warehouse:
                 choices = auto_choices(catalog, programs.load_program(catalog, entry), entry, runs)
                 strategy += " (" + history.describe(runs, choices.incremental or ("id",), choices.unbuilt) + ")"
         maps, no_maps = "", ""
-        from idivm.algebra import operators as O
-
-        if any(isinstance(op, O.GroupBy) for op in O.walk(view.plan)):  # an aggregate view: maps, or why not
+        if programs.groups(view.plan):  # an aggregate view: maps, or why not
             try:
                 maps = str(programs.plan_maps(catalog, prov, text, filename).program)
             except IdivmError as e:
@@ -828,8 +825,9 @@ class Warehouse:
                              program.script.strategy if program.script is not None else None)
         features["clustered_by"] = list(layout.keys) if layout is not None else []
         parts = {f"cache {c}": rel for c, rel in entry.extra.get("caches", {}).items()}
-        parts |= {f"map {m}": str(p.relative_to(catalog.root))
-                  for m, p in maps_paths(catalog, entry, program).items() if delta.exists(p)}
+        paths = maps_paths(catalog, entry, program)
+        if maps_built(entry, paths):
+            parts |= {f"map {m}": str(p.relative_to(catalog.root)) for m, p in paths.items()}
         indexes = catalog.root / f"{entry.path}.{INDEXES}"
         if indexes.is_dir():
             parts |= {f"index {p.name}": f"{entry.path}.{INDEXES}/{p.name}" for p in sorted(indexes.iterdir())

@@ -382,12 +382,11 @@ def _narrowed(left: pa.Table, right: pa.Table, left_keys: Sequence[str],
 
 
 def _keep_matching(big: pa.Table, big_keys: Sequence[str], small: pa.Table, small_keys: Sequence[str]) -> pa.Table:
+    """The rows of ``big`` whose ``big_keys`` hold values of ``small``'s ``small_keys`` (of the
+    same types: :func:`_join` conforms them first)."""
     for b, k in zip(big_keys, small_keys):
         values = pc.unique(small.column(k)).drop_null()
-        column = big.column(b)
-        if column.type != values.type:
-            values = pc.cast(values, column.type)
-        big = big.filter(pc.fill_null(pc.is_in(column, value_set=values), False))
+        big = big.filter(pc.fill_null(pc.is_in(big.column(b), value_set=values), False))
     return big
 
 

@@ -119,7 +119,7 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
             mp, script, note = plan_maps(catalog, prov, text, filename), None, f"maps ({why})"
         except UnsupportedError as e:
             note = f"{note or 'recompute: ' + why}; {e.message}"
-    elif strategy == "auto" and script is not None and maps and prov.unknown is None and _aggregates(view.plan):
+    elif strategy == "auto" and script is not None and maps and prov.unknown is None and groups(view.plan):
         # an aggregate view id maintains: auto may also try maps, built by the run that first
         # does (a failure to plan them only leaves it without)
         from idivm.agca.gmr import AgcaError
@@ -131,7 +131,7 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
     return Program(view.name, view.type, view.plan, prov, script, note, selection, mp)
 
 
-def _aggregates(plan) -> bool:
+def groups(plan) -> bool:
     """Whether a view plan groups (has a GROUP BY or aggregates)."""
     from idivm.algebra import operators as O
 

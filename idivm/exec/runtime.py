@@ -100,6 +100,12 @@ def maps_paths(catalog: Catalog, entry: ViewEntry, program: "Program") -> dict[s
     return {m: catalog.root / f"{entry.path}.maps/{m}" for m in program.maps.program.maps}
 
 
+def maps_built(entry: ViewEntry, paths: Mapping[str, Path]) -> bool:
+    """Whether the maps of a view, at ``paths`` (:func:`maps_paths`), are there: those
+    ``define`` wrote, or an ``auto`` view's once a run has built them all."""
+    return bool(paths) and (bool(entry.extra.get("maps")) or all(delta.exists(p) for p in paths.values()))
+
+
 @dataclass(frozen=True)
 class AutoChoices:
     """What an ``auto`` view may be maintained by besides recomputation: its incremental
@@ -128,8 +134,8 @@ def auto_choices(catalog: Catalog, program: "Program", entry: ViewEntry,
     if paths:
         incremental.append("maps")
         stateful.add("maps")
-        if not entry.extra.get("maps") and (not any(r.strategy == "maps" for r in runs) or
-                                            not all(delta.exists(p) for p in paths.values())):
+        if not maps_built(entry, paths) or (not entry.extra.get("maps") and
+                                            not any(r.strategy == "maps" for r in runs)):
             unbuilt["maps"] = len(paths)
     return AutoChoices(tuple(incremental), frozenset(stateful), unbuilt)
 
@@ -914,8 +920,7 @@ class Runtime:
         metadata = {"idivm.operation": operation, "idivm.view": entry.name,
                     "idivm.watermark": json.dumps(at, sort_keys=True)}
         paths = maps_paths(catalog, entry, program)
-        if paths and (entry.extra.get("maps") or all(delta.exists(p) for p in paths.values())):
-            # the maps may be what differed: rebuilt too (an auto view's, once a run built them)
+        if maps_built(entry, paths):  # the maps may be what differed: rebuilt too
             metadata["idivm.maps"] = json.dumps(self.rebuild_maps(catalog, program.maps, paths, at, metadata),
                                                 sort_keys=True)
         return self.recompute(catalog, entry.name, program.prov, planned, at, metadata, cache_paths(catalog, entry))
