@@ -18,6 +18,11 @@ from typing import Any
 
 MATPLOTLIB_MISSING = "matplotlib is not installed: no plots (pip install -e \".[bench]\")"
 
+#: the strategies ``auto`` is judged against: the fastest of them measured at a point is the best
+ALTERNATIVES = ("id", "id_noindex", "tuple", "recompute", "maps")
+#: ``auto`` should cost at most this much more than the best strategy at every point (issue target)
+AUTO_TOLERANCE = 1.1
+
 
 def point_key(point: Mapping[str, Any]) -> tuple:
     """A hashable, order-independent form of a point."""
@@ -68,11 +73,36 @@ def ratio(summary: Sequence[Mapping[str, Any]], workload: str, view: str, point:
     return None if top is None or not bottom else top / bottom
 
 
+def best(summary: Sequence[Mapping[str, Any]], workload: str, view: str, point: Mapping[str, Any]
+         ) -> tuple[float, str] | None:
+    """The fastest of :data:`ALTERNATIVES` measured at a point: (median seconds, strategy)."""
+    measured = [(m, s) for s in ALTERNATIVES if (m := median(summary, workload, view, point, s)) is not None]
+    return min(measured) if measured else None
+
+
+def auto_against_best(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per point where ``auto`` and another strategy were measured: ``auto``'s median over the
+    best strategy's, with the strategies ``auto``'s runs used."""
+    out = []
+    for row in summary:
+        if row["strategy"] != "auto" or row.get("not_measured"):
+            continue
+        top = best(summary, row["workload"], row["view"], row["point"])
+        if top is None:
+            continue
+        out.append({"workload": row["workload"], "view": row["view"], "point": row["point"],
+                    "auto_s": row["median_s"], "maintained_as": row.get("maintained_as") or [],
+                    "best": top[1], "best_s": top[0], "ratio": row["median_s"] / top[0]})
+    return out
+
+
 def axis_table(summary: Sequence[Mapping[str, Any]], workload: str, view: str, axis: str, values: Sequence[Any],
                default: Mapping[str, Any], columns: Sequence[str]) -> str:
     """Markdown: a row per value of ``axis`` (the default point's marked ``*``), a column per
-    strategy of ``columns`` (``duckdb`` included), median seconds, then ``recompute/id``."""
-    header = (axis, *columns, "recompute/id")
+    strategy of ``columns`` (``duckdb`` included), median seconds, then ``recompute/id`` and, when
+    ``auto`` is a column, ``auto/best`` (its median over the fastest other strategy's)."""
+    judged = "auto" in columns
+    header = (axis, *columns, "recompute/id", *(("auto/best",) if judged else ()))
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
     for point in axis_points(default, axis, values):
         value = point[axis]
@@ -82,8 +112,75 @@ def axis_table(summary: Sequence[Mapping[str, Any]], workload: str, view: str, a
         r = ratio(summary, workload, view, point)
         cells = (label, *(cell(find(summary, workload, view, point, s)) for s in columns),
                  "—" if r is None else f"{r:.2f}x")
+        if judged:
+            a, top = median(summary, workload, view, point, "auto"), best(summary, workload, view, point)
+            cells += ("—" if a is None or top is None else f"{a / top[0]:.2f}x ({top[1]})",)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def targets(summary: Sequence[Mapping[str, Any]], defaults: Mapping[str, Mapping[str, Any]]
+            ) -> list[tuple[str, str, str, bool]]:
+    """The performance targets that the measured points decide, as (target, view, measured,
+    met): ratios at the sizes the targets name (devices_parts 1M and 10M at d = 200), ``id``
+    across the extra joins and the sizes, a one-row change, the Yelp-like views at their largest
+    size, and at the largest size of every workload the fastest strategy against DuckDB.
+    ``defaults``: workload -> the default point of the run; a target whose points were not
+    measured is left out."""
+    out: list[tuple[str, str, str, bool]] = []
+
+    def at(workload: str, view: str, strategy: str, **change: Any) -> float | None:
+        return median(summary, workload, view, {**defaults[workload], **change}, strategy)
+
+    def views(workload: str) -> list[str]:
+        return list(dict.fromkeys(r["view"] for r in summary if r["workload"] == workload))
+
+    def over(top: float | None, bottom: float | None) -> float | None:
+        return None if top is None or not bottom else top / bottom
+
+    if "devices" in defaults:
+        base = {"d": 200, "j": 0, "s": 0.2, "f": 10}
+        sizes = sorted({r["point"]["size"] for r in summary if r["workload"] == "devices"
+                        and {k: r["point"][k] for k in base} == base})
+        for view in views("devices"):
+            for size, floors in ((1_000_000, {"recompute": 3, "tuple": 3}), (10_000_000, {"recompute": 20, "tuple": 5})):
+                for other, floor in floors.items():
+                    r = over(at("devices", view, other, **base, size=size), at("devices", view, "id", **base, size=size))
+                    if r is not None:
+                        out.append((f"devices_parts {size:,}, d = 200: `id` at least {floor}x faster than `{other}`",
+                                    view, f"{r:.2f}x", r >= floor))
+            r = over(at("devices", view, "id", j=4), at("devices", view, "id", j=0))
+            if r is not None:
+                out.append(("`id` within 1.3x from thesis j = 2 to j = 6 (extra joins 0 to 4)", view, f"{r:.2f}x", r <= 1.3))
+            for small, large in zip(sizes, sizes[1:]):
+                r = over(at("devices", view, "id", **base, size=large), at("devices", view, "id", **base, size=small))
+                if large == 10 * small and r is not None:
+                    out.append((f"`id` grows less than 2x from devices_parts {small:,} to {large:,}", view,
+                                f"{r:.2f}x", r < 2))
+            one = at("devices", view, "id", d=1)
+            if one is not None:
+                out.append(("a 1-row change maintained by `id` in under 1 s (warm session)", view, f"{one:.2f} s", one < 1))
+    if "yelp" in defaults:
+        largest = max((r["point"]["businesses"] for r in summary if r["workload"] == "yelp"), default=None)
+        for view in views("yelp"):
+            r = over(at("yelp", view, "recompute", batch=100, businesses=largest),
+                     at("yelp", view, "id", batch=100, businesses=largest))
+            if r is not None:
+                out.append((f"Yelp-like, {largest:,} businesses, 100 changes: `id` at least 20x faster than `recompute`",
+                            view, f"{r:.2f}x", r >= 20))
+    for workload, default in defaults.items():
+        rows = [r for r in summary if r["workload"] == workload]
+        size = next((k for k in ("size", "businesses", "sf", "users", "book") if k in default), None)
+        if size is None or not rows:
+            continue
+        largest = max(r["point"][size] for r in rows)
+        point = {**default, size: largest}
+        for view in views(workload):
+            top, duck = best(summary, workload, view, point), median(summary, workload, view, point, "duckdb")
+            if top is not None and duck is not None:
+                out.append((f"{workload} at its largest {size} ({largest:,}), default batch: faster than DuckDB's "
+                            f"recomputation", view, f"{top[1]} {top[0]:.3f} s, DuckDB {duck:.3f} s", top[0] < duck))
+    return out
 
 
 def have_matplotlib() -> bool:

@@ -114,10 +114,10 @@ DEVICES = Workload(
     batch="d",
     grids={
         "quick": ({"d": 200, "j": 0, "s": 0.2, "f": 10, "size": 100_000},
-                  devices_axes(d=(100, 200, 1000), j=(0, 2), s=(0.06, 0.2, 1.0), f=(5, 10, 25),
+                  devices_axes(d=(1, 100, 200, 1000), j=(0, 2, 4), s=(0.06, 0.2, 1.0), f=(5, 10, 25),
                                size=(10_000, 100_000, 1_000_000))),
         "full": ({"d": 200, "j": 0, "s": 0.2, "f": 10, "size": 1_000_000},
-                 devices_axes(d=(100, 200, 1000, 5000, 15000), j=(0, 1, 2, 3, 4), s=(0.06, 0.1, 0.2, 0.5, 1.0),
+                 devices_axes(d=(1, 100, 200, 1000, 5000, 15000), j=(0, 1, 2, 3, 4), s=(0.06, 0.1, 0.2, 0.5, 1.0),
                               f=(5, 10, 15, 20, 25), size=(100_000, 1_000_000, 10_000_000))),
     })
 
@@ -674,6 +674,22 @@ def markdown(config: SuiteConfig, env: Mapping[str, Any], plans: Mapping[str, tu
                   "| workload | point | view | strategy | maps | map rows |", "|---|---|---|---|---:|---:|",
                   *(f"| {c['workload']} | {point_label(c['point'])} | `{c['view']}` | {c['strategy']} | {c['maps']} | "
                     f"{c['map_rows']:,} |" for c in sized), ""]
+    judged = report.auto_against_best(state.summary)
+    if judged:
+        within = [j for j in judged if j["ratio"] <= report.AUTO_TOLERANCE]
+        beyond = sorted((j for j in judged if j["ratio"] > report.AUTO_TOLERANCE), key=lambda j: -j["ratio"])
+        lines += ["## `auto` against the best strategy", "",
+                  f"`auto`'s median within {report.AUTO_TOLERANCE:g}x of the fastest other strategy measured at "
+                  f"the same point: {len(within)} of {len(judged)} points.", ""]
+        if beyond:
+            lines += ["| workload | point | view | auto (as) | best | auto/best |", "|---|---|---|---:|---:|---:|",
+                      *(f"| {j['workload']} | {point_label(j['point'])} | `{j['view']}` | {j['auto_s']:.3f} "
+                        f"({', '.join(j['maintained_as'])}) | {j['best']} {j['best_s']:.3f} | {j['ratio']:.2f}x |"
+                        for j in beyond), ""]
+    goals = report.targets(state.summary, {name: default for name, (default, _) in plans.items()})
+    if goals:
+        lines += ["## Targets", "", "| target | view | measured | met |", "|---|---|---:|---|",
+                  *(f"| {t} | `{v}` | {m} | {'yes' if ok else '**no**'} |" for t, v, m, ok in goals), ""]
     agreed = sum(c["ok"] for c in state.checks)
     lines += [f"Checks against DuckDB (row count and sums of each maintained copy after the last run of "
               f"every point): {agreed} of {len(state.checks)} agree.", ""]

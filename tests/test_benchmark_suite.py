@@ -62,11 +62,45 @@ def test_axis_table_medians_ratio_and_fallbacks():
     ]
     table = report.axis_table(summary, "w", "v", "d", (1, 2), default, ["id", "recompute", "auto", "duckdb"])
     assert table.splitlines() == [
-        "| d | id | recompute | auto | duckdb | recompute/id |",
-        "|---:|---:|---:|---:|---:|---:|",
-        "| 1 | 0.500 | 2.00 | — | no DuckDB query | 4.00x |",
-        "| 2 * | 4.00 | 2.00 | 2.50 (as recompute) | — | 0.50x |",
+        "| d | id | recompute | auto | duckdb | recompute/id | auto/best |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| 1 | 0.500 | 2.00 | — | no DuckDB query | 4.00x | — |",
+        "| 2 * | 4.00 | 2.00 | 2.50 (as recompute) | — | 0.50x | 1.25x (recompute) |",
     ]
+
+
+def test_auto_is_judged_against_the_fastest_other_strategy_at_each_point():
+    summary = [
+        _row({"d": 1}, "id", 0.5), _row({"d": 1}, "tuple", 0.4), _row({"d": 1}, "recompute", 2.0),
+        _row({"d": 1}, "auto", 0.5, maintained_as=["id"]), _row({"d": 1}, "duckdb", 0.01),
+        _row({"d": 2}, "auto", 3.0),   # nothing to compare with
+        _row({"d": 3}, "recompute", 1.0), {**_row({"d": 3}, "auto", None), "not_measured": "maintain failed"},
+    ]
+    judged = report.auto_against_best(summary)
+    assert [(j["point"], j["best"], j["best_s"], round(j["ratio"], 6)) for j in judged] == [({"d": 1}, "tuple", 0.4, 1.25)]
+
+
+def test_targets_read_the_points_they_name():
+    base = {"d": 200, "j": 0, "s": 0.2, "f": 10}
+
+    def dev(point, strategy, median):
+        return {"workload": "devices", "view": "v", "point": point, "strategy": strategy, "median_s": median}
+
+    summary = [
+        dev({**base, "size": 100_000}, "id", 1.0), dev({**base, "size": 100_000}, "recompute", 1.5),
+        dev({**base, "size": 1_000_000}, "id", 1.5), dev({**base, "size": 1_000_000}, "recompute", 6.0),
+        dev({**base, "size": 1_000_000}, "tuple", 3.0), dev({**base, "size": 1_000_000}, "duckdb", 1.0),
+        dev({**base, "j": 4, "size": 100_000}, "id", 1.2), dev({**base, "d": 1, "size": 100_000}, "id", 0.7),
+    ]
+    goals = {(t.split(":")[0], m, ok) for t, _, m, ok in report.targets(summary, {"devices": {**base, "size": 100_000}})}
+    assert goals == {
+        ("devices_parts 1,000,000, d = 200", "4.00x", True),       # recompute / id
+        ("devices_parts 1,000,000, d = 200", "2.00x", False),      # tuple / id
+        ("`id` within 1.3x from thesis j = 2 to j = 6 (extra joins 0 to 4)", "1.20x", True),
+        ("`id` grows less than 2x from devices_parts 100,000 to 1,000,000", "1.50x", True),
+        ("a 1-row change maintained by `id` in under 1 s (warm session)", "0.70 s", True),
+        ("devices at its largest size (1,000,000), default batch", "id 1.500 s, DuckDB 1.000 s", False),
+    }
 
 
 def test_plot_axis_writes_a_png(tmp_path):
