@@ -2,7 +2,8 @@
 
 * The estimates, on made-up records whose answers are worked out by hand: a least-squares line
   through ``id`` runs, the median time per base-table row of recomputations, runs of one size
-  scaled up (never down), and the rule of thumb when a strategy has no record.
+  taken as the fixed part, and the rule of thumb when a strategy has no record or the batch is
+  large and far beyond its records.
 * The records: written and read back, the last :data:`~idivm.exec.history.KEEP` kept, an
   unreadable file read as none.
 * On the thesis' sample tables: ``define`` records the materialization as a recomputation; a run
@@ -30,13 +31,28 @@ def test_id_is_estimated_by_a_line_through_its_runs():
     assert est.runs == 3 and est.seconds == pytest.approx(0.5 + 0.005 * 1000)
 
 
-def test_a_falling_line_is_flat_and_runs_of_one_size_scale_up_only():
+def test_a_falling_line_is_flat_and_runs_of_one_size_are_their_fixed_part():
     falling = [Record("id", 2.0, 100, 1), Record("id", 1.0, 300, 1)]
     assert history.estimate_id(falling, 10_000).seconds == pytest.approx(1.5)  # slope 0: their mean
     same = [Record("id", 0.4, 200, 1), Record("id", 0.6, 200, 1), Record("id", 0.5, 200, 1)]
-    assert history.estimate_id(same, 50).seconds == pytest.approx(0.5)
-    assert history.estimate_id(same, 800).seconds == pytest.approx(2.0)
+    assert history.estimate_id(same, 50) == history.Estimate("id", pytest.approx(0.5), 3, False)
+    assert history.estimate_id(same, 800) == history.Estimate("id", pytest.approx(0.5), 3, False)
+    assert history.estimate_id(same, 2001).beyond  # more than 10x the largest batch recorded
     assert history.estimate_id([Record("recompute", 1.0, 0, 5)], 10) is None
+
+
+def test_runs_of_small_batches_do_not_keep_a_larger_batch_from_id():
+    # id measured on 2-row batches only (0.1 s); recompute 0.5 s: a 200-row batch is tried by id
+    # (whose fixed part dominates), and a batch the rule of thumb calls large, far beyond the
+    # records, is recomputed
+    runs = [Record("recompute", 0.5, 0, 100_000), *[Record("id", 0.1, 2, 100_000)] * 3]
+    assert history.choose(runs, 200, 100_000)[0] == "id"
+    assert history.choose(runs, 30_000, 100_000) == ("recompute", "30000 change rows for 100000 base-table rows")
+    # once a large batch has been recorded, the line decides
+    ran = [*runs, Record("id", 1.0, 20_000, 100_000)]
+    assert history.choose(ran, 30_000, 100_000)[0] == "recompute"   # 1.45 s against 0.5 s
+    cheap = [*runs, Record("id", 0.2, 20_000, 100_000)]
+    assert history.choose(cheap, 30_000, 100_000)[0] == "id"
 
 
 def test_recompute_is_estimated_per_base_row():

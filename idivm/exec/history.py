@@ -12,8 +12,11 @@ runs since ``define`` have cost what building them is estimated to).
   counts as one until a run has recomputed) times the base tables' rows now.
 * the incremental strategy costs a fixed part and a part per change row: its estimate is a
   least-squares line through its recorded runs (seconds against change rows, neither part
-  negative); with runs of one size only, their median time scaled up (never down) by the
-  change rows.
+  negative); with runs of one size only, which cannot tell the two parts apart, their median
+  time (the fixed part: a run's cost at small batches is mostly fixed, and a run of another
+  size, once recorded, gives the line).  A batch the rule of thumb calls large (below) is
+  given to an incremental strategy only when its records hold a batch within :data:`SPAN`
+  times its size.
 
 A run that recomputes recomputes the view only, and a run of one incremental strategy writes
 only its own tables: the intermediate caches of the ``id`` program, or the maps, stay where they
@@ -49,6 +52,9 @@ KEEP = 50
 #: without estimates, ``auto`` recomputes when a run reads more change rows than this fraction
 #: of the base tables' rows
 RECOMPUTE_RATIO = 0.25
+#: an incremental strategy's records are trusted for batches up to this many times the largest
+#: one they hold
+SPAN = 10
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,8 @@ class Estimate:
     strategy: str
     seconds: float
     runs: int
+    #: the batch is more than :data:`SPAN` times the largest one recorded
+    beyond: bool = False
 
 
 def estimate_recompute(runs: Sequence[Record], base_rows: int) -> Estimate | None:
@@ -114,14 +122,14 @@ def estimate_id(runs: Sequence[Record], changes: int, strategy: str = "id") -> E
     if not points:
         return None
     xs = [x for x, _ in points]
+    beyond = changes > SPAN * max(max(xs), 1)
     if len(set(xs)) < 2:
-        seconds = statistics.median(s for _, s in points)
-        return Estimate(strategy, seconds * max(1.0, changes / max(xs[0], 1)), len(points))
+        return Estimate(strategy, statistics.median(s for _, s in points), len(points), beyond)
     mx, my = statistics.fmean(xs), statistics.fmean(s for _, s in points)
     slope = sum((x - mx) * (s - my) for x, s in points) / sum((x - mx) ** 2 for x in xs)
     slope = max(slope, 0.0)
     fixed = max(my - slope * mx, 0.0)
-    return Estimate(strategy, fixed + slope * changes, len(points))
+    return Estimate(strategy, fixed + slope * changes, len(points), beyond)
 
 
 #: what an incremental strategy leaves behind while ``auto`` runs another one
@@ -158,8 +166,11 @@ def choose(runs: Sequence[Record], changes: int, base_rows: int, incremental: st
     unbuilt = dict(unbuilt or {})
     built = [s for s in incremental if s not in unbuilt]
     again = estimate_recompute(runs, base_rows)
-    estimates = {s: e for s in built if (e := estimate_id(runs, changes, s)) is not None}
-    if again is not None and changes <= RECOMPUTE_RATIO * max(base_rows, 1):
+    large = changes > RECOMPUTE_RATIO * max(base_rows, 1)
+    # a large batch far beyond a strategy's records: its estimate says nothing
+    estimates = {s: e for s in built if (e := estimate_id(runs, changes, s)) is not None
+                 and not (large and e.beyond)}
+    if again is not None and not large:
         spent = sum(r.seconds for r in runs if r.changes > 0)
         for s, tables in unbuilt.items():
             cost = tables * again.seconds
@@ -167,7 +178,7 @@ def choose(runs: Sequence[Record], changes: int, base_rows: int, incremental: st
                 return s, (f"trying {s}: the runs since the view was defined cost {spent:.2f} s, more than building "
                            f"its {tables} tables is estimated to ({cost:.2f} s)")
     if not estimates or again is None:
-        if changes > RECOMPUTE_RATIO * max(base_rows, 1):
+        if large:
             return "recompute", f"{changes} change rows for {base_rows} base-table rows"
         return (built or incremental)[0], ""
     whys, totals, catch_ups = [], {}, {}
