@@ -306,12 +306,12 @@ def build(index: StoredIndex, view_path: Path, view_version: int, metadata: Mapp
     three narrow columns per element) and written by delta-rs in small files."""
     commit_metadata = _metadata(index, view_version, metadata, "build index")
     if engine.spark or delta.needs_delta_spark(view_path):
-        from pyspark.sql import SparkSession, functions as F
+        from pyspark.sql import SparkSession
 
         view = delta.read_spark(SparkSession.active(), view_path, view_version, engine=engine)
-        entries = index.spark_entries(view).orderBy(*[F.col(delta.quoted(c)) for c in index.order])
+        entries = index.spark_entries(view)
         delta.write_spark(entries, index.path(view_path), mode="overwrite", commit_metadata=commit_metadata,
-                          engine=engine, deletion_vectors=True,
+                          engine=engine, deletion_vectors=True, order=index.order,
                           cluster_by=layouts.clustering_columns(entries.schema, index.order, engine))
         return delta.row_count(index.path(view_path))
     needed = list(dict.fromkeys([*index.id_columns, index.index.collection[0]]))

@@ -75,13 +75,11 @@ class Layout:
 
     def write(self, df: "DataFrame", path, mode: str, commit_metadata, engine: "delta.Engine" = delta.DELTA_RS) -> int:
         """Write ``df`` (the view's rows) in this layout; the new version.  A delta-spark engine
-        writes the rows ordered by the keys in Spark's partitions of ranges of them."""
-        from pyspark.sql import functions as F
-
-        ordered = df.orderBy(*[F.col(delta.quoted(c)) for c in self.keys])
-        return delta.write_spark(ordered, path, mode=mode, commit_metadata=commit_metadata,
+        writes the rows ordered by the keys in Spark's partitions of ranges of them; delta-rs
+        writes a small view sorted in the driver."""
+        return delta.write_spark(df, path, mode=mode, commit_metadata=commit_metadata,
                                  row_group_rows=self.row_group_rows, file_bytes=self.file_bytes,
-                                 engine=engine, deletion_vectors=True,
+                                 engine=engine, deletion_vectors=True, order=self.keys,
                                  cluster_by=clustering_columns(df.schema, self.keys, engine))
 
 

@@ -150,7 +150,7 @@ __all__ = [
 def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite"] = "error",
                 commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None,
                 file_bytes: int | None = None, engine: Engine = DELTA_RS, deletion_vectors: bool = False,
-                cluster_by: Sequence[str] = ()) -> int:
+                cluster_by: Sequence[str] = (), order: Sequence[str] = ()) -> int:
     """Write a Spark DataFrame to the Delta table at ``path``; return the new version.
 
     ``mode="error"`` creates the table (failing if one exists);
@@ -174,6 +174,8 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     vectors when the engine has them (views and caches; ``row_group_rows`` and ``file_bytes``
     do not apply); ``cluster_by`` creates or replaces the table with Delta's liquid
     clustering by those columns (delta-spark engines only; :mod:`idivm.storage.layout`).
+    ``order``: top-level columns to write the rows ordered by (NULLs first), by Spark, or, for
+    a small result written by delta-rs, in the driver's Arrow table (no Spark sort).
     """
     _check_mode(mode, ("error", "overwrite"))
     target = Path(path)
@@ -182,12 +184,16 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
         raise CatalogError(f"a Delta table already exists at {target}")
     df = _without_void_columns(df)
     if engine.spark or (existing and needs_delta_spark(target)):
+        if order:
+            from pyspark.sql import functions as F
+
+            df = df.orderBy(*[F.col(quoted(c)) for c in order])
         delta_spark.write(df, target, mode, commit_metadata=commit_metadata, create=not existing,
                           deletion_vectors=deletion_vectors and engine.deletion_vectors,
                           cluster_by=cluster_by if engine.spark else ())
     else:
         delta_rs.write_staged(df, target, mode, commit_metadata=commit_metadata, row_group_rows=row_group_rows,
-                              file_bytes=file_bytes)
+                              file_bytes=file_bytes, order=order)
     return version(target)
 
 

@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 
 from idivm.errors import CatalogError, DataError
 from idivm.storage import schema as schemas
-from idivm.storage.delta.clustered import write_clustered
+from idivm.storage.delta.clustered import ordered, write_clustered
 from idivm.storage.delta.commits import _commit_properties, count
-from idivm.storage.delta.merge import MergeClause, _clause_calls
+from idivm.storage.delta.merge import MergeClause, _clause_calls, quoted
 from idivm.storage.delta.table import (
     CHANGE_COLUMNS,
     TABLE_CONFIGURATION,
@@ -101,23 +101,28 @@ SMALL_INPUT_BYTES = 16 * 1024 * 1024
 
 def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrite"], *,
                  commit_metadata: Mapping[str, Any] | None, row_group_rows: int | None,
-                 file_bytes: int | None) -> None:
+                 file_bytes: int | None, order: Sequence[str] = ()) -> None:
     """Write a Spark DataFrame to the table at ``target`` through a Parquet staging directory
     whose files are streamed into delta-rs, or, with ``file_bytes``, into
     :func:`~idivm.storage.delta.clustered.write_clustered` (see
-    :func:`idivm.storage.delta.write_spark`).  The result of small inputs
-    (:data:`SMALL_INPUT_BYTES`: a view, cache, index or map of small tables) is collected into
-    the driver instead, in its order: one Spark job, no staging files."""
+    :func:`idivm.storage.delta.write_spark`), its rows ordered by the columns ``order`` if any.
+    The result of small inputs (:data:`SMALL_INPUT_BYTES`: a view, cache, index or map of small
+    tables) is collected into the driver instead, and ordered there: one Spark job, no sort in
+    Spark, no staging files."""
     import pyarrow.dataset as ds
+    from pyspark.sql import functions as F
 
     from idivm.storage.spark import small_result
 
     arrow = schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
     small = small_result(df, SMALL_INPUT_BYTES)
     if small is not None:
-        _write_reader(schemas.conform(small, arrow).to_reader(), target, mode, commit_metadata=commit_metadata,
-                      row_group_rows=row_group_rows, file_bytes=file_bytes)
+        small = schemas.conform(small, arrow)
+        _write_reader((ordered(small, order) if order else small).to_reader(), target, mode,
+                      commit_metadata=commit_metadata, row_group_rows=row_group_rows, file_bytes=file_bytes)
         return
+    if order:
+        df = df.orderBy(*[F.col(quoted(c)) for c in order])
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
