@@ -81,7 +81,7 @@ def test_auto_takes_the_cheaper_estimate_else_the_rule_of_thumb():
 
 def test_maps_are_estimated_from_their_own_runs_and_their_rule_of_thumb_counts_base_rows():
     # maps: 0.5 + 0.01 a change row; id runs (of another definition) do not count
-    runs = [Record("recompute", 2.0, 0, 1000), Record("maps", 0.6, 10, 1000), Record("maps", 0.8, 30, 1000),
+    runs = [Record("recompute", 2.0, 5, 1000), Record("maps", 0.6, 10, 1000), Record("maps", 0.8, 30, 1000),
             Record("id", 0.01, 10, 1000)]
     assert history.estimate_id(runs, 100, "maps").seconds == pytest.approx(1.5)
     strategy, why = history.choose(runs, 100, 1000, incremental="maps")
@@ -99,6 +99,26 @@ def test_maps_are_estimated_from_their_own_runs_and_their_rule_of_thumb_counts_b
     assert history.choose(defined, 200, 1000, incremental="maps") == ("maps", "")
     assert history.choose(defined, 300, 1000, incremental="maps") == \
         ("recompute", "300 change rows for 1000 base-table rows")
+
+
+def test_an_estimate_no_recent_run_checked_is_tried_once_when_it_is_close_to_the_best():
+    # recompute known from define's materialization only (0.6 s), id 0.45 s: recompute is tried
+    defined = [Record("recompute", 0.6, 0, 1000), *[Record("id", 0.45, 10, 1000)] * 3]
+    strategy, why = history.choose(defined, 10, 1000)
+    assert strategy == "recompute" and "trying recompute: no run of it among the last 20" in why
+    # its run (0.25 s) replaces the estimate: recompute is chosen on its own merits
+    ran = [*defined, Record("recompute", 0.25, 10, 1000, lagged=True)]
+    strategy, why = history.choose(ran, 10, 1000)
+    assert strategy == "recompute" and "trying" not in why
+    # not tried when far from the best (0.6 s against 0.2 s)
+    assert history.choose([Record("recompute", 0.6, 0, 1000), *[Record("id", 0.2, 10, 1000)] * 3], 10, 1000) == \
+        ("id", "10 change rows: estimated 0.20 s by id (3 runs); against 0.60 s to recompute (1 runs)")
+    # a checked run older than the last 20 runs is stale again: id, last run 25 runs back, is tried
+    old = [Record("recompute", 0.5, 0, 1000), Record("id", 0.5, 10, 1000),
+           *[Record("recompute", 0.45, 10, 1000)] * 25]
+    strategy, why = history.choose(old, 10, 1000)
+    assert strategy == "id" and "trying id" in why
+    assert history.choose([*old[:-5], Record("id", 0.5, 10, 1000), *old[-5:]], 10, 1000)[0] == "recompute"
 
 
 def test_records_are_kept_and_an_unreadable_file_is_none(tmp_path):
@@ -169,17 +189,18 @@ def test_lagging_caches_add_their_catch_up_to_id_until_the_recomputations_have_c
 
 
 def test_auto_tries_maps_once_the_runs_have_cost_what_building_them_would_and_then_takes_the_cheapest():
-    # recompute: 1.0 s; building 3 maps: about 3.0 s; the id runs so far 2.5 s, then 3.5 s
-    runs = [Record("recompute", 1.0, 0, 1000), Record("id", 1.0, 10, 1000), Record("id", 1.5, 20, 1000)]
+    # recompute: 0.5 s (a run's); building 3 maps: about 1.5 s; the runs so far 1.25 s, then 1.55 s
+    runs = [Record("recompute", 1.0, 0, 1000), Record("recompute", 0.5, 10, 1000), Record("id", 0.3, 10, 1000),
+            Record("id", 0.45, 20, 1000)]
     assert history.choose(runs, 10, 1000, ("id", "maps"), unbuilt={"maps": 3})[0] == "id"
-    runs.append(Record("id", 1.0, 10, 1000))
+    runs.append(Record("id", 0.3, 10, 1000))
     strategy, why = history.choose(runs, 10, 1000, ("id", "maps"), unbuilt={"maps": 3})
-    assert strategy == "maps" and "cost 3.50 s, more than building its 3 tables is estimated to (3.00 s)" in why
+    assert strategy == "maps" and "cost 1.55 s, more than building its 3 tables is estimated to (1.50 s)" in why
     assert history.choose(runs, 300, 1000, ("id", "maps"), unbuilt={"maps": 3})[0] == "recompute"  # a large batch
     # both built: the cheaper estimate, each with the catch-up of what the other's runs left behind
     runs.append(Record("maps", 0.2, 10, 1000, lagged=True))  # it left the caches 10 rows behind
     strategy, why = history.choose(runs, 10, 1000, ("id", "maps"))
-    assert strategy == "maps" and "0.20 s by maps (1 runs)" in why and "plus 1.00 s to catch the caches up" in why
+    assert strategy == "maps" and "0.20 s by maps (1 runs)" in why and "plus 0.30 s to catch the caches up" in why
     assert history.lagging(runs, "id") == [runs[-1]] and history.lagging(runs, "maps") == []
     # id cheaper by its records even with the catch-up: it catches its caches up; the maps then lag
     cheap = [runs[0], *[Record("id", 0.01, 10, 1000)] * 3, runs[-1]]

@@ -28,6 +28,11 @@ not keep it away for ever, a run also goes back to it when the batch alone favou
 runs since the lag began have cost more than it would have by at least the catch-up (the
 rent-or-buy rule: never more than twice the better of the two).
 
+Estimates go stale: the materialization at ``define`` is a recomputation done once (with the
+caches, in a cold session), and the records of a strategy ``auto`` stopped choosing are never
+renewed.  So a strategy that no run among the last :data:`REFRESH` has checked is tried once
+when its estimate is within :data:`EXPLORE` times the best one; its run's record then decides.
+
 Without a recorded incremental run, or without a recomputation to compare with, the choice
 falls back to the rule of thumb :data:`RECOMPUTE_RATIO`: recompute when a run reads more change
 rows than that fraction of the base tables' rows (what a recomputation reads).  The records live beside the
@@ -55,6 +60,11 @@ RECOMPUTE_RATIO = 0.25
 #: an incremental strategy's records are trusted for batches up to this many times the largest
 #: one they hold
 SPAN = 10
+#: a strategy whose estimate no run among the last REFRESH has checked is tried when it is
+#: estimated at most EXPLORE times the best one (at most one run in REFRESH, at most EXPLORE
+#: times dearer, when the estimate was right)
+EXPLORE = 1.5
+REFRESH = 20
 
 
 @dataclass(frozen=True)
@@ -132,6 +142,13 @@ def estimate_id(runs: Sequence[Record], changes: int, strategy: str = "id") -> E
     return Estimate(strategy, fixed + slope * changes, len(points), beyond)
 
 
+def unchecked(runs: Sequence[Record], strategy: str) -> bool:
+    """Whether no run of ``strategy`` with changes is among the last :data:`REFRESH` runs: its
+    estimate then comes from older runs, or, for ``recompute``, from the materialization at
+    ``define`` alone."""
+    return not any(r.strategy == strategy and r.changes > 0 for r in runs[-REFRESH:])
+
+
 #: what an incremental strategy leaves behind while ``auto`` runs another one
 _LAGGING = {"id": "caches", "maps": "maps"}
 
@@ -193,6 +210,10 @@ def choose(runs: Sequence[Record], changes: int, base_rows: int, incremental: st
     why = f"{changes} change rows: " + "; ".join(whys) + f"; against {again.seconds:.2f} s to recompute ({again.runs} runs)"
     totals["recompute"] = again.seconds
     best = min(totals, key=lambda s: (totals[s], s != incremental[0]))
+    # an estimate no recent run of its own has checked is tried once when it is close to the best
+    for s in sorted(totals, key=lambda s: totals[s]):
+        if s != best and totals[s] <= EXPLORE * totals[best] and unchecked(runs, s):
+            return s, why + f"; trying {s}: no run of it among the last {REFRESH} checked its estimate"
     if best != "recompute" and catch_ups.get(best, 0.0) == 0.0:
         return best, why
     # rent or buy: a strategy whose catch-up alone makes it dearer goes back to incremental runs
