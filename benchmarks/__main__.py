@@ -54,6 +54,9 @@ class PlotCommand:
 
 
 def plot(command: PlotCommand) -> int:
+    """Draw the plots of each results file; then print, over all of them together, ``auto``
+    against the best strategy at every point and the targets they decide."""
+    summary, defaults = [], {}
     for path in command.results:
         try:
             results = json.loads(path.read_text(encoding="utf-8"))
@@ -67,6 +70,9 @@ def plot(command: PlotCommand) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for picture in suite.draw(results, out):
             print(picture)
+        summary += results["summary"]
+        defaults.update({name: plan["default"] for name, plan in results["plans"].items()})
+    print("\n".join(["", *suite.judged_markdown(summary, defaults)]))
     return 0
 
 
@@ -112,10 +118,12 @@ def parse_args(argv: Sequence[str] | None = None) -> "suite.SuiteConfig | PlotCo
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"),
                    help="output directory: results.json, results.md, *.png, work/ (data, warehouses); "
                         "default benchmarks/results")
-    p = commands.add_parser("plot", help="draw the plots of results.json files again",
+    p = commands.add_parser("plot", help="draw the plots of results.json files again, and judge auto and the "
+                                         "targets over all of them",
                             description="For each RESULTS file (results.json of 'run'): one PNG per workload, "
                                         "view and axis, the median seconds of each strategy and DuckDB against "
-                                        "the axis's values.")
+                                        "the axis's values. Then, over all the files together: auto against the "
+                                        "best strategy at every point, and the targets the points decide.")
     p.add_argument("results", type=Path, nargs="+", metavar="RESULTS", help="results.json files")
     p.add_argument("--out", type=Path, default=None,
                    help="directory of the PNGs (default: each results file's own directory)")

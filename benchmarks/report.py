@@ -82,7 +82,8 @@ def best(summary: Sequence[Mapping[str, Any]], workload: str, view: str, point: 
 
 def auto_against_best(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per point where ``auto`` and another strategy were measured: ``auto``'s median over the
-    best strategy's, with the strategies ``auto``'s runs used."""
+    best strategy's, with the strategies ``auto``'s runs used and the fastest and slowest of the
+    best strategy's own timed runs (how much one run of it varies)."""
     out = []
     for row in summary:
         if row["strategy"] != "auto" or row.get("not_measured"):
@@ -90,9 +91,11 @@ def auto_against_best(summary: Sequence[Mapping[str, Any]]) -> list[dict[str, An
         top = best(summary, row["workload"], row["view"], row["point"])
         if top is None:
             continue
+        spread = find(summary, row["workload"], row["view"], row["point"], top[1])
         out.append({"workload": row["workload"], "view": row["view"], "point": row["point"],
                     "auto_s": row["median_s"], "maintained_as": row.get("maintained_as") or [],
-                    "best": top[1], "best_s": top[0], "ratio": row["median_s"] / top[0]})
+                    "best": top[1], "best_s": top[0], "ratio": row["median_s"] / top[0],
+                    "best_min_s": spread.get("min_s", top[0]), "best_max_s": spread.get("max_s", top[0])})
     return out
 
 

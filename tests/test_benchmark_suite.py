@@ -71,13 +71,14 @@ def test_axis_table_medians_ratio_and_fallbacks():
 
 def test_auto_is_judged_against_the_fastest_other_strategy_at_each_point():
     summary = [
-        _row({"d": 1}, "id", 0.5), _row({"d": 1}, "tuple", 0.4), _row({"d": 1}, "recompute", 2.0),
+        _row({"d": 1}, "id", 0.5), _row({"d": 1}, "tuple", 0.4, min_s=0.3, max_s=0.6), _row({"d": 1}, "recompute", 2.0),
         _row({"d": 1}, "auto", 0.5, maintained_as=["id"]), _row({"d": 1}, "duckdb", 0.01),
         _row({"d": 2}, "auto", 3.0),   # nothing to compare with
         _row({"d": 3}, "recompute", 1.0), {**_row({"d": 3}, "auto", None), "not_measured": "maintain failed"},
     ]
     judged = report.auto_against_best(summary)
-    assert [(j["point"], j["best"], j["best_s"], round(j["ratio"], 6)) for j in judged] == [({"d": 1}, "tuple", 0.4, 1.25)]
+    assert [(j["point"], j["best"], j["best_s"], round(j["ratio"], 6), j["best_max_s"]) for j in judged] == \
+        [({"d": 1}, "tuple", 0.4, 1.25, 0.6)]
 
 
 def test_targets_read_the_points_they_name():
