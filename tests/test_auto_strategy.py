@@ -121,6 +121,17 @@ def test_an_estimate_no_recent_run_checked_is_tried_once_when_it_is_close_to_the
     assert history.choose([*old[:-5], Record("id", 0.5, 10, 1000), *old[-5:]], 10, 1000)[0] == "recompute"
 
 
+def test_the_base_rows_follow_the_last_record_and_the_changes():
+    import pyarrow as pa
+
+    from idivm.exec.runtime import base_rows_after
+
+    runs = [Record("recompute", 1.0, 0, 100), Record("id", 0.1, 5, 103)]
+    changes = {"a": pa.table({"_change_type": ["insert", "insert", "delete", "update_preimage", "update_postimage"]}),
+               "b": pa.table({"_change_type": ["delete"]})}
+    assert base_rows_after(None, {}, runs, changes) == 103  # + 2 inserts - 2 deletes; updates keep the count
+
+
 def test_records_are_kept_and_an_unreadable_file_is_none(tmp_path):
     assert history.read(tmp_path) == []
     for i in range(history.KEEP + 5):

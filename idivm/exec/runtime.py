@@ -89,6 +89,24 @@ def base_rows_at(catalog: Catalog, versions: Mapping[str, int]) -> int:
     return sum(delta.row_count(catalog.input_path(t), v) for t, v in versions.items())
 
 
+def base_rows_after(catalog: Catalog, versions: Mapping[str, int], runs: Sequence[history.Record],
+                    changes: Mapping[str, "pa.Table"]) -> int:
+    """The rows of the base tables after a run of an ``auto`` view reading ``changes`` up to
+    ``versions``: the last record's rows plus those the changes insert less those they delete
+    (a statistic: no table is opened), counted from the tables' logs when there is no record
+    and every :data:`~idivm.exec.history.REFRESH` runs."""
+    import pyarrow.compute as pc
+
+    if not runs or len(runs) % history.REFRESH == 0:
+        return base_rows_at(catalog, versions)
+    net = 0
+    for c in changes.values():
+        kinds = c.column("_change_type")
+        net += pc.sum(pc.equal(kinds, "insert")).as_py() or 0
+        net -= pc.sum(pc.equal(kinds, "delete")).as_py() or 0
+    return max(runs[-1].base_rows + net, 0)
+
+
 def maps_paths(catalog: Catalog, entry: ViewEntry, program: "Program") -> dict[str, Path]:
     """Where the maps of a view are: the tables ``define`` wrote, or, for an ``auto`` view that
     ``id`` maintains, where a run builds them when ``auto`` first tries them
@@ -500,7 +518,7 @@ class Runtime:
         runs = history.read(catalog.root / program_folder(entry.path)) if strategy == "auto" else []
         choices = auto_choices(catalog, program, entry, runs) if strategy == "auto" else None
         if choices is not None and choices.incremental:
-            base_rows = base_rows_at(catalog, new)
+            base_rows = base_rows_after(catalog, new, runs, changes)
             chosen, note = history.choose(runs, n_changes, base_rows, choices.incremental, choices.stateful,
                                           choices.unbuilt)
         # a run of one incremental strategy of an auto view leaves the other's tables behind
