@@ -6,6 +6,7 @@ random change streams of the differential corpus are in ``test_differential``.""
 from __future__ import annotations
 
 import json
+import time
 
 import pyarrow as pa
 import pytest
@@ -418,3 +419,30 @@ def test_a_static_table_gets_no_trigger_and_no_map_of_its_changes_and_refuses_in
         wh.ingest("devices", tmp_path / "d.jsonl", format="rows")
     assert wh.table_info("devices").version == version
     assert wh.tables()[0].as_json()["static"] is True  # devices, first by name
+
+
+def test_auto_records_its_definition_as_the_views_own_write_without_building_its_maps(tables, monkeypatch):
+    """``auto``'s first estimate of a recomputation is the materialization at ``define``: the
+    view's write alone, which is what a recomputation by ``auto`` does; building the maps, made
+    slow here, does not count in it."""
+    from idivm.exec import history
+    from idivm.exec.programs import program_folder
+    from idivm.storage import delta
+
+    slow, write = 2.0, delta.write_spark
+
+    def slow_maps(df, path, **kwargs):
+        if ".maps" in str(path):
+            time.sleep(slow)
+        return write(df, path, **kwargs)
+
+    monkeypatch.setattr(delta, "write_spark", slow_maps)
+    wh = tables
+    text = "CREATE VIEW dear AS SELECT COUNT(*) AS n, SUM(p.price) AS total, MAX(p.price) AS hi FROM parts p " \
+           "WHERE p.price > 50"
+    wh.define(text.replace("VIEW dear", "VIEW warm"), strategy="recompute")  # Spark warmed up: a quick write
+    wh.define(text, strategy="auto")
+    maps = len(wh.catalog.view("dear").extra["maps"])
+    (defined,) = history.read(wh.catalog.root / program_folder(wh.catalog.view("dear").path))
+    assert maps >= 2 and defined.strategy == "recompute"
+    assert 0 < defined.seconds < maps * slow  # the maps' writes are not in it

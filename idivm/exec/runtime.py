@@ -295,13 +295,14 @@ class Run:
     built_seconds: float = 0.0
 
 
-#: the seconds the writes of a view being defined took, by the view's path (:func:`_timed`)
+#: the seconds the write of a view being defined took, by the view's path (:func:`_timed`)
 _WRITTEN: dict[Path, float] = {}
 
 
 def _timed(view: Path, write: Callable[[Path], object]) -> Callable[[Path], object]:
-    """``write``, adding the seconds it takes to those of the view stored at ``view``
-    (:meth:`Runtime.record_definition`)."""
+    """``write``, recording the seconds it takes as those of the view stored at ``view``
+    (:meth:`Runtime.record_definition`): the view's own write, which computes it, and not its
+    caches' or maps', which a recomputation by ``auto`` does not write."""
     def timed(path: Path) -> object:
         started = time.perf_counter()
         try:
@@ -383,13 +384,13 @@ class Runtime:
                                                        reevaluated=True).items():
                         mmeta = {**metadata, "idivm.operation": "define map", "idivm.cache": cache.name,
                                  "idivm.map": m}
-                        writes.append((str(located[m].relative_to(catalog.root)), _timed(
-                            catalog.root / rel, lambda p, d=mdf, mm=mmeta: delta.write_spark(
-                                d, p, mode="error", commit_metadata=mm, engine=self.storage,
-                                deletion_vectors=True))))
+                        writes.append((str(located[m].relative_to(catalog.root)),
+                                       lambda p, d=mdf, mm=mmeta: delta.write_spark(
+                                           d, p, mode="error", commit_metadata=mm, engine=self.storage,
+                                           deletion_vectors=True)))
                     cmeta["idivm.maps"] = json.dumps({m: 0 for m in located}, sort_keys=True)
-                writes.append((crel, _timed(catalog.root / rel, lambda p, d=cdf, m=cmeta: delta.write_spark(
-                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True))))
+                writes.append((crel, lambda p, d=cdf, m=cmeta: delta.write_spark(
+                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True)))
                 caches[cache.name] = crel
             if caches:
                 extra["caches"] = caches
@@ -404,8 +405,8 @@ class Runtime:
             for name, mdf in mapping.initial_maps(self.spark, program.maps, read, reevaluated=True).items():
                 mrel = f"{rel}.maps/{name}"
                 mmeta = {**metadata, "idivm.operation": "define map", "idivm.map": name}
-                writes.append((mrel, _timed(catalog.root / rel, lambda p, d=mdf, m=mmeta: delta.write_spark(
-                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True))))
+                writes.append((mrel, lambda p, d=mdf, m=mmeta: delta.write_spark(
+                    d, p, mode="error", commit_metadata=m, engine=self.storage, deletion_vectors=True)))
                 written[name] = mrel
             extra["maps"] = written
             metadata["idivm.maps"] = json.dumps({n: 0 for n in written}, sort_keys=True)
@@ -438,8 +439,8 @@ class Runtime:
         return schema
 
     def record_definition(self, catalog: Catalog, view_name: str) -> None:
-        """Record the materialization of an ``auto`` view (computing and writing the view and its
-        caches, what a recomputation does) as its first recomputation (:mod:`idivm.exec.history`)."""
+        """Record the materialization of an ``auto`` view (computing and writing the view, what a
+        recomputation by ``auto`` does) as its first recomputation (:mod:`idivm.exec.history`)."""
         entry = catalog.view(view_name)
         seconds = _WRITTEN.pop(catalog.root / entry.path, None)
         if seconds is None:
