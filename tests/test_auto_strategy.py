@@ -68,7 +68,8 @@ def test_recompute_is_estimated_per_base_row():
 
 
 def test_auto_takes_the_cheaper_estimate_else_the_rule_of_thumb():
-    runs = [Record("recompute", 1.0, 0, 1000), Record("id", 0.2, 10, 1000), Record("id", 0.4, 30, 1000)]
+    runs = [Record("recompute", 1.0, 0, 1000), Record("id", 0.2, 10, 1000), Record("id", 0.4, 30, 1000),
+            Record("id", 1.1, 100, 1000)]
     # id: 0.1 + 0.01 a row; recompute: 1.0 s
     assert history.choose(runs, 50, 1000)[0] == "id"  # 0.6 s against 1.0 s
     strategy, why = history.choose(runs, 200, 1000)  # 2.1 s against 1.0 s
@@ -82,10 +83,10 @@ def test_auto_takes_the_cheaper_estimate_else_the_rule_of_thumb():
 def test_maps_are_estimated_from_their_own_runs_and_their_rule_of_thumb_counts_base_rows():
     # maps: 0.5 + 0.01 a change row; id runs (of another definition) do not count
     runs = [Record("recompute", 2.0, 5, 1000), Record("maps", 0.6, 10, 1000), Record("maps", 0.8, 30, 1000),
-            Record("id", 0.01, 10, 1000)]
+            Record("maps", 1.5, 100, 1000), Record("id", 0.01, 10, 1000)]
     assert history.estimate_id(runs, 100, "maps").seconds == pytest.approx(1.5)
     strategy, why = history.choose(runs, 100, 1000, incremental="maps")
-    assert strategy == "maps" and "1.50 s by maps (2 runs)" in why
+    assert strategy == "maps" and "1.50 s by maps (3 runs)" in why
     assert history.choose(runs, 200, 1000, incremental="maps")[0] == "recompute"  # 2.5 s against 2.0 s
     # maps left behind by a recomputation: 0.6 s plus 1.5 s of catch-up against 2.0 s; with a
     # smaller lag 0.6 s plus 1.0 s
@@ -99,6 +100,19 @@ def test_maps_are_estimated_from_their_own_runs_and_their_rule_of_thumb_counts_b
     assert history.choose(defined, 200, 1000, incremental="maps") == ("maps", "")
     assert history.choose(defined, 300, 1000, incremental="maps") == \
         ("recompute", "300 change rows for 1000 base-table rows")
+
+
+def test_a_batch_far_larger_than_an_incremental_strategys_runs_is_tried_by_it_when_its_largest_run_was_cheap():
+    # id: 0.2 s at 20 rows, 0.3 s at 200 (a line of 0.19 + 0.00056 a row: 1.3 s at 2,000); recompute 0.5 s
+    runs = [Record("recompute", 0.5, 10, 100_000), *[Record("id", 0.2, 20, 100_000), Record("id", 0.3, 200, 100_000)] * 2]
+    strategy, why = history.choose(runs, 2000, 100_000)
+    assert strategy == "id" and "trying id: its runs read at most 200 change rows" in why
+    # once it has run at that size, the line decides: 0.25 s at 2,000 rows keeps id, 2 s does not
+    assert history.choose([*runs, Record("id", 0.25, 2000, 100_000)], 2000, 100_000)[0] == "id"
+    assert history.choose([*runs, Record("id", 2.0, 2000, 100_000)], 2000, 100_000)[0] == "recompute"
+    # not when its largest run already cost more than recomputing
+    dear = [Record("recompute", 0.5, 10, 100_000), Record("id", 0.6, 20, 100_000), Record("id", 0.7, 200, 100_000)]
+    assert history.choose(dear, 2000, 100_000)[0] == "recompute"
 
 
 def test_an_estimate_no_recent_run_checked_is_tried_once_when_it_is_close_to_the_best():

@@ -28,6 +28,11 @@ not keep it away for ever, a run also goes back to it when the batch alone favou
 runs since the lag began have cost more than it would have by at least the catch-up (the
 rent-or-buy rule: never more than twice the better of the two).
 
+A line through the runs of small batches says little of a batch many times larger: a batch
+more than twice the largest an incremental strategy has run is given to it when what that
+largest run is estimated to cost is below the best estimate, and its record then extends the
+line.
+
 Estimates go stale: the materialization at ``define`` is a recomputation done once (with the
 caches, in a cold session), and the records of a strategy ``auto`` stopped choosing are never
 renewed.  So a strategy that no run among the last :data:`REFRESH` has checked is tried once
@@ -210,6 +215,13 @@ def choose(runs: Sequence[Record], changes: int, base_rows: int, incremental: st
     why = f"{changes} change rows: " + "; ".join(whys) + f"; against {again.seconds:.2f} s to recompute ({again.runs} runs)"
     totals["recompute"] = again.seconds
     best = min(totals, key=lambda s: (totals[s], s != incremental[0]))
+    # a batch more than twice any an incremental strategy has run: its line is extrapolated, so
+    # it is tried when what its largest run cost is below the best estimate (then recorded)
+    for s in estimates:
+        top = max(r.changes for r in runs if r.strategy == s)
+        if s != best and not large and changes > 2 * top and \
+                estimate_id(runs, top, s).seconds + catch_ups[s] < totals[best]:  # type: ignore[union-attr]
+            return s, why + f"; trying {s}: its runs read at most {top} change rows"
     # an estimate no recent run of its own has checked is tried once when it is close to the best
     for s in sorted(totals, key=lambda s: totals[s]):
         if s != best and totals[s] <= EXPLORE * totals[best] and unchecked(runs, s):
