@@ -31,7 +31,7 @@ def test_plan_scales_sizes_and_keeps_given_values():
                                axes={"d": (100, 300), "size": None})
     default, axes = suite.plan(suite.DEVICES, config)
     assert default == {"d": 200, "j": 0, "s": 0.2, "f": 10, "size": 20_000}
-    assert [(a.name, a.values) for a in axes] == [("d", (100, 300)), ("size", (2_000, 20_000, 200_000))]
+    assert [(a.name, a.values) for a in axes] == [("d", (100, 300)), ("size", (2_000, 20_000, 200_000, 2_000_000))]
 
 
 def test_groups_share_data_between_batch_sizes():
