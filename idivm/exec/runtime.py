@@ -308,7 +308,7 @@ def _timed(view: Path, write: Callable[[Path], object]) -> Callable[[Path], obje
         try:
             return write(path)
         finally:
-            _WRITTEN[view] = _WRITTEN.get(view, 0.0) + time.perf_counter() - started
+            _WRITTEN[view] = time.perf_counter() - started
     return timed
 
 

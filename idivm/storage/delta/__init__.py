@@ -185,9 +185,9 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     df = _without_void_columns(df)
     if engine.spark or (existing and needs_delta_spark(target)):
         if order:
-            from pyspark.sql import functions as F
+            from idivm.storage.spark import by_name
 
-            df = df.orderBy(*[F.col(quoted(c)) for c in order])
+            df = df.orderBy(*by_name(order))
         delta_spark.write(df, target, mode, commit_metadata=commit_metadata, create=not existing,
                           deletion_vectors=deletion_vectors and engine.deletion_vectors,
                           cluster_by=cluster_by if engine.spark else ())

@@ -25,7 +25,7 @@ from idivm.errors import CatalogError, DataError
 from idivm.storage import schema as schemas
 from idivm.storage.delta.clustered import ordered, write_clustered
 from idivm.storage.delta.commits import _commit_properties, count
-from idivm.storage.delta.merge import MergeClause, _clause_calls, quoted
+from idivm.storage.delta.merge import MergeClause, _clause_calls
 from idivm.storage.delta.table import (
     CHANGE_COLUMNS,
     TABLE_CONFIGURATION,
@@ -110,9 +110,8 @@ def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrit
     tables) is collected into the driver instead, and ordered there: one Spark job, no sort in
     Spark, no staging files."""
     import pyarrow.dataset as ds
-    from pyspark.sql import functions as F
 
-    from idivm.storage.spark import small_result
+    from idivm.storage.spark import by_name, small_result
 
     arrow = schemas.delta_schema(schemas.arrow_schema(df.schema, nullable=True))
     small = small_result(df, SMALL_INPUT_BYTES)
@@ -122,7 +121,7 @@ def write_staged(df: "DataFrame", target: Path, mode: Literal["error", "overwrit
                       commit_metadata=commit_metadata, row_group_rows=row_group_rows, file_bytes=file_bytes)
         return
     if order:
-        df = df.orderBy(*[F.col(quoted(c)) for c in order])
+        df = df.orderBy(*by_name(order))
     staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
