@@ -491,6 +491,7 @@ def echo_dropped(views: Sequence[str], tables: Sequence[str], fmt: str) -> None:
 def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
     """Print the rows of view (or base table) NAME."""
     wh = open_warehouse(ctx)
+    from idivm.algebra.expressions import ABSENT
     from idivm.exec.materialize import collect_rows, spark_errors
 
     scalars = False
@@ -498,7 +499,8 @@ def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
         df, columns = wh.read_table(name), wh.catalog.table(name).schema.names
     else:
         schema = wh.catalog.view(name).schema
-        df, columns = wh.read(name), schema.names
+        # a field that is MISSING in a row: left out of its JSON line, an empty cell in the table
+        df, columns = wh.read(name, absent=True), [c for c in schema.names if c != ABSENT]
         if scalar_type(schema) is not None:  # a view of scalars: its values, in a column 'value'
             scalars, columns = True, (VALUE_NAME,)
     with spark_errors(name, "table" if name in wh.catalog.tables else "view"):

@@ -700,22 +700,24 @@ class Warehouse:
         catalog = self.catalog
         return self._view_info(catalog, catalog.view(name))
 
-    def read(self, name: str) -> "DataFrame":
+    def read(self, name: str, absent: bool = False) -> "DataFrame":
         """View ``name`` as a Spark DataFrame of its user-visible columns (a view of scalars,
-        ``SELECT VALUE x.price``: one column ``value``)."""
+        ``SELECT VALUE x.price``: one column ``value``); a field that is MISSING in a row is NULL
+        there, unless ``absent`` keeps the lists of such fields (hidden, for :meth:`rows`)."""
         from idivm.exec.materialize import user_visible
 
         catalog = self.catalog
         path = catalog.path_of(catalog.view(name))  # an unknown name fails before Spark starts
-        return user_visible(delta.read_spark(self.spark, path, engine=self.storage))
+        return user_visible(delta.read_spark(self.spark, path, engine=self.storage), absent=absent)
 
     def rows(self, name: str, limit: int | None = None) -> list:
-        """View ``name`` as plain Python values: a dict of its user-visible columns per row, or,
-        for a view of scalars (``SELECT VALUE x.price``), the values themselves."""
+        """View ``name`` as plain Python values: a dict of its user-visible columns per row (without
+        the fields that are MISSING in it), or, for a view of scalars (``SELECT VALUE
+        x.price``), the values themselves."""
         from idivm.exec.materialize import collect_rows, spark_errors
 
         with spark_errors(name):
-            rows = collect_rows(self.read(name), limit)
+            rows = collect_rows(self.read(name, absent=True), limit)
         if scalar_type(self.catalog.view(name).schema) is not None:
             return [r[VALUE_NAME] for r in rows]
         return rows

@@ -893,7 +893,7 @@ def view_bag(rows: list, columns: list[str], scalar: bool = False) -> Counter:
     """The view's rows as DuckDB's rows: tuples of the columns, or of the one value of a view of scalars."""
     if scalar:
         return Counter((norm(v),) for v in rows)
-    return Counter(tuple(norm(r[c]) for c in columns) for r in rows)
+    return Counter(tuple(norm(r.get(c)) for c in columns) for r in rows)  # a MISSING field is NULL in DuckDB
 
 
 def bag_difference(expected: Counter, actual: Counter) -> str:

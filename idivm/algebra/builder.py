@@ -33,7 +33,7 @@ from typing import Mapping
 
 from idivm import types as T
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
+from idivm.algebra.expressions import ABSENT, FALSE, TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
 from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
 from idivm.errors import InternalError, SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
@@ -136,6 +136,9 @@ class PlanBuilder(TermBuilder):
             t = self.expr(let.expr, sc, ctx)
             var = self.fresh(let.name, self.type_of(t))
             ctx.plan = O.Assign(ctx.plan, t, var, span=let.span)
+            m = self.missing(t)
+            if m != FALSE:
+                self.var_missing[var] = m
             sc.add(Binding(let.name, var, self.var_types[var]), let.span)
 
     def union_all(self, q: A.UnionAll, parent: Scope | None) -> _Built:
@@ -300,8 +303,21 @@ class PlanBuilder(TermBuilder):
         for b in cond_scope.bindings:
             part.add(b, j.span)
         part.natural.update(cond_scope.natural)
-        cls = O.InnerJoin if j.kind == "INNER" else O.LeftJoin
-        return cls(left, right, cond, span=j.span)
+        if j.kind == "INNER":
+            return O.InnerJoin(left, right, cond, span=j.span)
+        self.padded(right_scope.bindings)
+        return O.LeftJoin(left, right, cond, span=j.span)
+
+    def padded(self, bindings: list[Binding]) -> None:
+        """The variables of a LEFT JOIN's right side are MISSING where it has no match: the
+        MISSING predicate of each is that a tuple variable of that side (a row, never NULL
+        where there is a match) is NULL; a side without one goes by each variable's own NULL."""
+        rows = [b.var for b in bindings if isinstance(b.type, T.TupleType)]
+        for b in bindings:
+            anchor = rows[0] if rows else b.var
+            m = Call("is_null", (Var(anchor),))
+            own = self.var_missing.get(b.var)
+            self.var_missing[b.var] = m if own is None else Call("or", (m, own))
 
     # ------------------------------------------------------------------ WHERE
 
@@ -487,7 +503,7 @@ class PlanBuilder(TermBuilder):
         outputs = []
         element = []
         tys = []
-        for name, t in fields_:
+        for name, t in self.with_absent(tuple(fields_)):
             var = self.fresh(name, self.type_of(t))
             outputs.append((var, t))
             element.append((name, Var(var)))
@@ -521,7 +537,7 @@ class PlanBuilder(TermBuilder):
         if not isinstance(ty, T.TupleType):
             what = "unknown" if ty == T.ANY else f"{ty}, not a tuple"
             raise SemanticError(f"cannot expand {t}.*: its type is {what}", item.span)
-        return [(n, Field(t, n)) for n, _ in ty.fields]
+        return [(n, Field(t, n)) for n, _ in ty.fields if n != ABSENT]
 
     # ------------------------------------------------------------------ expressions
 

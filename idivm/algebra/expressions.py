@@ -112,7 +112,11 @@ class ArrayExpr(Term):
 
 
 TRUE = Const(True, T.BOOL)
+FALSE = Const(False, T.BOOL)
 NULL = Const(None, T.NULL)
+#: the hidden field of a tuple (a stored view's hidden column) that lists the names of its
+#: fields that are MISSING: readers leave those fields out (``Warehouse.rows``)
+ABSENT = "__idivm_absent"
 
 
 # ----------------------------------------------------------------------------- function registry
@@ -238,7 +242,12 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("or", 2, None, _const(T.BOOL), "OR", _booleans),
         FunctionSpec("not", 1, 1, _const(T.BOOL), "NOT", _booleans),
         FunctionSpec("is_null", 1, 1, _const(T.BOOL)),
-        FunctionSpec("is_missing", 1, 1, _const(T.BOOL)),
+        # MISSING (NULL with the MISSING predicate TRUE); the fields of a tuple that are MISSING
+        # (arguments: condition, name, condition, name, ...: the names whose condition holds);
+        # whether a tuple's ABSENT list names a field (FALSE when it has none)
+        FunctionSpec("missing", 0, 0, _const(T.NULL)),
+        FunctionSpec("absent_fields", 2, None, _const(T.CollectionType(T.STRING, ordered=True))),
+        FunctionSpec("absent_in", 2, 2, _const(T.BOOL)),
         FunctionSpec("like", 2, 2, _const(T.BOOL), "LIKE", _strings),
         FunctionSpec("in", 2, None, _const(T.BOOL), check=_comparable),
         FunctionSpec("coalesce", 1, None, _common, check=_unifiable),
@@ -301,6 +310,12 @@ def _specs() -> dict[str, FunctionSpec]:
 
 
 SCALAR_FUNCTIONS: dict[str, FunctionSpec] = _specs()
+
+#: SQL++'s MISSING: a value that is not there.  It is NULL wherever values are computed and
+#: stored; what tells it apart is the builder's MISSING predicate of each term
+#: (:meth:`idivm.algebra.term_builder.TermBuilder.missing`), and, in a tuple, the hidden field
+#: :data:`ABSENT` listing the fields that are MISSING
+MISSING = Call("missing", ())
 
 # SQL++ surface names of scalar functions callable by name (upper-case) -> registry name
 # (MISSING is NULL in idivm: IF_MISSING and IF_MISSING_OR_NULL are COALESCE, MISSING_IF is NULL_IF)
@@ -366,8 +381,8 @@ def format_term(t: Term) -> str:
                 return f"{_paren(args[0])} IN ({', '.join(format_term(a) for a in args[1:])})"
             if f == "is_null":
                 return f"{_paren(args[0])} IS NULL"
-            if f == "is_missing":
-                return f"{_paren(args[0])} IS MISSING"
+            if f == "missing":
+                return "MISSING"
             if spec.symbol:
                 return f" {spec.symbol} ".join(_paren(a) for a in args)
             return f"{f}({', '.join(format_term(a) for a in args)})"

@@ -20,8 +20,8 @@ from typing import Mapping, Sequence
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
-    FUNCTION_ALIASES, SCALAR_FUNCTIONS, ArrayExpr, BagExpr, Call, Case, Const, Field, Index,
-    Term, TupleExpr, Var,
+    ABSENT, FALSE, FUNCTION_ALIASES, MISSING, SCALAR_FUNCTIONS, TRUE, ArrayExpr, BagExpr, Call, Case,
+    Const, Field, Index, Term, TupleExpr, Var,
 )
 from idivm.errors import SemanticError, Span, UnsupportedError
 from idivm.sqlpp import ast as A
@@ -106,6 +106,9 @@ class TermBuilder(ABC):
         self.tables = dict(tables)
         self.used: set[str] = set()
         self.var_types: dict[str, T.Type] = {}
+        # the MISSING predicate of a variable that may be MISSING (the right side of a LEFT
+        # JOIN, a LET of a term that may be), over the variables in scope where it is bound
+        self.var_missing: dict[str, Term] = {}
 
     # ------------------------------------------------------------------ naming
 
@@ -165,7 +168,9 @@ class TermBuilder(ABC):
             case A.Literal(value=v, kind=k):
                 ty = {"number": T.INT if isinstance(v, int) and not isinstance(v, bool) else T.DOUBLE,
                       "string": T.STRING, "bool": T.BOOL}.get(k, T.NULL)
-                return Const(None if k in ("null", "missing") else v, ty, span=e.span)
+                if k == "missing":
+                    return MISSING
+                return Const(None if k == "null" else v, ty, span=e.span)
             case A.Identifier(name=n):
                 return self.resolve(n, sc, e.span)
             case A.FieldAccess(base=b, name=n):
@@ -211,7 +216,13 @@ class TermBuilder(ABC):
                 return Case(tuple(ws), o, span=e.span)
             case A.IsTest(operand=x, what=what, negated=neg):
                 arg = self.scalar_arg(x, sc, ctx)
-                t = self.call("is_missing" if what == "MISSING" else "is_null", (arg,), span=e.span)
+                m = self.missing(arg)
+                if what == "MISSING":
+                    t = m
+                elif what == "UNKNOWN":
+                    t = self.call("is_null", (arg,), span=e.span)
+                else:  # IS NULL of MISSING is MISSING (NULL here, and MISSING by missing())
+                    t = _unless_missing(m, self.call("is_null", (arg,), span=e.span))
                 return self.call("not", (t,), span=e.span) if neg else t
             case A.Like(operand=x, pattern=p, negated=neg):
                 t = self.call("like", (self.scalar_arg(x, sc, ctx), self.scalar_arg(p, sc, ctx)), span=e.span)
@@ -253,7 +264,7 @@ class TermBuilder(ABC):
                 names = [n for n, _ in fs]
                 if len(set(names)) != len(names):
                     raise SemanticError("duplicate field name in tuple constructor", e.span)
-                terms = tuple((n, self.expr(v, sc, ctx)) for n, v in fs)
+                terms = self.with_absent(tuple((n, self.expr(v, sc, ctx)) for n, v in fs))
                 ty = T.TupleType(tuple((n, self.type_of(v)) for n, v in terms))
                 var = self.fresh("tuple", ty)
                 ctx.plan = O.ConstructTuple(ctx.plan, terms, var, span=e.span)
@@ -339,6 +350,8 @@ class TermBuilder(ABC):
             return Var(var, span=e.span)
         if e.name == "GET_OBJECT_FIELD_VALUE":
             return self.field_value(e, sc, ctx)
+        if e.name in _UNKNOWN_FUNCTIONS:
+            return self.unknown_function(e, sc, ctx)
         name = FUNCTION_ALIASES.get(e.name)
         if name is None:
             raise SemanticError(f"unknown function {e.name}", e.span)
@@ -346,6 +359,81 @@ class TermBuilder(ABC):
         if not spec.accepts(len(e.args)):
             raise SemanticError(f"{e.name} takes {spec.arity_text()} arguments, got {len(e.args)}", e.span)
         return self.call(name, tuple(self.scalar_arg(a, sc, ctx) for a in e.args), span=e.span)
+
+    def unknown_function(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """The functions of MISSING and NULL, as AsterixDB defines them: ``IF_MISSING(a, b, ...)``
+        the first argument that is not MISSING, ``IF_NULL`` the first that is not NULL (a MISSING
+        one is returned), ``IF_MISSING_OR_NULL``/``COALESCE`` the first that is neither (NULL if
+        none is), ``MISSING_IF(a, b)`` MISSING and ``NULL_IF(a, b)`` NULL when ``a = b``."""
+        kind = _UNKNOWN_FUNCTIONS[e.name]
+        args = tuple(self.scalar_arg(a, sc, ctx) for a in e.args)
+        if kind in ("null_if", "missing_if"):
+            if len(args) != 2:
+                raise SemanticError(f"{e.name} takes 2 arguments, got {len(args)}", e.span)
+            t = self.call("null_if", args, span=e.span)
+            if kind == "null_if":
+                return t
+            return Case(((self.call("eq", args, span=e.span), MISSING),), args[0], span=e.span)
+        if not args:
+            raise SemanticError(f"{e.name} takes at least 1 argument, got 0", e.span)
+        self.unified(e.name, args, e.span)
+        if kind == "coalesce" or all(self.missing(a) == FALSE for a in args):
+            return self.call("coalesce", args, span=e.span) if len(args) > 1 else args[0]
+        # the first argument that is not MISSING (IF_MISSING) or not NULL (IF_NULL)
+        whens = []
+        for a in args[:-1]:
+            m = self.missing(a)
+            known = _not(m) if kind == "if_missing" else \
+                _or(m, Call("not", (Call("is_null", (a,)),)))
+            whens.append((known, a))
+        return Case(tuple(whens), args[-1], span=e.span)
+
+    def missing(self, t: Term) -> Term:
+        """The MISSING predicate of term ``t``: a boolean term that holds where ``t`` is MISSING
+        (``t`` is NULL there); :data:`FALSE` when it never is.
+
+        MISSING comes from the literal, from a variable that may be MISSING
+        (:attr:`var_missing`: a LEFT JOIN's unmatched right side) and from the fields a tuple's
+        :data:`ABSENT` list names.  A field of MISSING and a function or comparison with a
+        MISSING argument are MISSING; AND and OR are MISSING where their value is unknown and
+        an operand is MISSING (``MISSING AND FALSE`` is FALSE); COALESCE, IS tests, EXISTS, IN
+        over a subquery and collections are never MISSING."""
+        match t:
+            case Call(function="missing"):
+                return TRUE
+            case Var(name=n):
+                return self.var_missing.get(n, FALSE)
+            case Field(base=b, name=n):
+                bt = self.type_of(b)
+                own = Call("absent_in", (Field(b, ABSENT), Const(n, T.STRING))) \
+                    if isinstance(bt, T.TupleType) and bt.field(ABSENT) is not None else FALSE
+                return _or(self.missing(b), own)
+            case Index(base=b, index=i):
+                return _or(self.missing(b), self.missing(i))
+            case Call(function="and" | "or", args=args):
+                m = _or(*(self.missing(a) for a in args))
+                return m if m == FALSE else _and(Call("is_null", (t,)), m)
+            case Call(function="coalesce" | "is_null" | "exists" | "contains" | "absent_in" | "absent_fields"):
+                return FALSE
+            case Call(args=args):
+                return _or(*(self.missing(a) for a in args))
+            case Case(whens=whens, otherwise=o):
+                ms = [self.missing(r) for _, r in whens]
+                mo = self.missing(o) if o is not None else FALSE
+                if all(m == FALSE for m in ms) and mo == FALSE:
+                    return FALSE
+                return Case(tuple((c, m) for (c, _), m in zip(whens, ms)), mo)
+        return FALSE
+
+    def with_absent(self, fields: tuple[tuple[str, Term], ...]) -> tuple[tuple[str, Term], ...]:
+        """The fields of a tuple, and, when some may be MISSING, the hidden field :data:`ABSENT`
+        that lists those that are (readers leave them out)."""
+        conditions = [(self.missing(t), n) for n, t in fields if n != ABSENT]
+        conditions = [(m, n) for m, n in conditions if m != FALSE]
+        if not conditions:
+            return fields
+        args = tuple(x for m, n in conditions for x in (m, Const(n, T.STRING)))
+        return fields + ((ABSENT, Call("absent_fields", args)),)
 
     def field_value(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
         """``GET_OBJECT_FIELD_VALUE(t, 'name')``: the field access ``t.name`` (the name must be
@@ -419,3 +507,35 @@ def _path_text(e: A.Expr) -> str:
     if isinstance(e, A.Identifier):
         return e.name
     return "…"
+
+
+# the functions of MISSING and NULL (:meth:`TermBuilder.unknown_function`)
+_UNKNOWN_FUNCTIONS = {
+    "IF_MISSING": "if_missing", "IFMISSING": "if_missing", "IF_NULL": "if_null", "IFNULL": "if_null",
+    "IF_MISSING_OR_NULL": "coalesce", "IFMISSINGORNULL": "coalesce", "COALESCE": "coalesce",
+    "NULL_IF": "null_if", "NULLIF": "null_if", "MISSING_IF": "missing_if", "MISSINGIF": "missing_if",
+}
+
+
+def _or(*parts: Term) -> Term:
+    parts = tuple(dict.fromkeys(p for p in parts if p != FALSE))
+    if TRUE in parts:
+        return TRUE
+    return FALSE if not parts else parts[0] if len(parts) == 1 else Call("or", parts)
+
+
+def _and(*parts: Term) -> Term:
+    parts = tuple(dict.fromkeys(p for p in parts if p != TRUE))
+    if FALSE in parts:
+        return FALSE
+    return TRUE if not parts else parts[0] if len(parts) == 1 else Call("and", parts)
+
+
+def _not(t: Term) -> Term:
+    return FALSE if t == TRUE else TRUE if t == FALSE else Call("not", (t,))
+
+
+def _unless_missing(m: Term, t: Term) -> Term:
+    """``t``, but NULL (MISSING, by :meth:`TermBuilder.missing` of the same operand) where ``m``
+    holds."""
+    return t if m == FALSE else MISSING if m == TRUE else Case(((m, MISSING),), t)

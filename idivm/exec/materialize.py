@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
 from idivm.algebra.builder import VALUE_COLUMN, VALUE_NAME
+from idivm.algebra.expressions import ABSENT
 from idivm.algebra.operators import Operator
 from idivm.errors import DataError, IdivmError, InternalError, UnsupportedError
 from idivm.exec.compiler import PlanCompiler
@@ -96,42 +97,50 @@ def evaluate_plan(spark: SparkSession, plan: Operator, read_table: Callable[[str
     return PlanCompiler(spark, read_table).evaluate(plan)
 
 
-def _visible(c: Column, dtype: ST.DataType) -> Column:
+def _visible(c: Column, dtype: ST.DataType, absent: bool = False) -> Column:
     if isinstance(dtype, ST.StructType):
-        if not any(f.name.startswith(HIDDEN_PREFIX) or _has_hidden(f.dataType) for f in dtype.fields):
+        if not any(_hidden(f.name, absent) or _has_hidden(f.dataType, absent) for f in dtype.fields):
             return c
-        return F.struct(*[_visible(c.getField(f.name), f.dataType).alias(f.name)
-                          for f in dtype.fields if not f.name.startswith(HIDDEN_PREFIX)])
-    if isinstance(dtype, ST.ArrayType) and _has_hidden(dtype.elementType):
-        return F.transform(c, lambda x: _visible(x, dtype.elementType))
+        return F.struct(*[_visible(c.getField(f.name), f.dataType, absent).alias(f.name)
+                          for f in dtype.fields if not _hidden(f.name, absent)])
+    if isinstance(dtype, ST.ArrayType) and _has_hidden(dtype.elementType, absent):
+        return F.transform(c, lambda x: _visible(x, dtype.elementType, absent))
     return c
 
 
-def _has_hidden(dtype: ST.DataType) -> bool:
+def _hidden(name: str, absent: bool) -> bool:
+    return name.startswith(HIDDEN_PREFIX) and not (absent and name == ABSENT)
+
+
+def _has_hidden(dtype: ST.DataType, absent: bool = False) -> bool:
     if isinstance(dtype, ST.StructType):
-        return any(f.name.startswith(HIDDEN_PREFIX) or _has_hidden(f.dataType) for f in dtype.fields)
+        return any(_hidden(f.name, absent) or _has_hidden(f.dataType, absent) for f in dtype.fields)
     if isinstance(dtype, ST.ArrayType):
-        return _has_hidden(dtype.elementType)
+        return _has_hidden(dtype.elementType, absent)
     return False
 
 
-def user_visible(df: DataFrame, keep: Sequence[str] = ()) -> DataFrame:
-    """Drop hidden columns (but those named in ``keep``, first) and hidden fields of nested tuples.
-    The values of a view of scalars (its hidden :data:`~idivm.algebra.builder.VALUE_COLUMN`)
-    are the column :data:`~idivm.algebra.builder.VALUE_NAME`."""
+def user_visible(df: DataFrame, keep: Sequence[str] = (), absent: bool = False) -> DataFrame:
+    """Drop hidden columns (but those named in ``keep``, first) and hidden fields of nested tuples;
+    with ``absent``, keep the lists of MISSING fields (:data:`~idivm.algebra.expressions.ABSENT`,
+    which :func:`to_python` applies).  The values of a view of scalars (its hidden
+    :data:`~idivm.algebra.builder.VALUE_COLUMN`) are the column
+    :data:`~idivm.algebra.builder.VALUE_NAME`."""
     shown = {VALUE_COLUMN: VALUE_NAME}
     return df.select(*[F.col(quoted(c)) for c in keep],
-                     *[_visible(F.col(quoted(f.name)), f.dataType).alias(shown.get(f.name, f.name))
-                       for f in df.schema.fields if not f.name.startswith(HIDDEN_PREFIX) or f.name in shown])
+                     *[_visible(F.col(quoted(f.name)), f.dataType, absent).alias(shown.get(f.name, f.name))
+                       for f in df.schema.fields if not _hidden(f.name, absent) or f.name in shown])
 
 
 def to_python(value: Any, scalars: bool = True) -> Any:
-    """Spark Row values -> plain Python (dicts, lists, numbers, strings, None); with ``scalars``
+    """Spark Row values -> plain Python (dicts, lists, numbers, strings, None; a tuple without
+    its MISSING fields, those its :data:`~idivm.algebra.expressions.ABSENT` list names); with ``scalars``
     false, decimals and dates stay as they are (exact)."""
     if hasattr(value, "asDict"):
-        return {k: to_python(v, scalars) for k, v in value.asDict(recursive=False).items()}
+        value = value.asDict(recursive=False)
     if isinstance(value, dict):
-        return {k: to_python(v, scalars) for k, v in value.items()}
+        gone = set(value.get(ABSENT) or ()) | {ABSENT}  # MISSING fields are left out
+        return {k: to_python(v, scalars) for k, v in value.items() if k not in gone}
     if isinstance(value, (list, tuple)):
         return [to_python(v, scalars) for v in value]
     if not scalars:

@@ -113,8 +113,13 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             return ~a[0]
         case "is_null":
             return a[0].isNull()
-        case "is_missing":
-            return F.lit(False)
+        case "missing":
+            return F.lit(None)
+        case "absent_fields":  # (condition, name, ...) -> the names whose condition holds
+            names = [F.when(a[i], a[i + 1]) for i in range(0, len(a), 2)]
+            return F.filter(F.array(*names), lambda n: n.isNotNull())
+        case "absent_in":  # a tuple's ABSENT list names the field (FALSE when it has no list)
+            return F.coalesce(F.array_contains(a[0], a[1]), F.lit(False))
         case "like":
             return F.like(a[0], a[1])
         case "in":
