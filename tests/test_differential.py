@@ -531,6 +531,15 @@ RELATIONAL = [
           "SELECT dp.did, dp.pid, p.price FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid",
           "SELECT dp.did, dp.pid, p.price FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid",
           {P, DP}),
+    _view("links_missing_or_cheap",  # MISSING (no part) told apart from a NULL price; DuckDB: p.pid IS NULL
+          """SELECT dp.did, dp.pid, p.price IS NULL AS unpriced, IF_MISSING(p.price, -1) AS price_or_none
+             FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
+             WHERE p.price IS MISSING OR p.price IS NULL OR p.price < 20""",
+          """SELECT dp.did, dp.pid, CASE WHEN p.pid IS NULL THEN NULL ELSE p.price IS NULL END AS unpriced,
+                    CASE WHEN p.pid IS NULL THEN -1 ELSE p.price END AS price_or_none
+             FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
+             WHERE p.pid IS NULL OR p.price IS NULL OR p.price < 20""",
+          {P, DP}),
     # --- self-joins
     _view("same_band_part_pairs",
           """SELECT p1.pid AS pid1, p2.pid AS pid2, FLOOR(p1.price / 25) AS band
