@@ -149,3 +149,77 @@ def test_show_leaves_missing_fields_out(maintained, run):
     code, out, _ = run("--warehouse", str(wh.path), "show", "fields_recompute", "--format", "jsonl")
     assert code == 0
     assert canonical(json.loads(line) for line in out.splitlines()) == canonical(VIEWS["fields"][2])
+
+
+# --- fields a base table's records lack ---------------------------------------------------------
+
+T_ROWS = [{"id": 0, "rf": {"pid": 4}}, {"id": 1, "mf": None}, {"id": 2, "mf": 5, "rf": None}]
+# upserts that lack fields, and an insert of a record with its key alone
+T_BATCH = [{"id": 0, "mf": 3}, {"id": 2, "rf": {"pid": 9}}, {"id": 5}]
+
+T_VIEWS = {
+    "t_fields": (
+        "SELECT t.id, t.mf, t.rf FROM t",
+        [{"id": 0, "rf": {"pid": 4}}, {"id": 1, "mf": None}, {"id": 2, "mf": 5, "rf": None}],
+        [{"id": 0, "mf": 3}, {"id": 1, "mf": None}, {"id": 2, "rf": {"pid": 9}}, {"id": 5}]),
+    "t_is_missing": (
+        "SELECT t.id FROM t WHERE t.mf IS MISSING",
+        [{"id": 0}],
+        [{"id": 2}, {"id": 5}]),
+    "t_star": (
+        "SELECT * FROM t",
+        [{"t": {"id": 0, "rf": {"pid": 4}}}, {"t": {"id": 1, "mf": None}}, {"t": {"id": 2, "mf": 5, "rf": None}}],
+        [{"t": {"id": 0, "mf": 3}}, {"t": {"id": 1, "mf": None}}, {"t": {"id": 2, "rf": {"pid": 9}}},
+         {"t": {"id": 5}}]),
+    "t_fields_star": (
+        "SELECT t.* FROM t",
+        [{"id": 0, "rf": {"pid": 4}}, {"id": 1, "mf": None}, {"id": 2, "mf": 5, "rf": None}],
+        [{"id": 0, "mf": 3}, {"id": 1, "mf": None}, {"id": 2, "rf": {"pid": 9}}, {"id": 5}]),
+    "t_path": (  # a field of NULL is NULL, of MISSING MISSING
+        "SELECT t.id, t.rf.pid FROM t",
+        [{"id": 0, "pid": 4}, {"id": 1}, {"id": 2, "pid": None}],
+        [{"id": 0}, {"id": 1}, {"id": 2, "pid": 9}, {"id": 5}]),
+}
+
+
+@pytest.fixture(scope="module")
+def lacking(spark, tmp_path_factory):
+    from idivm.warehouse import Warehouse
+
+    root = tmp_path_factory.mktemp("lacking")
+    wh = Warehouse(root / "wh", spark=spark)
+    wh.create_table("t", ["id"], T_ROWS)
+    names = [(v, s) for v in T_VIEWS for s in ("id", "recompute")]
+    for v, s in names:
+        wh.define(f"CREATE VIEW {v}_{s} AS {T_VIEWS[v][0]}", strategy=s)
+    before = {(v, s): wh.rows(f"{v}_{s}") for v, s in names}
+    batch = root / "batch.jsonl"
+    batch.write_text("".join(json.dumps(r) + "\n" for r in T_BATCH))
+    wh.ingest("t", batch, format="rows")
+    after, verified = {}, {}
+    for v, s in names:
+        wh.maintain(f"{v}_{s}")
+        verified[(v, s)] = wh.verify(f"{v}_{s}")
+        after[(v, s)] = wh.rows(f"{v}_{s}")
+    return wh, before, after, verified
+
+
+@pytest.mark.parametrize("strategy", ["id", "recompute"])
+@pytest.mark.parametrize("view", list(T_VIEWS))
+def test_fields_a_record_lacks_are_missing(lacking, view, strategy):
+    _, before, after, verified = lacking
+    _, expected_before, expected_after = T_VIEWS[view]
+    assert canonical(before[(view, strategy)]) == canonical(expected_before)
+    assert verified[(view, strategy)].ok, verified[(view, strategy)].summary()
+    assert canonical(after[(view, strategy)]) == canonical(expected_after)
+
+
+def test_a_table_whose_records_have_every_field_lists_none():
+    from idivm.algebra.expressions import ABSENT
+    from idivm.ingest.load import table_from_records
+
+    full = table_from_records([{"id": 1, "x": 2}, {"id": 2, "x": None}], "rows", str)
+    assert full.column_names == ["id", "x"]
+    lacking = table_from_records([{"id": 1, "x": 2}, {"id": 2}], "rows", str)
+    assert lacking.column_names == ["id", "x", ABSENT]
+    assert lacking.column(ABSENT).to_pylist() == [None, ["x"]]

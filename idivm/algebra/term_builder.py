@@ -85,7 +85,8 @@ class Scope:
         for b in self.bindings:
             if isinstance(b.type, T.TupleType):
                 for f in b.type.names:
-                    cols[f] = None if f in cols else Field(Var(b.var), f)
+                    if f != ABSENT:
+                        cols[f] = None if f in cols else Field(Var(b.var), f)
         cols.update(self.natural)
         return cols
 

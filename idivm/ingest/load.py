@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from idivm import types as T
+from idivm.algebra.expressions import ABSENT
 from idivm.errors import DataError
 from idivm.ingest.records import json_kind, read_text
 from idivm.storage import schema as schemas
@@ -394,9 +395,11 @@ _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
                        where: Callable[[int], str]) -> pa.Table:
     """An Arrow table from dicts: one column per key seen in any record (in
-    order of first appearance; absent keys are null), types inferred by
-    ``pyarrow.array`` over all values, so nested objects become structs,
-    arrays lists, and integers mixed with floats doubles.
+    order of first appearance), types inferred by ``pyarrow.array`` over all
+    values, so nested objects become structs, arrays lists, and integers mixed
+    with floats doubles.  A key a record lacks is MISSING in its row: null, and
+    named in the row's hidden list :data:`~idivm.algebra.expressions.ABSENT`
+    (a last column, there only when some record lacks a key).
 
     Values of one column that cannot share a type raise :class:`DataError`
     naming the column (``a.b``, ``a[]`` for nested ones) and the rows
@@ -406,6 +409,7 @@ def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
     for r in records:
         for k in r:
             names.setdefault(k, None)
+    names.pop(ABSENT, None)
     arrays = []
     for name in names:
         values = [r.get(name) for r in records]
@@ -415,7 +419,10 @@ def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
             conflict = _type_conflict(name, list(enumerate(values)), where)
             detail = conflict or f"column '{name}' cannot be converted: {_first_line(e)}"
             raise DataError(f"{origin}: {detail}") from None
-    return pa.Table.from_arrays(arrays, names=list(names))
+    absent = [[n for n in names if n not in r] or None for r in records]
+    if not any(absent):
+        return pa.Table.from_arrays(arrays, names=list(names))
+    return pa.Table.from_arrays(arrays + [pa.array(absent, pa.list_(pa.string()))], names=[*names, ABSENT])
 
 
 def _type_group(kind: str) -> str:
@@ -465,6 +472,8 @@ def check_columns(schema: pa.Schema, origin: str) -> None:
     def check(fields: Sequence[pa.Field], where: str) -> None:
         seen: dict[str, str] = {}
         for f in fields:
+            if not where and f.name == ABSENT and f.type == pa.list_(pa.string()):
+                continue  # the hidden list of the fields a row lacks (:func:`table_from_records`)
             full = f"{where}{f.name}"
             problem = name_problem(f.name, path_safe=False)
             if problem is not None:

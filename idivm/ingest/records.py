@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
+from idivm.algebra.expressions import ABSENT
 from idivm.errors import DataError
 
 if TYPE_CHECKING:
@@ -212,7 +213,9 @@ class RowChecker:
 
     def row(self, value: Any, line: int, what: str = "row", timestamp_units: Mapping[str, str] | None = None
             ) -> tuple[tuple, dict[str, Any]]:
-        """(key, row) of a whole row: every column of the table, absent ones null."""
+        """(key, row) of a whole row: every column of the table, absent ones null (and, in a
+        table that lists the fields its rows lack, :data:`~idivm.algebra.expressions.ABSENT`,
+        listed there: MISSING)."""
         fields = self._fields(value, line, what)
         if self._record_problem is not None:
             problem = self._record_problem(fields)
@@ -221,6 +224,8 @@ class RowChecker:
         undeclared = [k for k in fields if k not in self.schema.names]
         converted = {f.name: self.value(fields.get(f.name), f.type, f.name, line, what,
                                         (timestamp_units or {}).get(f.name), undeclared) for f in self.schema}
+        if ABSENT in converted:  # a table whose rows may lack fields: those this one lacks are MISSING
+            converted[ABSENT] = [n for n in self.schema.names if n not in fields and n != ABSENT] or None
         key = self._key(fields, converted, line, what)
         for path in dict.fromkeys(undeclared):
             self._undeclared[path] = self._undeclared.get(path, 0) + 1

@@ -59,7 +59,16 @@ def _json(v):
     raise TypeError(type(v).__name__)
 
 
-def test_query(query, make_warehouse, record_outcome, tmp_path):
+@pytest.fixture
+def released(spark):
+    """After each query: Spark's cached data and Delta's cached table snapshots released, so
+    that a run of hundreds of warehouses in one session does not fill the driver's heap."""
+    yield
+    spark.catalog.clearCache()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
+def test_query(query, make_warehouse, record_outcome, tmp_path, released):
     if query is None:
         pytest.skip("no asterixdb mirror: pytest tests/conformance --asterixdb DIR")
     if query.excluded:
