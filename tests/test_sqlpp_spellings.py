@@ -35,6 +35,10 @@ def plan(query: str) -> O.Operator:
      "SELECT t.id FROM t WHERE t.id IN (SELECT VALUE u.tid FROM u)"),
     ("FROM t WHERE 3 IN t.l SELECT t.id",
      "SELECT t.id FROM t WHERE 3 IN (SELECT VALUE `$in` FROM t.l AS `$in`)"),
+    # a query that is an expression: its one value
+    ("{'n': ARRAY_COUNT((SELECT VALUE u.w FROM u)), 'k': 1}",
+     "SELECT VALUE {'n': ARRAY_COUNT((SELECT VALUE u.w FROM u)), 'k': 1}"),
+    ("STRICT_SUM((FROM t SELECT VALUE t.v))", "SELECT VALUE STRICT_SUM((FROM t SELECT VALUE t.v))"),
 ])
 def test_a_spelling_has_the_plan_of_its_plain_form(spelling, plain):
     assert plan(spelling) == plan(plain)

@@ -266,7 +266,11 @@ def _shorten(s: str, limit: int = 30) -> str:
 def _describe_expected(accepts: set[str]) -> str:
     terms = set(accepts) - {"INTERSECT", "EXCEPT"}  # parsed only to be rejected
     words: list[str] = []
-    if "INT" in terms:
+    if "INT" in terms and {"SELECT", "FROM"} <= terms:  # where a query starts (or an expression)
+        words.append("a query")
+        terms -= _EXPR_FIRST | {"SELECT", "FROM", "LET", "WITH"}
+        terms = {t for t in terms if t not in KEYWORDS}
+    elif "INT" in terms:
         words.append("an expression")
         terms -= _EXPR_FIRST
         # Keywords that only modify what follows (DISTINCT, VALUE, UNNEST...) are
@@ -399,7 +403,7 @@ class _ToAst(Transformer_NonRecursive):
     def start_view(self, meta, ch):
         (name,) = _names(ch)
         (query,) = _nodes(ch)
-        return ast.CreateView(str(name), query, replace=_OR_REPLACE in ch, span=_span(meta))
+        return ast.CreateView(str(name), _as_query(query), replace=_OR_REPLACE in ch, span=_span(meta))
 
     def or_replace(self, meta, ch):
         word = ch[-1]
@@ -409,7 +413,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def start_query(self, meta, ch):
         (query,) = _nodes(ch)
-        return query
+        return _as_query(query)
 
     def union_all(self, meta, ch):
         left, right = _nodes(ch)
@@ -707,3 +711,10 @@ class _ToAst(Transformer_NonRecursive):
         if not text:
             raise SqlppSyntaxError("empty quoted identifier", _token_span(tok))
         return _Name(text)
+
+
+def _as_query(node: ast.Node) -> ast.Query:
+    """A view's query; an expression (AsterixDB's query of one value) is ``SELECT VALUE`` of it."""
+    if isinstance(node, ast.Query):
+        return node
+    return ast.SelectQuery(distinct=False, value=node, items=(), from_items=(), span=node.span)
