@@ -39,6 +39,11 @@ def plan(query: str) -> O.Operator:
     ("{'n': ARRAY_COUNT((SELECT VALUE u.w FROM u)), 'k': 1}",
      "SELECT VALUE {'n': ARRAY_COUNT((SELECT VALUE u.w FROM u)), 'k': 1}"),
     ("STRICT_SUM((FROM t SELECT VALUE t.v))", "SELECT VALUE STRICT_SUM((FROM t SELECT VALUE t.v))"),
+    # quantified expressions, as AsterixDB translates them
+    ("SELECT t.id FROM t WHERE SOME x IN t.l SATISFIES x > t.v END",
+     "SELECT t.id FROM t WHERE EXISTS (SELECT VALUE 1 FROM t.l AS x WHERE x > t.v)"),
+    ("SELECT t.id, EVERY x IN t.l, u IN u SATISFIES x > u.w AS above FROM t",
+     "SELECT t.id, NOT EXISTS (SELECT VALUE 1 FROM t.l AS x, u AS u WHERE NOT (x > u.w)) AS above FROM t"),
 ])
 def test_a_spelling_has_the_plan_of_its_plain_form(spelling, plain):
     assert plan(spelling) == plan(plain)

@@ -34,10 +34,10 @@ __all__ = ["KEYWORDS", "parse_query", "parse_view"]
 
 
 KEYWORDS = frozenset("""
-    ALL AND AS AT BETWEEN BY CASE CREATE CROSS DISTINCT ELEMENT ELSE END EXCEPT
+    ALL AND AS AT BETWEEN BY CASE CREATE CROSS DISTINCT ELEMENT ELSE END EVERY EXCEPT
     EXISTS FALSE FROM FULL GROUP HAVING IN INNER INTERSECT INTO IS JOIN LEFT LET
-    LIKE LIMIT MISSING NATURAL NOT NULL OFFSET ON OR ORDER OUTER RAW RIGHT SELECT
-    THEN TRUE UNION UNKNOWN UNNEST VALUE VIEW WHEN WHERE WITH
+    LIKE LIMIT MISSING NATURAL NOT NULL OFFSET ON OR ORDER OUTER RAW RIGHT SATISFIES SELECT
+    SOME THEN TRUE UNION UNKNOWN UNNEST VALUE VIEW WHEN WHERE WITH
 """.split())
 """Reserved words (case-insensitive).  Backquote one to use it as a name."""
 
@@ -75,6 +75,9 @@ class _Keywords(PostLex):
     always_accept = ("UNTERMINATED_STRING", "UNTERMINATED_COMMENT")
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        return _quantifier_ends(self._classified(stream))
+
+    def _classified(self, stream: Iterator[Token]) -> Iterator[Token]:
         prev: Token | None = None
         pending: Token | None = None
         for tok in stream:
@@ -96,6 +99,46 @@ class _Keywords(PostLex):
         if (prev is not None and prev.type == "DOT") or (nxt is not None and nxt.type == "COLON"):
             return tok
         return Token.new_borrow_pos(kw, tok.value, tok)
+
+
+#: tokens that end a quantified expression's condition at its own nesting depth
+_QUANTIFIER_STOPS = frozenset({"THEN", "ELSE", "WHEN", "COMMA", "FROM", "WHERE", "GROUP", "HAVING", "SELECT",
+                               "LET", "WITH", "ORDER", "UNION", "SEMICOLON", "AS", "ON", "JOIN"})
+
+
+def _quantifier_ends(tokens: Iterator[Token]) -> Iterator[Token]:
+    """The tokens without the optional END of quantified expressions (``SOME x IN c SATISFIES p
+    END``).  Open CASEs and quantifiers are tracked with their bracket depth: an END closes the
+    innermost one open at its depth, and is dropped when that is a quantifier past SATISFIES, as
+    AsterixDB's parser attaches it; such a quantifier ends without END at a closing bracket or
+    at a token that cannot continue its condition (THEN, a comma, a clause keyword...)."""
+    depth = 0
+    open_: list[list] = []  # [kind ("CASE" | "SOME"), bracket depth, past SATISFIES]
+    for tok in tokens:
+        if tok.type in ("SOME", "EVERY", "CASE"):
+            open_.append(["CASE" if tok.type == "CASE" else "SOME", depth, False])
+        elif tok.type == "SATISFIES":
+            for o in reversed(open_):
+                if o[0] == "SOME" and o[1] == depth and not o[2]:
+                    o[2] = True
+                    break
+        elif tok.value in ("(", "[", "{"):
+            depth += 1
+        elif tok.value in (")", "]", "}"):
+            depth -= 1
+            while open_ and open_[-1][1] > depth:
+                open_.pop()
+        elif tok.type == "END":
+            while open_ and (open_[-1][1] > depth or open_[-1][0] == "SOME" and not open_[-1][2]):
+                open_.pop()
+            if open_:
+                kind = open_.pop()[0]
+                if kind == "SOME":
+                    continue  # the quantifier's own END
+        elif tok.type in _QUANTIFIER_STOPS:
+            while open_ and open_[-1][0] == "SOME" and open_[-1][1] == depth and open_[-1][2]:
+                open_.pop()
+        yield tok
 
 
 def _check_terminated(tok: Token) -> None:
@@ -267,7 +310,7 @@ def _describe_expected(accepts: set[str]) -> str:
     terms = set(accepts) - {"INTERSECT", "EXCEPT"}  # parsed only to be rejected
     words: list[str] = []
     if "INT" in terms and {"SELECT", "FROM"} <= terms:  # where a query starts (or an expression)
-        words.append("a query")
+        words.append("a query or an expression")
         terms -= _EXPR_FIRST | {"SELECT", "FROM", "LET", "WITH"}
         terms = {t for t in terms if t not in KEYWORDS}
     elif "INT" in terms:
@@ -629,6 +672,23 @@ class _ToAst(Transformer_NonRecursive):
     def exists(self, meta, ch):
         (query,) = _nodes(ch)
         return ast.Exists(query, span=_span(meta))
+
+    def quantified(self, meta, ch):
+        """``SOME x IN c SATISFIES p`` is ``EXISTS (FROM c AS x WHERE p SELECT VALUE 1)``;
+        ``EVERY`` is ``NOT EXISTS (… WHERE NOT p …)`` (so an unknown ``p`` does not falsify it)."""
+        every = _tokens(ch)[0].type == "EVERY"
+        nodes = _nodes(ch)
+        bindings, condition = nodes[:-1], nodes[-1]
+        if every:
+            condition = ast.UnaryOp("NOT", condition, span=condition.span)
+        query = ast.SelectQuery(distinct=False, value=ast.Literal(1, "number", span=_span(meta)), items=(),
+                                from_items=tuple(bindings), where=condition, span=_span(meta))
+        return ast.Exists(query, negated=every, span=_span(meta))
+
+    def quantifier_binding(self, meta, ch):
+        (name,) = _names(ch)
+        (expr,) = _nodes(ch)
+        return ast.FromExpr(expr, str(name), span=_span(meta))
 
     def function_call(self, meta, ch):
         name_tok = ch[0]
