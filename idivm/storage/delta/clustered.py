@@ -37,7 +37,13 @@ from idivm.storage.delta.table import (
 
 def key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array:
     """Which rows of ``table`` have the key (``keys``, NULL-safe) of a row of ``wanted``: a
-    first filter by the first key's values, then the exact match of the few rows it keeps."""
+    first filter by the first key's values, then the exact match of the few rows it keeps.
+    Keys that are lists or structs (which Arrow cannot look up) match by their JSON text."""
+    if any(pa.types.is_nested(table.schema.field(k).type) for k in keys):
+        def text(t: pa.Table) -> list[str]:
+            return [json.dumps(list(r.values()), sort_keys=True, default=str) for r in t.select(list(keys)).to_pylist()]
+        named = set(text(wanted))
+        return pa.array([t in named for t in text(table)], pa.bool_())
     first = wanted.column(keys[0])
     mask = pc.is_in(table.column(keys[0]), value_set=pc.unique(first), skip_nulls=False)
     if len(keys) == 1 or not pc.any(mask).as_py():
@@ -52,14 +58,34 @@ def key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array
 
 
 def distinct_rows(table: pa.Table) -> pa.Table:
-    """The distinct rows of ``table`` (of scalar columns; NULL equal to NULL), in no order."""
-    return table.group_by(table.column_names).aggregate([]).select(table.column_names) \
-        if table.num_rows else table
+    """The distinct rows of ``table`` (NULL equal to NULL), in no order.  Arrow groups by no
+    lists or structs: rows with such columns are told apart by their JSON text."""
+    if not table.num_rows:
+        return table
+    if not any(pa.types.is_nested(f.type) for f in table.schema):
+        return table.group_by(table.column_names).aggregate([]).select(table.column_names)
+    seen: dict[str, int] = {}
+    for i, row in enumerate(table.to_pylist()):
+        seen.setdefault(json.dumps(row, sort_keys=True, default=str), i)
+    return table.take(pa.array(list(seen.values()), pa.int64()))
 
 
 def ordered(table: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """``table`` sorted by ``keys`` (NULLs first): the order of a clustered table's rows."""
-    return table.sort_by([(k, "ascending", "at_start") for k in keys])
+    """``table`` sorted by ``keys`` (NULLs first): the order of a clustered table's rows.  Arrow
+    sorts no lists or structs (a view grouped by an array has such IDs): those keys sort by their
+    JSON text, an order as deterministic, which is all a clustered table needs of keys without
+    file statistics."""
+    if not any(pa.types.is_nested(table.schema.field(k).type) for k in keys):
+        return table.sort_by([(k, "ascending", "at_start") for k in keys])
+    columns = {}
+    for i, k in enumerate(keys):
+        column = table.column(k)
+        if pa.types.is_nested(column.type):
+            column = pa.array([None if v is None else json.dumps(v, sort_keys=True, default=str)
+                               for v in column.to_pylist()], pa.string())
+        columns[f"k{i}"] = column
+    order = pc.sort_indices(pa.table(columns), sort_keys=[(c, "ascending", "at_start") for c in columns])
+    return table.take(order)
 
 
 def _file_stats(table: pa.Table) -> str:
@@ -289,14 +315,19 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
     upserts = schemas.conform(upserts.select(table_schema.names), table_schema)
     upsert_keys = upserts.select(list(keys))
     named = pa.concat_tables([upsert_keys, deletes.select(list(keys)).cast(upsert_keys.schema)])
-    values, null = _sorted_values(pc.unique(named.column(keys[0])).to_pylist())
     files = _by_low(_files(dt, keys[0]))
-    touched = {f.path for f in files if f.may_hold(values, null)}
-    homes = _homes(files, upserts.column(keys[0]).to_pylist())
-    touched.update(h for h in homes if h is not None)
+    nested = pa.types.is_nested(table_schema.field(keys[0]).type)
+    if nested:  # a list or struct key: no statistics, no range to place a row by
+        touched = {f.path for f in files}
+        homes = {(files[0].path if files else None): list(range(upserts.num_rows))} if upserts.num_rows else {}
+    else:
+        values, null = _sorted_values(pc.unique(named.column(keys[0])).to_pylist())
+        touched = {f.path for f in files if f.may_hold(values, null)}
+        homes = _homes(files, upserts.column(keys[0]).to_pylist())
+        touched.update(h for h in homes if h is not None)
     ready = [_Ready.of(p, table_schema) for p in patches if p.rows.num_rows]
     for r in ready:
-        if keys[0] in r.patch.on:
+        if keys[0] in r.patch.on and not nested:
             p_values, p_null = _sorted_values(pc.unique(r.keys.column(keys[0])).to_pylist())
             touched.update(f.path for f in files if f.may_hold(p_values, p_null))
         else:
