@@ -93,23 +93,22 @@ def canonical(rows):
     return sorted(json.dumps(r, sort_keys=True) for r in rows)
 
 
-@pytest.fixture(scope="module")
-def maintained(spark, tmp_path_factory):
-    """The views defined by ID and recomputed: their rows as defined, then after the batch,
-    and ``verify`` after the batch."""
+def define_and_maintain(spark, root, tables, views, changed, batch):
+    """``tables`` (name: (key, rows)) and ``views`` (name: (query, ...)) defined by ID and
+    recomputed, and ``batch`` ingested into table ``changed``: the warehouse, each view's rows as
+    defined and after the batch, and ``verify`` after the batch, by (view, strategy)."""
     from idivm.warehouse import Warehouse
 
-    root = tmp_path_factory.mktemp("missing")
     wh = Warehouse(root / "wh", spark=spark)
-    wh.create_table("a", ["id"], A_ROWS)
-    wh.create_table("b", ["bid"], B_ROWS)
-    names = [(v, s) for v in VIEWS for s in ("id", "recompute")]
+    for name, (key, rows) in tables.items():
+        wh.create_table(name, [key], rows)
+    names = [(v, s) for v in views for s in ("id", "recompute")]
     for v, s in names:
-        wh.define(f"CREATE VIEW {v}_{s} AS {VIEWS[v][0]}", strategy=s)
+        wh.define(f"CREATE VIEW {v}_{s} AS {views[v][0]}", strategy=s)
     before = {(v, s): wh.rows(f"{v}_{s}") for v, s in names}
-    batch = root / "batch.jsonl"
-    batch.write_text("".join(json.dumps(r) + "\n" for r in BATCH))
-    wh.ingest("b", batch, format="rows")
+    path = root / "batch.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in batch))
+    wh.ingest(changed, path, format="rows")
     after, verified = {}, {}
     for v, s in names:
         wh.maintain(f"{v}_{s}")
@@ -118,14 +117,24 @@ def maintained(spark, tmp_path_factory):
     return wh, before, after, verified
 
 
-@pytest.mark.parametrize("strategy", ["id", "recompute"])
-@pytest.mark.parametrize("view", list(VIEWS))
-def test_missing_as_asterixdb_defines_it(maintained, view, strategy):
+def check(maintained, views, view, strategy):
     _, before, after, verified = maintained
-    _, expected_before, expected_after = VIEWS[view]
+    _, expected_before, expected_after = views[view]
     assert canonical(before[(view, strategy)]) == canonical(expected_before)
     assert verified[(view, strategy)].ok, verified[(view, strategy)].summary()
     assert canonical(after[(view, strategy)]) == canonical(expected_after)
+
+
+@pytest.fixture(scope="module")
+def maintained(spark, tmp_path_factory):
+    return define_and_maintain(spark, tmp_path_factory.mktemp("missing"),
+                               {"a": ("id", A_ROWS), "b": ("bid", B_ROWS)}, VIEWS, "b", BATCH)
+
+
+@pytest.mark.parametrize("strategy", ["id", "recompute"])
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_missing_as_asterixdb_defines_it(maintained, view, strategy):
+    check(maintained, VIEWS, view, strategy)
 
 
 def test_a_view_without_missing_has_no_hidden_list(maintained):
@@ -184,34 +193,14 @@ T_VIEWS = {
 
 @pytest.fixture(scope="module")
 def lacking(spark, tmp_path_factory):
-    from idivm.warehouse import Warehouse
-
-    root = tmp_path_factory.mktemp("lacking")
-    wh = Warehouse(root / "wh", spark=spark)
-    wh.create_table("t", ["id"], T_ROWS)
-    names = [(v, s) for v in T_VIEWS for s in ("id", "recompute")]
-    for v, s in names:
-        wh.define(f"CREATE VIEW {v}_{s} AS {T_VIEWS[v][0]}", strategy=s)
-    before = {(v, s): wh.rows(f"{v}_{s}") for v, s in names}
-    batch = root / "batch.jsonl"
-    batch.write_text("".join(json.dumps(r) + "\n" for r in T_BATCH))
-    wh.ingest("t", batch, format="rows")
-    after, verified = {}, {}
-    for v, s in names:
-        wh.maintain(f"{v}_{s}")
-        verified[(v, s)] = wh.verify(f"{v}_{s}")
-        after[(v, s)] = wh.rows(f"{v}_{s}")
-    return wh, before, after, verified
+    return define_and_maintain(spark, tmp_path_factory.mktemp("lacking"), {"t": ("id", T_ROWS)}, T_VIEWS, "t",
+                               T_BATCH)
 
 
 @pytest.mark.parametrize("strategy", ["id", "recompute"])
 @pytest.mark.parametrize("view", list(T_VIEWS))
 def test_fields_a_record_lacks_are_missing(lacking, view, strategy):
-    _, before, after, verified = lacking
-    _, expected_before, expected_after = T_VIEWS[view]
-    assert canonical(before[(view, strategy)]) == canonical(expected_before)
-    assert verified[(view, strategy)].ok, verified[(view, strategy)].summary()
-    assert canonical(after[(view, strategy)]) == canonical(expected_after)
+    check(lacking, T_VIEWS, view, strategy)
 
 
 def test_a_table_whose_records_have_every_field_lists_none():
