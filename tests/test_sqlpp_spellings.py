@@ -42,6 +42,9 @@ def plan(query: str) -> O.Operator:
     # quantified expressions, as AsterixDB translates them
     ("SELECT t.id FROM t WHERE SOME x IN t.l SATISFIES x > t.v END",
      "SELECT t.id FROM t WHERE EXISTS (SELECT VALUE 1 FROM t.l AS x WHERE x > t.v)"),
+    # a column of an enclosing variable in FROM (here, in the quantifier's own FROM)
+    ("SELECT t.id FROM t WHERE SOME x IN l SATISFIES x > 1",
+     "SELECT t.id FROM t WHERE EXISTS (SELECT VALUE 1 FROM t.l AS x WHERE x > 1)"),
     ("SELECT t.id, EVERY x IN t.l, u IN u SATISFIES x > u.w AS above FROM t",
      "SELECT t.id, NOT EXISTS (SELECT VALUE 1 FROM t.l AS x, u AS u WHERE NOT (x > u.w)) AS above FROM t"),
 ])

@@ -208,6 +208,16 @@ class PlanBuilder(TermBuilder):
             s = s.parent
         return False
 
+    def is_column(self, name: str, sc: Scope) -> bool:
+        """Whether ``name`` is an unqualified column of a variable in scope (``FROM c, interests
+        AS i`` iterates over ``c.interests``, as AsterixDB resolves it)."""
+        s: Scope | None = sc
+        while s is not None:
+            if name in s.columns():
+                return True
+            s = s.parent
+        return False
+
     def is_table(self, e: A.Expr, sc: Scope) -> bool:
         if not isinstance(e, A.Identifier) or e.name not in self.tables:
             return False
@@ -236,7 +246,8 @@ class PlanBuilder(TermBuilder):
                 raise SemanticError(f"AT needs an ordered collection; table '{name}' is a bag", item.span)
             part.add(Binding(alias, var, ty), item.span)
             return O.ScanCollection(O.Ground(), TableRef(name, span=item.expr.span), var, span=item.span)
-        if isinstance(item.expr, A.Identifier) and not self.is_variable(item.expr.name, block):
+        if isinstance(item.expr, A.Identifier) and not self.is_variable(item.expr.name, block) \
+                and not self.is_column(item.expr.name, block):
             known = ", ".join(sorted(self.tables)) or "none"
             raise SemanticError(f"unknown table '{item.expr.name}' (tables: {known})", item.expr.span)
         ctx = _Ctx(O.Ground())
