@@ -507,6 +507,8 @@ def added_columns(values: Mapping[str, Sequence[Any]], origin: str) -> pa.Schema
     columns = list(values)
     records = [{c: v} for c in columns for v in values[c]]
     table = table_from_records(records, origin, lambda i: "one of its records")
+    if ABSENT in table.column_names:  # each record here holds one column: none lacks anything
+        table = table.drop_columns([ABSENT])
     schema = schemas.delta_schema(table.schema)
     check_columns(schema, origin)
     idivm_schema(schema, origin)
