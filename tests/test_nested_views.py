@@ -204,8 +204,8 @@ CASES = [
          "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
         {"business_id": "b2", "review_id": "r4", "user_id": "u1", "stars": 3, "date": "2018-07-01",
          "user_name": "Sebastien", "fans": 1032, "friends": ["u2", "u3"], "elite": [2012, 2013]},
-        {"business_id": "b3", "review_id": None, "user_id": None, "stars": None, "date": None,
-         "user_name": None, "fans": None, "friends": None, "elite": None},
+        # no review: the fields of the unmatched side are MISSING, left out of the row
+        {"business_id": "b3"},
     ]),
 
 
@@ -471,7 +471,8 @@ CASES = [
          "review": {"stars": 3, "by": "u9"}},
         {"business_id": "b2", "categories": ["American"], "review_id": "r3", "review": {"stars": 5, "by": "u1"}},
         {"business_id": "b2", "categories": ["American"], "review_id": "r4", "review": {"stars": 3, "by": "u1"}},
-        {"business_id": "b3", "categories": [], "review_id": None, "review": {"stars": None, "by": None}},
+        # unmatched: r's fields are MISSING, and so are those of the constructed review
+        {"business_id": "b3", "categories": [], "review": {}},
         {"business_id": "b5", "categories": None, "review_id": "r6", "review": {"stars": None, "by": "u2"}},
     ]),
     case("let", """
