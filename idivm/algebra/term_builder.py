@@ -377,9 +377,9 @@ class TermBuilder(ABC):
             return Case(((self.call("eq", args, span=e.span), MISSING),), args[0], span=e.span)
         if not args:
             raise SemanticError(f"{e.name} takes at least 1 argument, got 0", e.span)
-        self.unified(e.name, args, e.span)
         if kind == "coalesce" or all(self.missing(a) == FALSE for a in args):
             return self.call("coalesce", args, span=e.span) if len(args) > 1 else args[0]
+        self.unified(e.name, args, e.span)
         # the first argument that is not MISSING (IF_MISSING) or not NULL (IF_NULL)
         whens = []
         for a in args[:-1]:
