@@ -509,7 +509,7 @@ def show(ctx: click.Context, name: str, fmt: str, limit: int | None) -> None:
         for r in rows:
             click.echo(json_text(r[VALUE_NAME] if scalars else r))
         return
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    cells = [[_cell(r[c]) if c in r else "" for c in columns] for r in rows]
     click.echo(format_table(list(columns), cells))
     click.echo(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
 

@@ -158,6 +158,9 @@ def test_show_leaves_missing_fields_out(maintained, run):
     code, out, _ = run("--warehouse", str(wh.path), "show", "fields_recompute", "--format", "jsonl")
     assert code == 0
     assert canonical(json.loads(line) for line in out.splitlines()) == canonical(VIEWS["fields"][2])
+    code, out, _ = run("--warehouse", str(wh.path), "show", "fields_recompute")
+    assert code == 0  # the table: id 1's y is MISSING, an empty cell (a NULL would print null)
+    assert sorted(line.split() for line in out.splitlines()[1:4]) == [["1"], ["2", "4"], ["3", "7"]], out
 
 
 # --- fields a base table's records lack ---------------------------------------------------------
