@@ -317,12 +317,10 @@ SCALAR_FUNCTIONS: dict[str, FunctionSpec] = _specs()
 #: :data:`ABSENT` listing the fields that are MISSING
 MISSING = Call("missing", ())
 
-# SQL++ surface names of scalar functions callable by name (upper-case) -> registry name
-# (MISSING is NULL in idivm: IF_MISSING and IF_MISSING_OR_NULL are COALESCE, MISSING_IF is NULL_IF)
+# SQL++ surface names of scalar functions callable by name (upper-case) -> registry name (the
+# functions of MISSING and NULL, COALESCE, IF_MISSING, NULL_IF, ..., are the term builder's:
+# idivm.algebra.term_builder._UNKNOWN_FUNCTIONS)
 FUNCTION_ALIASES = {
-    "COALESCE": "coalesce", "IFNULL": "coalesce", "IF_NULL": "coalesce", "IFMISSING": "coalesce",
-    "IF_MISSING": "coalesce", "IFMISSINGORNULL": "coalesce", "IF_MISSING_OR_NULL": "coalesce",
-    "NULLIF": "null_if", "NULL_IF": "null_if", "MISSINGIF": "null_if", "MISSING_IF": "null_if",
     "LOWER": "lower", "UPPER": "upper",
     "TRIM": "trim", "LTRIM": "ltrim", "RTRIM": "rtrim", "LENGTH": "length", "CHAR_LENGTH": "length",
     "STRING_LENGTH": "length", "SUBSTR": "substr", "SUBSTRING": "substr", "CONTAINS": "string_contains",

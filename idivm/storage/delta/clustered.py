@@ -41,7 +41,7 @@ def key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array
     Keys that are lists or structs (which Arrow cannot look up) match by their JSON text."""
     if any(pa.types.is_nested(table.schema.field(k).type) for k in keys):
         def text(t: pa.Table) -> list[str]:
-            return [json.dumps(list(r.values()), sort_keys=True, default=str) for r in t.select(list(keys)).to_pylist()]
+            return [_json_text(list(r.values())) for r in t.select(list(keys)).to_pylist()]
         named = set(text(wanted))
         return pa.array([t in named for t in text(table)], pa.bool_())
     first = wanted.column(keys[0])
@@ -57,6 +57,12 @@ def key_mask(table: pa.Table, keys: Sequence[str], wanted: pa.Table) -> pa.Array
     return pa.array(out, pa.bool_())
 
 
+def _json_text(value: Any) -> str:
+    """A value's canonical JSON text: how keys Arrow cannot sort, group or look up (lists,
+    structs) are ordered, told apart and matched."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
 def distinct_rows(table: pa.Table) -> pa.Table:
     """The distinct rows of ``table`` (NULL equal to NULL), in no order.  Arrow groups by no
     lists or structs: rows with such columns are told apart by their JSON text."""
@@ -66,7 +72,7 @@ def distinct_rows(table: pa.Table) -> pa.Table:
         return table.group_by(table.column_names).aggregate([]).select(table.column_names)
     seen: dict[str, int] = {}
     for i, row in enumerate(table.to_pylist()):
-        seen.setdefault(json.dumps(row, sort_keys=True, default=str), i)
+        seen.setdefault(_json_text(row), i)
     return table.take(pa.array(list(seen.values()), pa.int64()))
 
 
@@ -81,8 +87,7 @@ def ordered(table: pa.Table, keys: Sequence[str]) -> pa.Table:
     for i, k in enumerate(keys):
         column = table.column(k)
         if pa.types.is_nested(column.type):
-            column = pa.array([None if v is None else json.dumps(v, sort_keys=True, default=str)
-                               for v in column.to_pylist()], pa.string())
+            column = pa.array([None if v is None else _json_text(v) for v in column.to_pylist()], pa.string())
         columns[f"k{i}"] = column
     order = pc.sort_indices(pa.table(columns), sort_keys=[(c, "ascending", "at_start") for c in columns])
     return table.take(order)
