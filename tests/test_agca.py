@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from idivm.agca import (
-    GMR, ONE, ZERO, AgcaError, Assign, Cmp, Const, Database, MapRef, Rel, Relation, Sum, Value, Var, degree,
-    delta, delta_tuple, evaluate, inputs, outputs, relations, simplify, tup,
+    GMR, ONE, ZERO, AgcaError, Assign, Cmp, Const, Database, Exists, MapRef, Mul, Rel, Relation, Sum, Value, Var,
+    degree, delta, delta_tuple, evaluate, inputs, outputs, relations, simplify, tup,
 )
 
 Q1, Q2, Q3 = 3, 7, 11  # the multiplicities q1, q2, q3 of Example 3's GMR R
@@ -135,6 +135,26 @@ def test_example_7_the_delta_of_the_nested_aggregate():
     assert delta_tuple(Sum(("A",), Rel("R", ("A", "B"))), "S", (1, 2)) == ZERO
 
 
+def test_example_13_a_nested_delta_is_range_restricted_to_the_values_it_changes():
+    """§5.3, Example 13: ``Δ_{+R(x)}(B := R(A)) = (A := x) * ((B := R(A) + 1) − (B := R(A)))``.
+    Correlated on an equality, the delta is prefixed by the domain of the nested delta (for a
+    batch, ``Exists`` of it summed by the correlation variable): it names only the tuples
+    whose nested value changes, with the same value as the unrestricted rule everywhere."""
+    nested = Sum((), Rel("R", ("A1",)) * Cmp("=", v("A1"), v("A")))
+    single = delta_tuple(Assign("B", nested), "R", (v("x"),))
+    assert isinstance(single, Mul) and isinstance(single.terms[0], Exists)
+    db = Database({"R": Relation(("A1",), {(1,): 1, (2,): 2})})
+    assert evaluate(single, db, {"x": 2, "A": 2}) == {(("A", 2), ("B", 3)): 1, (("A", 2), ("B", 2)): -1}
+    assert evaluate(single, db, {"x": 2, "A": 1}) == {}  # A is not the updated value: restricted out
+    batch = delta(Assign("B", nested), {"R"})
+    assert batch.terms[0] == Exists(Sum(("A",), Rel("R", ("A1",), delta=True) * Assign("A", v("A1"))))
+    update = Database({"R": Relation(("A1",), {(1,): 1, (2,): 2})}, {"R": Relation(("A1",), {(2,): 1, (3,): -1})})
+    assert evaluate(batch.terms[0], update) == {(("A", 2),): 1, (("A", 3),): 1}
+    # correlated on an inequality the delta keeps its whole range (no restriction)
+    unequal = Sum((), Rel("R", ("A1",)) * Cmp("<", v("A1"), v("A")))
+    assert not any(isinstance(t, Exists) for t in subterms(delta(Assign("B", unequal), {"R"})))
+
+
 def test_simplify_applies_the_identities_and_cancels_q_minus_q():
     r = Rel("R", ("A", "B"))
     assert simplify(r + ZERO) == r
@@ -190,7 +210,7 @@ def test_a_group_by_variable_the_context_binds_is_an_input_of_the_sum():
 
 # ----------------------------------------------------------------------------- trigger programs
 
-from idivm.agca.terms import canonical  # noqa: E402
+from idivm.agca.terms import canonical, subterms  # noqa: E402
 from idivm.agca.viewlet import apply_batch, apply_update, compile_program, initial_maps  # noqa: E402
 
 CHAIN = Sum((), Rel("R", ("A", "B")) * Rel("S", ("B", "C")) * Rel("T", ("C", "D")))

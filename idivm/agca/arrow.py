@@ -28,9 +28,9 @@ import pyarrow.compute as pc
 
 from idivm.agca.gmr import AgcaError
 from idivm.agca.terms import (
-    EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
+    EPSILON, ROUNDING, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
 )
-from idivm.agca.spark import M, constant_key
+from idivm.agca.spark import EXISTS_M, EXISTS_ROW, M, constant_key
 
 #: ``lift(contexts, term)``: the contexts a :class:`Lift` (or a :class:`Cmp` of operands Spark
 #: casts) leaves, evaluated by Spark (see the module's notes)
@@ -131,6 +131,16 @@ def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table],
             if missing:
                 raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
             return _sum_by(out, keep, M)
+        case Exists(term=t):
+            # per context (told apart by its row number), the tuples of t whose multiplicity is not 0
+            ids = contexts.append_column(EXISTS_ROW, pa.array(range(contexts.num_rows), pa.int64())) \
+                .append_column(EXISTS_M, contexts.column(M))
+            ones = ids.set_column(ids.column_names.index(M), M, pa.array([1.0] * ids.num_rows, pa.float64()))
+            out = compile_term(t, ones, relations, maps, constants, lift)
+            support = _sum_by(out, [c for c in out.column_names if c != M], M)
+            support = _where(support, pc.not_equal(support.column(M), 0.0))
+            support = support.set_column(support.column_names.index(M), M, support.column(EXISTS_M))
+            return support.drop_columns([EXISTS_ROW, EXISTS_M])
     raise AgcaError(f"not an AGCA term: {q!r}")
 
 
@@ -332,12 +342,15 @@ def _shares(contexts: pa.Table, gmr: pa.Table) -> bool:
 
 def _equated(contexts: pa.Table, gmr: pa.Table, later: Sequence[Term]) -> tuple[str, str] | None:
     """When ``gmr`` shares no variable with ``contexts``: a pair (a variable of the contexts, one
-    of ``gmr``) of the same type that a factor of ``later`` equates (``a = b``), if any."""
+    of ``gmr``) of the same type that a factor of ``later`` equates (``a = b``, or ``a := b``), if
+    any."""
     if _shares(contexts, gmr):
         return None
     for t in later:
-        if isinstance(t, Cmp) and t.op == "=" and isinstance(t.left, Var) and isinstance(t.right, Var):
-            for a, b in ((t.left.name, t.right.name), (t.right.name, t.left.name)):
+        if isinstance(t, Cmp) and t.op == "=" and isinstance(t.left, Var) and isinstance(t.right, Var) or \
+                isinstance(t, Assign) and isinstance(t.term, Var):  # x := y with both bound tests x = y
+            left, right = (t.left.name, t.right.name) if isinstance(t, Cmp) else (t.var, t.term.name)
+            for a, b in ((left, right), (right, left)):
                 if a in _variables(contexts) and b in _variables(gmr) and \
                         contexts.schema.field(a).type == gmr.schema.field(b).type:
                     return a, b

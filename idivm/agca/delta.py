@@ -6,7 +6,8 @@
     Δ(Q1 + Q2) = ΔQ1 + ΔQ2
     Δ(Q1 * Q2) = ΔQ1 * Q2 + Q1 * ΔQ2 + ΔQ1 * ΔQ2
     Δc = Δx = Δ(x θ 0) = 0
-    Δ(x := Q) = (x := Q + ΔQ) − (x := Q)
+    Δ(x := Q) = (ΔQ)_rr * ((x := Q + ΔQ) − (x := Q))
+    ΔExists(Q) = Exists(Q + ΔQ) − Exists(Q)
     Δ(Sum_A Q) = Sum_A(ΔQ)
     ΔR(x⃗) = the update's atom ΔR(x⃗) where R is updated, else 0
 
@@ -24,7 +25,8 @@ from collections.abc import Collection, Sequence
 from fractions import Fraction
 
 from idivm.agca.terms import (
-    COMPARISONS, ONE, ZERO, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
+    COMPARISONS, ONE, ZERO, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
+    atoms, inputs, map_refs,
 )
 
 
@@ -60,8 +62,51 @@ def _delta(q: Term, updated: frozenset[str] | None) -> Term:
         case Assign(var=x, term=t):
             if isinstance(t, (Value, Var)):
                 return ZERO
-            return Add((Assign(x, Add((t, _delta(t, updated)))), -Assign(x, t)))
+            d = _delta(t, updated)
+            change = Add((Assign(x, Add((t, d))), -Assign(x, t)))
+            domain = _domain(simplify(d), inputs(t))
+            return change if domain is None else Mul((domain, change))
+        case Exists(term=t):
+            return Add((Exists(Add((t, _delta(t, updated)))), -Exists(t)))
     raise TypeError(f"not an AGCA term: {q!r}")
+
+
+def _domain(d: Term, correlated: frozenset[str]) -> Term | None:
+    """The range restriction of a nested aggregate's delta ``d`` (DBToaster §5.3, the revised
+    delta rule for nested queries: ``Δ(x := Q) = (ΔQ)_rr * ((x := Q + ΔQ) − (x := Q))``), in
+    its batch form: ``Exists`` of ``d`` summed by the ``correlated`` variables (the nested
+    query's inputs), each bound by an equality with a variable of an update atom instead of
+    tested; where it is 0, ``Q``'s value does not change and the difference is 0.  None (no
+    restriction) unless that sum reads only update atoms and has no input left: a nested
+    aggregate correlated on an inequality, or over a join with a stored relation, evaluates
+    the difference for every tuple of the outer query (or is re-evaluated, §5.1)."""
+    if not correlated or d == ZERO:
+        return None
+
+    def by_correlated(t: Term) -> Term:
+        match t:
+            case Add(terms=ts):
+                return Add(tuple(by_correlated(x) for x in ts))
+            case Mul(terms=ts) if any(isinstance(x, Sum) for x in ts):
+                return Mul(tuple(by_correlated(x) for x in ts))
+            case Sum(group=g, term=body):
+                factors = list(body.terms) if isinstance(body, Mul) else [body]
+                binding = []
+                for f in list(factors):
+                    if isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var):
+                        ends = (f.left.name in correlated, f.right.name in correlated)
+                        if ends in ((True, False), (False, True)):
+                            x, y = (f.left, f.right) if ends[0] else (f.right, f.left)
+                            if x.name not in {b.var for b in binding}:
+                                factors.remove(f)
+                                binding.append(Assign(x.name, y))
+                return Sum(tuple(dict.fromkeys((*g, *sorted(correlated)))), Mul(tuple(factors + binding)))
+        return t
+
+    summed = simplify(by_correlated(d))
+    if inputs(summed) or any(not a.delta for a in atoms(summed)) or any(True for _ in map_refs(summed)):
+        return None
+    return Exists(summed)
 
 
 def delta_tuple(q: Term, relation: str, values: Sequence[object], sign: int = 1) -> Term:
@@ -89,6 +134,8 @@ def _bind_update(q: Term, relation: str, values: tuple, sign: int) -> Term:
             return Sum(g, _bind_update(t, relation, values, sign))
         case Assign(var=x, term=t) if isinstance(t, Term):
             return Assign(x, _bind_update(t, relation, values, sign))
+        case Exists(term=t):
+            return Exists(_bind_update(t, relation, values, sign))
     return q
 
 
@@ -130,6 +177,9 @@ def _simplify(q: Term, done: dict[int, tuple[Term, Term]]) -> Term:
             out = ZERO if inner == ZERO else inner if isinstance(inner, Const) and not g else Sum(g, inner)
         case Assign(var=x, term=t) if isinstance(t, Term):
             out = Assign(x, _simplify(t, done))
+        case Exists(term=t):
+            inner = _simplify(t, done)
+            out = ZERO if inner == ZERO else ONE if isinstance(inner, Const) else Exists(inner)
         case Cmp(op=op, left=l, right=r) if not isinstance(l, Var) and not isinstance(r, Var):
             out = ONE if COMPARISONS[op](l.value, r.value) else ZERO
         case _:

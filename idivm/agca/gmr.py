@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from idivm.agca.terms import (
-    COMPARISONS, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var, show,
+    COMPARISONS, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var, show,
 )
 
 #: a tuple: its (variable, value) pairs sorted by variable
@@ -213,6 +213,8 @@ def _eval(q: Term, db: Database, b: dict[str, object]) -> GMR:
                     raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
                 out.add(tuple(sorted((x, full[x]) for x in set(g))), m)
             return out
+        case Exists(term=t):
+            return GMR({k: 1 for k in _eval(t, db, b)})  # a GMR holds no tuple of multiplicity 0
     raise AgcaError(f"not an AGCA term: {q!r}")
 
 

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from idivm.agca.gmr import GMR, AgcaError
 from idivm.agca.terms import (
-    COMPARISONS, EPSILON, ROUNDING, Add, Assign, Cmp, Const, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms,
-    inputs, map_refs,
+    COMPARISONS, EPSILON, ROUNDING, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var,
+    atoms, inputs, map_refs,
 )
 from idivm.agca.viewlet import Program
 from idivm.storage.delta.merge import quoted
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 #: the multiplicity column of a GMR DataFrame
 M = "__m"
+#: the columns with which :class:`~idivm.agca.terms.Exists` tells its contexts apart and keeps
+#: their multiplicities
+EXISTS_ROW, EXISTS_M = "__row", "__context_m"
 
 
 def col(name: str) -> "Column":
@@ -137,6 +140,13 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             if missing:
                 raise AgcaError(f"group-by variable {', '.join(missing)} of {q} is not bound")
             return out.groupBy(*[col(x) for x in keep]).agg(F.sum(col(M)).alias(M))
+        case Exists(term=t):
+            # per context (told apart by a row id), the tuples of t whose multiplicity is not 0
+            ids = contexts.withColumn(EXISTS_ROW, F.monotonically_increasing_id()).withColumn(EXISTS_M, col(M))
+            out = compile_term(t, ids.withColumn(M, F.lit(1.0)), relations, maps, constants)
+            keys = [c for c in out.columns if c != M]
+            support = out.groupBy(*[col(c) for c in keys]).agg(F.sum(col(M)).alias(M)).filter(col(M) != 0)
+            return support.withColumn(M, col(EXISTS_M)).drop(EXISTS_ROW, EXISTS_M)
     raise AgcaError(f"not an AGCA term: {q!r}")
 
 

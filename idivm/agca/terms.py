@@ -9,7 +9,9 @@ relation, the update ``ΔR`` of one (``delta=True``), or a materialized map: :cl
 :class:`Add`, :class:`Mul`, :class:`Sum`, :class:`Cmp` (``x θ y``, the paper's sugar for
 ``(x − y) θ 0``, with variables or constants on either side) and :class:`Assign`; and
 :class:`Lift`, a scalar function of bound variables lifted into a term (DBToaster's external
-functions, §3.2 and §7: a condition such as a disjunction, or a CASE value).  ``-q`` is
+functions, §3.2 and §7: a condition such as a disjunction, or a CASE value); and
+:class:`Exists`, the support of a term (the domain of a nested aggregate's delta, §5.3's
+revised delta rule for nested queries).  ``-q`` is
 ``Mul((Const(-1), q))``.  ``Add`` and ``Mul`` hold their operands in order: the product passes
 the bindings of its left factors to its right ones (sideways information passing).
 
@@ -185,6 +187,19 @@ class Lift(Term):
     condition: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class Exists(Term):
+    """``Exists(q)``: ``t ↦ 1`` for every tuple ``t`` whose multiplicity in ``q`` is not 0, the
+    empty GMR elsewhere (DBToaster's later ``Exists``).  Its binding pattern is ``q``'s.  The
+    delta rule of a nested aggregate correlated on equalities (:func:`idivm.agca.delta.delta`)
+    multiplies the difference it computes by ``Exists`` of the nested delta summed by the
+    correlation variables: the outer tuples whose nested value changes (§5.3, "we extract all
+    range restrictions and prepend them to the delta"), so that a trigger evaluates the nested
+    value again only for them, not for every tuple of the outer query."""
+
+    term: Term
+
+
 #: the scalar functions a :class:`Lift` may apply: those the reference interpreter evaluates
 #: (:func:`idivm.agca.gmr.lifted`) as Spark does
 LIFTED_FUNCTIONS = frozenset({"add", "sub", "mul", "div", "neg", "eq", "ne", "lt", "le", "gt", "ge", "and", "or",
@@ -248,6 +263,8 @@ def _pattern(q: Term) -> tuple[frozenset[str], frozenset[str]]:
         case Sum(group=g, term=t):
             i, o = _pattern(t)
             return i | (frozenset(g) - o), frozenset(g) & o
+        case Exists(term=t):
+            return _pattern(t)
     raise TypeError(f"not an AGCA term: {q!r}")
 
 
@@ -258,7 +275,7 @@ def subterms(q: Term) -> Iterator[Term]:
         case Add(terms=ts) | Mul(terms=ts):
             for t in ts:
                 yield from subterms(t)
-        case Sum(term=t):
+        case Sum(term=t) | Exists(term=t):
             yield from subterms(t)
         case Assign(term=t) if isinstance(t, Term):
             yield from subterms(t)
@@ -288,7 +305,7 @@ def degree(q: Term) -> int:
             return max((degree(t) for t in ts), default=0)
         case Mul(terms=ts):
             return sum(degree(t) for t in ts)
-        case Sum(term=t):
+        case Sum(term=t) | Exists(term=t):
             return degree(t)
         case Assign(term=t) if isinstance(t, Term):
             return degree(t)
@@ -325,6 +342,8 @@ def show(q: "Term | Value") -> str:
             return f"{{{e}}}" if c else f"[{e}]"
         case Assign(var=x, term=t):
             return f"({x} := {show(t)})"
+        case Exists(term=t):
+            return f"Exists({show(t)})"
     raise TypeError(f"not an AGCA term: {q!r}")
 
 
@@ -359,6 +378,8 @@ def rename(q: "Term | Value", names: dict[str, str]) -> "Term | Value":
             return Lift(_renamed_expr(e, names), c)
         case Assign(var=x, term=t):
             return Assign(r(x), rename(t, names))
+        case Exists(term=t):
+            return Exists(rename(t, names))  # type: ignore[arg-type]
     raise TypeError(f"not an AGCA term: {q!r}")
 
 
@@ -396,6 +417,8 @@ def canonical(q: Term) -> tuple[Term, dict[str, str]]:
             case Assign(var=x, term=body):
                 visit(body)
                 order.setdefault(x, f"${len(order) + 1}")
+            case Exists(term=body):
+                visit(body)
 
     visit(q)
     return _reordered(rename(q, order), atoms=False), order  # type: ignore[return-value,arg-type]
@@ -419,4 +442,6 @@ def _reordered(q: "Term | Value", *, atoms: bool) -> "Term | Value":
             return Sum(g if atoms else tuple(sorted(g)), _reordered(t, atoms=atoms))  # type: ignore[arg-type]
         case Assign(var=x, term=t) if isinstance(t, Term):
             return Assign(x, _reordered(t, atoms=atoms))
+        case Exists(term=t):
+            return Exists(_reordered(t, atoms=atoms))  # type: ignore[arg-type]
     return q

@@ -29,8 +29,8 @@ from itertools import product
 from idivm.agca.delta import delta, delta_tuple, simplify
 from idivm.agca.gmr import GMR, AgcaError, Database, Relation, evaluate
 from idivm.agca.terms import (
-    ZERO, Add, Assign, Cmp, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, canonical, inputs, map_refs, outputs,
-    relations, rename, subterms,
+    ZERO, Add, Assign, Cmp, Exists, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, canonical, inputs, map_refs,
+    outputs, relations, rename, subterms,
 )
 
 
@@ -155,8 +155,9 @@ def _reevaluated(q: Term, rel: str) -> bool:
     that is not correlated on an equality.  Its delta ``(x := Q_N + ΔQ_N) − (x := Q_N)``
     evaluates the outer query twice, over every tuple, and is not simpler than ``q``; the delta
     pays off only where an equality with the outer query restricts it to the tuples the
-    change names (TPC-H Q17's part key), which the other nested aggregates (uncorrelated, as
-    in PSP; correlated on an inequality, as in VWAP and MST) lack."""
+    change names (TPC-H Q17's part key: the ``Exists`` range restriction of
+    :func:`~idivm.agca.delta.delta`), which the other nested aggregates (uncorrelated, as in
+    PSP; correlated on an inequality, as in VWAP and MST) lack."""
     for t in subterms(q):
         if isinstance(t, Assign) and isinstance(t.term, Term) and rel in relations(t.term):
             outer = inputs(t.term)
@@ -217,14 +218,15 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
         factors = [Assign(f.var, _decompose(f.term, (), trigger | inputs(f.term), program, by_definition, pending))
                    if isinstance(f, Assign) and isinstance(f.term, Term) and relations(f.term) else f
                    for f in factors]
-        # the update's atoms (a batch's ΔR) are read first: their variables are bound
-        updates = [f for f in factors if isinstance(f, Rel) and f.delta]
-        given = trigger | frozenset(x for u in updates for x in u.variables)
-        bound = _bound([f for f in factors if not isinstance(f, Rel)], given)[0]
+        # the update's atoms (a batch's ΔR) and the domains of nested deltas over them are read
+        # first: their variables are bound
+        updates = [f for f in factors if _update(f)]
+        given = trigger | frozenset(x for u in updates for x in outputs(u))
+        bound = _bound([f for f in factors if not isinstance(f, Rel) and not _update(f)], given)[0]
         factors = _unify(factors, bound, set(keys if group is None else group))
-        updates = [f for f in factors if isinstance(f, Rel) and f.delta]
+        updates = [f for f in factors if _update(f)]
         stored = [f for f in factors if isinstance(f, Rel) and not f.delta]
-        bound, binding, rest = _bound([f for f in factors if not isinstance(f, Rel)], given)
+        bound, binding, rest = _bound([f for f in factors if not isinstance(f, Rel) and not _update(f)], given)
         needed = set(keys if group is None else group) | bound
         components = _factorized(_components(stored, bound), rest, bound, needed)
         local, kept, needed = _placed(components, rest, bound, needed)
@@ -243,8 +245,18 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
             renames = tuple((x, by_form[c]) for x, c in there.items() if by_form.get(c, x) != x)
             refs.append(MapRef(name, tuple(k for k in map_keys if k in bound), tuple(k for k in map_keys if k not in bound),
                                renames))
+        # the domains first: the update atoms are then joined with the few tuples they name
+        updates = sorted(updates, key=lambda f: not isinstance(f, Exists))
         out.append(Sum(keys, Mul(tuple(updates + binding + refs + kept))))
     return simplify(Add(tuple(out)))
+
+
+def _update(f: Term) -> bool:
+    """Whether the factor ``f`` reads the update only: an update atom ``ΔR``, or the domain of a
+    nested aggregate's delta (an :class:`Exists` over update atoms, or, in a single-tuple
+    trigger, over the trigger's values)."""
+    return isinstance(f, Rel) and f.delta or isinstance(f, Exists) and all(a.delta for a in atoms(f)) \
+        and not any(True for _ in map_refs(f))
 
 
 def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], list[Term], list[Term]]:
