@@ -138,8 +138,8 @@ def test_example_7_the_delta_of_the_nested_aggregate():
 def test_example_13_a_nested_delta_is_range_restricted_to_the_values_it_changes():
     """§5.3, Example 13: ``Δ_{+R(x)}(B := R(A)) = (A := x) * ((B := R(A) + 1) − (B := R(A)))``.
     Correlated on an equality, the delta is prefixed by the domain of the nested delta (for a
-    batch, ``Exists`` of it summed by the correlation variable): it names only the tuples
-    whose nested value changes, with the same value as the unrestricted rule everywhere."""
+    batch, the correlation values its update atoms bind): it names only the tuples
+    the update reaches, with the same value as the unrestricted rule everywhere."""
     nested = Sum((), Rel("R", ("A1",)) * Cmp("=", v("A1"), v("A")))
     single = delta_tuple(Assign("B", nested), "R", (v("x"),))
     assert isinstance(single, Mul) and isinstance(single.terms[0], Exists)
@@ -147,7 +147,7 @@ def test_example_13_a_nested_delta_is_range_restricted_to_the_values_it_changes(
     assert evaluate(single, db, {"x": 2, "A": 2}) == {(("A", 2), ("B", 3)): 1, (("A", 2), ("B", 2)): -1}
     assert evaluate(single, db, {"x": 2, "A": 1}) == {}  # A is not the updated value: restricted out
     batch = delta(Assign("B", nested), {"R"})
-    assert batch.terms[0] == Exists(Sum(("A",), Rel("R", ("A1",), delta=True) * Assign("A", v("A1"))))
+    assert batch.terms[0] == Exists(Sum(("A",), Exists(Rel("R", ("A1",), delta=True) * Assign("A", v("A1")))))
     update = Database({"R": Relation(("A1",), {(1,): 1, (2,): 2})}, {"R": Relation(("A1",), {(2,): 1, (3,): -1})})
     assert evaluate(batch.terms[0], update) == {(("A", 2),): 1, (("A", 3),): 1}
     # correlated on an inequality the delta keeps its whole range (no restriction)

@@ -30,7 +30,7 @@ from idivm.agca.gmr import AgcaError
 from idivm.agca.terms import (
     EPSILON, ROUNDING, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
 )
-from idivm.agca.spark import EXISTS_M, EXISTS_ROW, M, constant_key
+from idivm.agca.spark import M, constant_key, exists_columns
 
 #: ``lift(contexts, term)``: the contexts a :class:`Lift` (or a :class:`Cmp` of operands Spark
 #: casts) leaves, evaluated by Spark (see the module's notes)
@@ -133,14 +133,15 @@ def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table],
             return _sum_by(out, keep, M)
         case Exists(term=t):
             # per context (told apart by its row number), the tuples of t whose multiplicity is not 0
-            ids = contexts.append_column(EXISTS_ROW, pa.array(range(contexts.num_rows), pa.int64())) \
-                .append_column(EXISTS_M, contexts.column(M))
+            row, kept = exists_columns(contexts.column_names)
+            ids = contexts.append_column(row, pa.array(range(contexts.num_rows), pa.int64())) \
+                .append_column(kept, contexts.column(M))
             ones = ids.set_column(ids.column_names.index(M), M, pa.array([1.0] * ids.num_rows, pa.float64()))
             out = compile_term(t, ones, relations, maps, constants, lift)
             support = _sum_by(out, [c for c in out.column_names if c != M], M)
             support = _where(support, pc.not_equal(support.column(M), 0.0))
-            support = support.set_column(support.column_names.index(M), M, support.column(EXISTS_M))
-            return support.drop_columns([EXISTS_ROW, EXISTS_M])
+            support = support.set_column(support.column_names.index(M), M, support.column(kept))
+            return support.drop_columns([row, kept])
     raise AgcaError(f"not an AGCA term: {q!r}")
 
 

@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from idivm.agca.terms import (
     COMPARISONS, ONE, ZERO, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
-    atoms, inputs, map_refs,
+    atoms, inputs,
 )
 
 
@@ -74,39 +74,51 @@ def _delta(q: Term, updated: frozenset[str] | None) -> Term:
 def _domain(d: Term, correlated: frozenset[str]) -> Term | None:
     """The range restriction of a nested aggregate's delta ``d`` (DBToaster §5.3, the revised
     delta rule for nested queries: ``Δ(x := Q) = (ΔQ)_rr * ((x := Q + ΔQ) − (x := Q))``), in
-    its batch form: ``Exists`` of ``d`` summed by the ``correlated`` variables (the nested
-    query's inputs), each bound by an equality with a variable of an update atom instead of
-    tested; where it is 0, ``Q``'s value does not change and the difference is 0.  None (no
-    restriction) unless that sum reads only update atoms and has no input left: a nested
-    aggregate correlated on an inequality, or over a join with a stored relation, evaluates
-    the difference for every tuple of the outer query (or is re-evaluated, §5.1)."""
+    its batch form: the values of the ``correlated`` variables (the nested query's inputs) that
+    the update's tuples bind through the equalities of ``d``'s monomials,
+    ``Exists(Sum[correlated](Exists(ΔR(…) * (c := v))) + …)``; where it is 0 no tuple of the
+    update reaches ``Q``'s value, and the difference is 0.  It reads the update atoms and the
+    equalities only (not their values or other conditions: a superset of the values that
+    change), so the nested aggregates of one subquery (a sum and a count) share it.  None (no
+    restriction) unless every monomial binds every correlated variable so, from update atoms
+    alone: a nested aggregate correlated on an inequality, or over a join with a stored
+    relation, evaluates the difference for every tuple of the outer query (or is re-evaluated,
+    §5.1)."""
     if not correlated or d == ZERO:
         return None
+    parts = []
+    for t in _sums(d):
+        if t is None:
+            return None
+        factors = list(t.term.terms) if isinstance(t.term, Mul) else [t.term]
+        if any(isinstance(f, (Rel, MapRef)) and not (isinstance(f, Rel) and f.delta) or
+               isinstance(f, (Assign, Exists)) and isinstance(getattr(f, "term", None), Term) and any(atoms(f))
+               for f in factors):
+            return None
+        binding: dict[str, Term] = {}
+        for f in factors:
+            if isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var):
+                ends = (f.left.name in correlated, f.right.name in correlated)
+                if ends in ((True, False), (False, True)):
+                    x, y = (f.left, f.right) if ends[0] else (f.right, f.left)
+                    binding.setdefault(x.name, Assign(x.name, y))
+        update = [f for f in factors if isinstance(f, Rel)]
+        parts.append(Sum(tuple(sorted(correlated)), Exists(Mul(tuple(update + list(binding.values()))))))
+    domain = simplify(Exists(Add(tuple(parts))))
+    return domain if not inputs(domain) else None
 
-    def by_correlated(t: Term) -> Term:
-        match t:
-            case Add(terms=ts):
-                return Add(tuple(by_correlated(x) for x in ts))
-            case Mul(terms=ts) if any(isinstance(x, Sum) for x in ts):
-                return Mul(tuple(by_correlated(x) for x in ts))
-            case Sum(group=g, term=body):
-                factors = list(body.terms) if isinstance(body, Mul) else [body]
-                binding = []
-                for f in list(factors):
-                    if isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var):
-                        ends = (f.left.name in correlated, f.right.name in correlated)
-                        if ends in ((True, False), (False, True)):
-                            x, y = (f.left, f.right) if ends[0] else (f.right, f.left)
-                            if x.name not in {b.var for b in binding}:
-                                factors.remove(f)
-                                binding.append(Assign(x.name, y))
-                return Sum(tuple(dict.fromkeys((*g, *sorted(correlated)))), Mul(tuple(factors + binding)))
-        return t
 
-    summed = simplify(by_correlated(d))
-    if inputs(summed) or any(not a.delta for a in atoms(summed)) or any(True for _ in map_refs(summed)):
-        return None
-    return Exists(summed)
+def _sums(t: Term) -> list[Sum | None]:
+    """The Sums whose (signed, scaled) total ``t`` is; None for a part that is not one."""
+    match t:
+        case Add(terms=ts):
+            return [s for x in ts for s in _sums(x)]
+        case Mul(terms=ts) if sum(isinstance(x, Sum) for x in ts) == 1 and \
+                all(isinstance(x, (Sum, Const)) for x in ts):
+            return [x for x in ts if isinstance(x, Sum)]
+        case Sum():
+            return [t]
+    return [None]
 
 
 def delta_tuple(q: Term, relation: str, values: Sequence[object], sign: int = 1) -> Term:
@@ -196,10 +208,10 @@ def _product(factors: list[Term]) -> Term:
     rest: list[Term] = []
     for f in flat:
         c = _constant(f)
-        if c is None:
-            rest.append(f)
-        else:
+        if c is not None:
             coefficient *= c
+        elif not (isinstance(f, Exists) and f in rest):  # Exists(q) * Exists(q) = Exists(q)
+            rest.append(f)
     if coefficient == 0:
         return ZERO
     if not rest:

@@ -33,9 +33,14 @@ if TYPE_CHECKING:
 
 #: the multiplicity column of a GMR DataFrame
 M = "__m"
-#: the columns with which :class:`~idivm.agca.terms.Exists` tells its contexts apart and keeps
-#: their multiplicities
-EXISTS_ROW, EXISTS_M = "__row", "__context_m"
+
+
+def exists_columns(columns: Sequence[str]) -> tuple[str, str]:
+    """The columns with which :class:`~idivm.agca.terms.Exists` tells apart the contexts it is
+    evaluated in (``columns``: theirs) and keeps their multiplicities, named apart from those
+    of an enclosing ``Exists``."""
+    depth = sum(c.startswith("__exists_row") for c in columns)
+    return f"__exists_row{depth}", f"__exists_m{depth}"
 
 
 def col(name: str) -> "Column":
@@ -142,11 +147,12 @@ def compile_term(q: Term, contexts: "DataFrame", relations: Mapping[str, "DataFr
             return out.groupBy(*[col(x) for x in keep]).agg(F.sum(col(M)).alias(M))
         case Exists(term=t):
             # per context (told apart by a row id), the tuples of t whose multiplicity is not 0
-            ids = contexts.withColumn(EXISTS_ROW, F.monotonically_increasing_id()).withColumn(EXISTS_M, col(M))
+            row, kept = exists_columns(contexts.columns)
+            ids = contexts.withColumn(row, F.monotonically_increasing_id()).withColumn(kept, col(M))
             out = compile_term(t, ids.withColumn(M, F.lit(1.0)), relations, maps, constants)
             keys = [c for c in out.columns if c != M]
             support = out.groupBy(*[col(c) for c in keys]).agg(F.sum(col(M)).alias(M)).filter(col(M) != 0)
-            return support.withColumn(M, col(EXISTS_M)).drop(EXISTS_ROW, EXISTS_M)
+            return support.withColumn(M, col(kept)).drop(row, kept)
     raise AgcaError(f"not an AGCA term: {q!r}")
 
 
