@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from idivm.agca.terms import (
     COMPARISONS, ONE, ZERO, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Number, Rel, Sum, Term, Value, Var,
-    atoms, inputs,
+    atoms, bindings, inputs, map_refs,
 )
 
 
@@ -91,19 +91,12 @@ def _domain(d: Term, correlated: frozenset[str]) -> Term | None:
         if t is None:
             return None
         factors = list(t.term.terms) if isinstance(t.term, Mul) else [t.term]
-        if any(isinstance(f, (Rel, MapRef)) and not (isinstance(f, Rel) and f.delta) or
-               isinstance(f, (Assign, Exists)) and isinstance(getattr(f, "term", None), Term) and any(atoms(f))
-               for f in factors):
+        if any(not (isinstance(f, Rel) and f.delta) and (any(atoms(f)) or any(map_refs(f))) for f in factors):
             return None
-        binding: dict[str, Term] = {}
-        for f in factors:
-            if isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var):
-                ends = (f.left.name in correlated, f.right.name in correlated)
-                if ends in ((True, False), (False, True)):
-                    x, y = (f.left, f.right) if ends[0] else (f.right, f.left)
-                    binding.setdefault(x.name, Assign(x.name, y))
         update = [f for f in factors if isinstance(f, Rel)]
-        parts.append(Sum(tuple(sorted(correlated)), Exists(Mul(tuple(update + list(binding.values()))))))
+        binding = bindings([f for f in factors if not isinstance(f, Rel)],
+                           frozenset(x for a in update for x in a.variables))[1]
+        parts.append(Sum(tuple(sorted(correlated)), Exists(Mul(tuple(update + binding)))))
     domain = simplify(Exists(Add(tuple(parts))))
     return domain if not inputs(domain) else None
 

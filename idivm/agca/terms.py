@@ -23,7 +23,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 from fractions import Fraction
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Union
 
 from idivm.algebra import expressions as E
@@ -266,6 +266,36 @@ def _pattern(q: Term) -> tuple[frozenset[str], frozenset[str]]:
         case Exists(term=t):
             return _pattern(t)
     raise TypeError(f"not an AGCA term: {q!r}")
+
+
+def bindings(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], list[Term], list[Term]]:
+    """The variables bound where ``trigger`` are (a trigger's values, or an update's atoms'
+    variables): those, those assigned them, and those equal to them (unification, §6); the factors that bind
+    them, in an order where each reads only variables bound before it; and the other factors.
+    An equality ``x = y`` with one side bound becomes the assignment of the other side."""
+    bound = set(trigger)
+    order: list[Term] = []
+    left = list(factors)
+    changed = True
+    while changed:
+        changed = False
+        for f in list(left):
+            binding = None
+            if isinstance(f, Assign) and f.var not in bound and (
+                    isinstance(f.term, Value) or (isinstance(f.term, Var) and f.term.name in bound)):
+                binding = f
+            elif isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var):
+                ends = [f.left.name in bound, f.right.name in bound]
+                if ends == [True, False]:
+                    binding = Assign(f.right.name, f.left)
+                elif ends == [False, True]:
+                    binding = Assign(f.left.name, f.right)
+            if binding is not None:
+                bound.add(binding.var)
+                order.append(binding)
+                left.remove(f)
+                changed = True
+    return bound, order, left
 
 
 def subterms(q: Term) -> Iterator[Term]:

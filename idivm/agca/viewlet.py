@@ -29,8 +29,8 @@ from itertools import product
 from idivm.agca.delta import delta, delta_tuple, simplify
 from idivm.agca.gmr import GMR, AgcaError, Database, Relation, evaluate
 from idivm.agca.terms import (
-    ZERO, Add, Assign, Cmp, Exists, MapRef, Mul, Rel, Sum, Term, Value, Var, atoms, canonical, inputs, map_refs,
-    outputs, relations, rename, subterms,
+    ZERO, Add, Assign, Cmp, Exists, MapRef, Mul, Rel, Sum, Term, Var, atoms, canonical, inputs, map_refs,
+    bindings, outputs, relations, rename, subterms,
 )
 
 
@@ -222,11 +222,11 @@ def _decompose(d: Term, keys: tuple[str, ...], trigger: frozenset[str], program:
         # first: their variables are bound
         updates = [f for f in factors if _update(f)]
         given = trigger | frozenset(x for u in updates for x in outputs(u))
-        bound = _bound([f for f in factors if not isinstance(f, Rel) and not _update(f)], given)[0]
+        bound = bindings([f for f in factors if not isinstance(f, Rel) and not _update(f)], given)[0]
         factors = _unify(factors, bound, set(keys if group is None else group))
         updates = [f for f in factors if _update(f)]
         stored = [f for f in factors if isinstance(f, Rel) and not f.delta]
-        bound, binding, rest = _bound([f for f in factors if not isinstance(f, Rel) and not _update(f)], given)
+        bound, binding, rest = bindings([f for f in factors if not isinstance(f, Rel) and not _update(f)], given)
         needed = set(keys if group is None else group) | bound
         components = _factorized(_components(stored, bound), rest, bound, needed)
         local, kept, needed = _placed(components, rest, bound, needed)
@@ -257,36 +257,6 @@ def _update(f: Term) -> bool:
     trigger, over the trigger's values)."""
     return isinstance(f, Rel) and f.delta or isinstance(f, Exists) and all(a.delta for a in atoms(f)) \
         and not any(True for _ in map_refs(f))
-
-
-def _bound(factors: Sequence[Term], trigger: frozenset[str]) -> tuple[set[str], list[Term], list[Term]]:
-    """The variables bound by the trigger's values (its variables, those assigned them, and
-    those equal to them: unification, §6), the factors that bind them, in an order where
-    each reads only variables bound before it, and the other factors; an equality ``x = y``
-    with one side bound becomes the assignment of the other side."""
-    bound = set(trigger)
-    order: list[Term] = []
-    left = list(factors)
-    changed = True
-    while changed:
-        changed = False
-        for f in list(left):
-            binding = None
-            if isinstance(f, Assign) and f.var not in bound and (
-                    isinstance(f.term, Value) or (isinstance(f.term, Var) and f.term.name in bound)):
-                binding = f
-            elif isinstance(f, Cmp) and f.op == "=" and isinstance(f.left, Var) and isinstance(f.right, Var):
-                ends = [f.left.name in bound, f.right.name in bound]
-                if ends == [True, False]:
-                    binding = Assign(f.right.name, f.left)
-                elif ends == [False, True]:
-                    binding = Assign(f.left.name, f.right)
-            if binding is not None:
-                bound.add(binding.var)
-                order.append(binding)
-                left.remove(f)
-                changed = True
-    return bound, order, left
 
 
 def _unify(factors: list[Term], bound: set[str], outputs: set[str]) -> list[Term]:

@@ -28,6 +28,7 @@ AntiJoin when the subquery's FROM does not depend on the outer block.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -95,6 +96,14 @@ def build_query(query: A.Query, tables: Mapping[str, T.TupleType]) -> tuple[O.Op
     """Plan a query; returns the plan (rooted at ReturnBag) and the element type.  Unnamed
     projections get AsterixDB's generated names (:func:`~idivm.sqlpp.desugar.generated_names`)."""
     return PlanBuilder(tables).query_plan(generated_names(query))
+
+
+def _enclosing(sc: Scope) -> Iterator[Scope]:
+    """``sc`` and the scopes that enclose it, innermost first."""
+    s: Scope | None = sc
+    while s is not None:
+        yield s
+        s = s.parent
 
 
 class PlanBuilder(TermBuilder):
@@ -201,32 +210,15 @@ class PlanBuilder(TermBuilder):
         return O.InnerJoin(current, part, TRUE, span=item.span)
 
     def is_variable(self, name: str, sc: Scope) -> bool:
-        s: Scope | None = sc
-        while s is not None:
-            if s.lookup(name) is not None:
-                return True
-            s = s.parent
-        return False
+        return any(s.lookup(name) is not None for s in _enclosing(sc))
 
     def is_column(self, name: str, sc: Scope) -> bool:
         """Whether ``name`` is an unqualified column of a variable in scope (``FROM c, interests
         AS i`` iterates over ``c.interests``, as AsterixDB resolves it)."""
-        s: Scope | None = sc
-        while s is not None:
-            if name in s.columns():
-                return True
-            s = s.parent
-        return False
+        return any(name in s.columns() for s in _enclosing(sc))
 
     def is_table(self, e: A.Expr, sc: Scope) -> bool:
-        if not isinstance(e, A.Identifier) or e.name not in self.tables:
-            return False
-        s: Scope | None = sc
-        while s is not None:
-            if s.lookup(e.name) is not None:
-                return False
-            s = s.parent
-        return True
+        return isinstance(e, A.Identifier) and e.name in self.tables and not self.is_variable(e.name, sc)
 
     def standalone(self, item: A.FromItem, part: Scope, block: Scope) -> O.Operator:
         """A FROM item that does not depend on earlier items of its block, built from Ground.
