@@ -19,8 +19,9 @@ quarantined records are replaced by their corrected versions (``quarantine retry
 which the model then applies.
 
 ``IDIVM_SOAK_BATCHES`` (default :data:`DEFAULT_BATCHES`) sets the number of batches;
-``IDIVM_SOAK_CHANGES`` the messages per table per batch.  A summary is printed at the end
-(run with ``-s`` to see it).
+``IDIVM_SOAK_MINUTES`` a time after which no further batch is started; ``IDIVM_SOAK_CHANGES`` the
+messages per table per batch.  A summary is printed every :data:`SUMMARY_EVERY` batches and at
+the end (run with ``-s`` to see it).
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ pytestmark = pytest.mark.slow
 
 DEFAULT_BATCHES = 10
 BATCHES = int(os.environ.get("IDIVM_SOAK_BATCHES", DEFAULT_BATCHES))
+MINUTES = float(os.environ.get("IDIVM_SOAK_MINUTES", "inf"))
 CHANGES = int(os.environ.get("IDIVM_SOAK_CHANGES", 12))
+SUMMARY_EVERY = 25
 RETRY_EVERY = 4  # batches between two replays of the quarantine
 BROKEN = 0.05    # the share of broken messages
 SEED = int(os.environ.get("IDIVM_SOAK_SEED", 29))
@@ -210,12 +213,16 @@ class Tally:
     maintained: int = 0
     verifies: int = 0
     divergences: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # command -> seconds spent in it
+
+    def timed(self, command: str, started: float) -> None:
+        self.seconds[command] = self.seconds.get(command, 0.0) + time.monotonic() - started
 
     def summary(self, seconds: float) -> str:
         return (f"soak: {self.batches} batches, {self.messages} change messages pushed ({self.broken} broken), "
                 f"{self.quarantined} records quarantined, {self.replayed} replayed, {self.ingests} ingest commands, "
                 f"{self.maintained} view runs, {self.verifies} verifies, {len(self.divergences)} divergences; "
-                f"{seconds:.0f} s")
+                f"{seconds:.0f} s (" + ", ".join(f"{c} {s:.0f} s" for c, s in sorted(self.seconds.items())) + ")")
 
 
 def rows_of(rows, schema: pa.Schema) -> pa.Table:
@@ -252,14 +259,18 @@ def test_soak(broker, make_warehouse, tmp_path):  # noqa: F811
     runner = CliRunner()
     state = cli.CliState(warehouse_path=str(wh.path), warehouse=wh)
 
+    tally = Tally()
+
     def idivm(*args, ok=(0,)):
+        t0 = time.monotonic()
         r = runner.invoke(cli.cli, ["--warehouse", str(wh.path), *args], obj=state)
+        tally.timed(args[0], t0)
         assert r.exit_code in ok, f"idivm {' '.join(args)} exited {r.exit_code}:\n{r.output}"
         return r
 
-    tally = Tally()
     waiting = {f.table: 0 for f in feeds}  # broken messages sent since the last retry
     for batch in range(1, BATCHES + 1):
+        last = batch == BATCHES or time.monotonic() - started > MINUTES * 60
         for f in feeds:
             messages = []
             for _ in range(CHANGES):
@@ -279,7 +290,7 @@ def test_soak(broker, make_warehouse, tmp_path):  # noqa: F811
             quarantined = wh.quarantined(f.table).num_rows
             assert quarantined == waiting[f.table], (batch, f.table, quarantined, waiting[f.table])
             _check_table(wh, f, batch)
-        if batch % RETRY_EVERY == 0 or batch == BATCHES:
+        if batch % RETRY_EVERY == 0 or last:
             for f in feeds:
                 if not waiting[f.table]:
                     continue
@@ -302,8 +313,10 @@ def test_soak(broker, make_warehouse, tmp_path):  # noqa: F811
             if r.exit_code != 0:
                 tally.divergences.append(f"batch {batch}: {view}: {r.output}")
         tally.batches = batch
-        print(f"soak: batch {batch} done at {time.monotonic() - started:.0f} s")
-        if tally.divergences:
+        print(f"soak: batch {batch} done at {time.monotonic() - started:.0f} s", flush=True)
+        if batch % SUMMARY_EVERY == 0:
+            print(tally.summary(time.monotonic() - started), flush=True)
+        if tally.divergences or last:
             break
     print("\n" + tally.summary(time.monotonic() - started))
     assert not tally.divergences, "\n".join(tally.divergences)
