@@ -573,3 +573,28 @@ def test_a_view_grouped_by_an_array_is_written_and_maintained_by_id(make_warehou
     wh.maintain("by_tags")
     assert wh.verify("by_tags").ok
     assert sorted(map(str, wh.rows("by_tags"))) == sorted(map(str, [{"tags": [1, 2], "n": 3}, {"tags": [5, 0], "n": 1}]))
+
+
+def test_subqueries_over_a_large_group_as_bag(make_warehouse):
+    """Subqueries that iterate a GROUP AS bag (``FROM g AS x``) see each group's members once:
+    the iteration's rows do not carry the whole bag along (with 5,000 members in a group that
+    would be 5,000² copies of a member, more than the driver's heap)."""
+    wh = make_warehouse()
+    rows = [{"id": i, "k": "ab"[i % 2 * (i % 7 == 0)], "v": i % 11, "w": float(i % 5), "s": f"{i:040d}"}
+            for i in range(6_000)]
+    wh.create_table("t", ["id"], rows)
+    wh.define("""CREATE VIEW sums AS
+                 SELECT k, STRICT_SUM((FROM g AS x SELECT VALUE x.t.v)) AS sv,
+                        STRICT_AVG((FROM g AS x SELECT VALUE x.t.w)) AS aw,
+                        ARRAY_COUNT((FROM g AS x WHERE x.t.v >= 5 SELECT VALUE x.t.id)) AS big
+                 FROM t GROUP BY t.k AS k GROUP AS g""")
+    expected = {}
+    for k in "ab":
+        members = [r for r in rows if r["k"] == k]
+        expected[k] = (sum(r["v"] for r in members), sum(r["w"] for r in members) / len(members),
+                       sum(1 for r in members if r["v"] >= 5))
+    got = {r["k"]: (r["sv"], r["aw"], r["big"]) for r in wh.rows("sums")}
+    assert got.keys() == expected.keys()
+    for k in expected:
+        assert got[k][0] == expected[k][0] and got[k][2] == expected[k][2]
+        assert abs(got[k][1] - expected[k][1]) < 1e-9

@@ -326,15 +326,24 @@ class PlanCompiler:
         """Correlation parameters of ``plan`` over the outer binding tuples.
 
         Returns the outer frame extended with parameter columns, the parameter column
-        names, the free variables they stand for, and the Env of distinct parameters.
+        names, the Env columns they stand for, and the Env of distinct parameters.
+
+        A collection-valued parameter that the plan only iterates (``FROM g AS i`` over a GROUP
+        AS bag ``g``) is named in the Env by a digest of its value, and its value is an extra
+        column of the Env's frame that no operator keeps: the iteration's rows do not carry the
+        whole collection along, which would make a plan over a bag of n elements n² in size.
         """
         free = sorted(O.free_variables(plan) & set(outer.columns))
         paths = _used_paths(plan, set(free))
+        scanned = {v for v in _scanned_only(plan, free) if isinstance(outer.schema[v].dataType, ST.ArrayType)}
+        names = [self.fresh("h") if v in scanned else v for v in free]
         params = [self.fresh("p") for _ in free]
-        keyed = outer.select("*", *[_pruned(col(v), outer.schema[v].dataType, paths.get(v)).alias(p)
-                                   for v, p in zip(free, params)])
-        envdf = keyed.select(*[col(p).alias(v) for v, p in zip(free, params)]).distinct()
-        return keyed, params, free, Env(envdf, tuple(free))
+        keyed = outer.select("*", *[(_digest(col(v)) if v in scanned else
+                                     _pruned(col(v), outer.schema[v].dataType, paths.get(v))).alias(p)
+                                    for v, p in zip(free, params)])
+        envdf = keyed.select(*[col(p).alias(n) for n, p in zip(names, params)],
+                             *[col(v) for v in free if v in scanned]).dropDuplicates(names)
+        return keyed, params, names, Env(envdf, tuple(names))
 
     def join_back(self, keyed: DataFrame, params: list[str], free: list[str], res: DataFrame,
                   how: str) -> DataFrame:
@@ -383,6 +392,30 @@ def _used_paths(plan: O.Operator, free: set[str]) -> dict[str, set[tuple[str, ..
                 elif paths.get(v, set()) is not None:
                     paths.setdefault(v, set()).add(path)  # type: ignore[union-attr]
     return paths
+
+
+def _scanned_only(plan: O.Operator, free: list[str]) -> set[str]:
+    """The variables of ``free`` that ``plan`` reads only as the collection of a FROM (not in any
+    other term, nor in its nested plans)."""
+    scanned: set[str] = set()
+    other: set[str] = set()
+    for op in O.walk(plan, into_nested=False):
+        for n in op.nested():
+            other |= O.free_variables(n)
+        if isinstance(op, O.ScanCollection) and isinstance(op.source, Var):
+            scanned.add(op.source.name)
+            terms = [t for t in op.terms() if t is not op.source]
+        else:
+            terms = op.terms()
+        for t in terms:
+            other |= t.variables()
+    return (scanned - other) & set(free)
+
+
+def _digest(c: Column) -> Column:
+    """A name for a collection value: equal values get equal names, and different values
+    different ones (SHA-256 of its JSON text)."""
+    return F.sha2(F.to_json(c), 256)
 
 
 def _pruned(c: Column, dtype: ST.DataType, paths: set[tuple[str, ...]] | None) -> Column:
