@@ -215,3 +215,61 @@ def test_a_table_whose_records_have_every_field_lists_none():
     lacking = table_from_records([{"id": 1, "x": 2}, {"id": 2}], "rows", str)
     assert lacking.column_names == ["id", "x", ABSENT]
     assert lacking.column(ABSENT).to_pylist() == [None, ["x"]]
+
+
+# --- fields a nested record lacks -----------------------------------------------------------------
+
+N_ROWS = [{"id": 1, "addr": {"city": "SF", "zip": 1}}, {"id": 2, "addr": {"city": "SF"}},
+          {"id": 3, "addr": {"city": "SF", "zip": None}}, {"id": 4, "addr": {"city": "SF"}},
+          {"id": 5, "addr": {"city": "LA", "zip": 1}}]
+# row 1 loses its zip (now like rows 2 and 4), a row like row 5, and row 4 deleted
+N_BATCH = [{"id": 1, "addr": {"city": "SF"}}, {"id": 6, "addr": {"city": "LA", "zip": 1}}, {"__delete": {"id": 4}}]
+
+N_VIEWS = {
+    "n_addr": (
+        "SELECT n.id, n.addr FROM n",
+        [{"id": 1, "addr": {"city": "SF", "zip": 1}}, {"id": 2, "addr": {"city": "SF"}},
+         {"id": 3, "addr": {"city": "SF", "zip": None}}, {"id": 4, "addr": {"city": "SF"}},
+         {"id": 5, "addr": {"city": "LA", "zip": 1}}],
+        [{"id": 1, "addr": {"city": "SF"}}, {"id": 2, "addr": {"city": "SF"}},
+         {"id": 3, "addr": {"city": "SF", "zip": None}}, {"id": 5, "addr": {"city": "LA", "zip": 1}},
+         {"id": 6, "addr": {"city": "LA", "zip": 1}}]),
+    "n_path": (
+        "SELECT n.id, n.addr.zip FROM n",
+        [{"id": 1, "zip": 1}, {"id": 2}, {"id": 3, "zip": None}, {"id": 4}, {"id": 5, "zip": 1}],
+        [{"id": 1}, {"id": 2}, {"id": 3, "zip": None}, {"id": 5, "zip": 1}, {"id": 6, "zip": 1}]),
+    "n_zip_missing": (
+        "SELECT n.id FROM n WHERE n.addr.zip IS MISSING",
+        [{"id": 2}, {"id": 4}],
+        [{"id": 1}, {"id": 2}]),
+    # records are equal when their fields are: a field NULL in both makes the comparison NULL
+    # (row 3 equals no row, itself included), a field both lack is equal
+    "n_same": (
+        "SELECT x.id AS a, y.id AS b FROM n x JOIN n y ON x.addr = y.addr WHERE x.id <= y.id",
+        [{"a": 1, "b": 1}, {"a": 2, "b": 2}, {"a": 2, "b": 4}, {"a": 4, "b": 4}, {"a": 5, "b": 5}],
+        [{"a": 1, "b": 1}, {"a": 1, "b": 2}, {"a": 2, "b": 2}, {"a": 5, "b": 5}, {"a": 5, "b": 6},
+         {"a": 6, "b": 6}]),
+}
+
+
+@pytest.fixture(scope="module")
+def nested_lacking(spark, tmp_path_factory):
+    return define_and_maintain(spark, tmp_path_factory.mktemp("nested_lacking"), {"n": ("id", N_ROWS)}, N_VIEWS,
+                               "n", N_BATCH)
+
+
+@pytest.mark.parametrize("strategy", ["id", "recompute"])
+@pytest.mark.parametrize("view", list(N_VIEWS))
+def test_fields_a_nested_record_lacks_are_missing(nested_lacking, view, strategy):
+    check(nested_lacking, N_VIEWS, view, strategy)
+
+
+def test_objects_that_lack_fields_list_them_at_every_depth():
+    from idivm.algebra.expressions import ABSENT
+    from idivm.ingest.load import table_from_records
+
+    t = table_from_records([{"id": 1, "a": {"x": 1, "y": [{"p": 1}, {"q": 2}]}}, {"id": 2, "a": {"x": 2}}], "rows", str)
+    assert t.column_names == ["id", "a"]
+    assert t.column("a").to_pylist() == [
+        {"x": 1, "y": [{"p": 1, "q": None, ABSENT: ["q"]}, {"p": None, "q": 2, ABSENT: ["p"]}], ABSENT: None},
+        {"x": 2, "y": None, ABSENT: ["y"]}]

@@ -286,9 +286,13 @@ class TermBuilder(ABC):
         a number is needed, a comparison of a string with a number: Spark would fail on them,
         or cast them silently): :attr:`~idivm.algebra.expressions.FunctionSpec.check`."""
         t = Call(function, args, span=span)
-        why = SCALAR_FUNCTIONS[function].check([self.type_of(a) for a in args])
+        types = [self.type_of(a) for a in args]
+        why = SCALAR_FUNCTIONS[function].check(types)
         if why is not None:
             raise SemanticError(f"type mismatch in {t}: {why}", span)
+        if function in ("eq", "ne") and all(isinstance(x, T.TupleType) for x in types):
+            same = _tuples_equal(args[0], args[1], types[0], types[1], span)  # type: ignore[arg-type]
+            return same if function == "eq" else _not(same)  # type: ignore[return-value]
         return t
 
     def unified(self, what: str, terms: Sequence[Term], span: Span | None) -> T.Type:
@@ -516,6 +520,33 @@ _UNKNOWN_FUNCTIONS = {
     "IF_MISSING_OR_NULL": "coalesce", "IFMISSINGORNULL": "coalesce", "COALESCE": "coalesce",
     "NULL_IF": "null_if", "NULLIF": "null_if", "MISSING_IF": "missing_if", "MISSINGIF": "missing_if",
 }
+
+
+def _tuples_equal(a: Term, b: Term, ta: T.TupleType, tb: T.TupleType, span: Span | None) -> Term:
+    """``a = b`` of two tuples as SQL++ compares records: field by field, the conjunction of the
+    fields' comparisons (so NULL where a field is NULL in either and none differs), a field
+    MISSING in one (named in its :data:`ABSENT` list, or not in its type) equal only to a field
+    MISSING in the other; nested tuples likewise.  (Spark's ``=`` of structs would find two
+    structs with a NULL field equal.)"""
+    def absent(x: Term, tx: T.TupleType, n: str) -> Term:
+        if tx.field(n) is None:
+            return TRUE
+        return Call("absent_in", (Field(x, ABSENT), Const(n, T.STRING))) if tx.field(ABSENT) is not None else FALSE
+
+    parts = []
+    for n in dict.fromkeys(x for x in ta.names + tb.names if x != ABSENT):
+        fa, fb = ta.field(n), tb.field(n)
+        ma, mb = absent(a, ta, n), absent(b, tb, n)
+        if fa is None or fb is None:
+            parts.append(_and(ma, mb))
+            continue
+        if isinstance(fa, T.TupleType) and isinstance(fb, T.TupleType):
+            value = _tuples_equal(Field(a, n), Field(b, n), fa, fb, span)
+        else:
+            value = Call("eq", (Field(a, n), Field(b, n)), span=span)
+        either = _or(ma, mb)
+        parts.append(value if either == FALSE else Case(((either, _and(ma, mb)),), value))
+    return _and(*parts) if parts else Call("eq", (a, b), span=span)
 
 
 def _or(*parts: Term) -> Term:

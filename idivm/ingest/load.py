@@ -399,7 +399,8 @@ def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
     values, so nested objects become structs, arrays lists, and integers mixed
     with floats doubles.  A key a record lacks is MISSING in its row: null, and
     named in the row's hidden list :data:`~idivm.algebra.expressions.ABSENT`
-    (a last column, there only when some record lacks a key).
+    (a last column, there only when some record lacks a key); so is a key a
+    nested object lacks, in that object's own list (:func:`_absent_marked`).
 
     Values of one column that cannot share a type raise :class:`DataError`
     naming the column (``a.b``, ``a[]`` for nested ones) and the rows
@@ -412,7 +413,7 @@ def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
     names.pop(ABSENT, None)
     arrays = []
     for name in names:
-        values = [r.get(name) for r in records]
+        values = _absent_marked([r.get(name) for r in records])
         try:
             arrays.append(pa.array(values))
         except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
@@ -423,6 +424,32 @@ def table_from_records(records: Sequence[Mapping[str, Any]], origin: str,
     if not any(absent):
         return pa.Table.from_arrays(arrays, names=list(names))
     return pa.Table.from_arrays(arrays + [pa.array(absent, pa.list_(pa.string()))], names=[*names, ABSENT])
+
+
+def _absent_marked(values: list) -> list:
+    """The values of one column (or of one place inside it), each object that lacks a key another
+    object of this place has given those keys as null and the hidden list
+    :data:`~idivm.algebra.expressions.ABSENT` naming them (null when it lacks none), and the
+    keys of all of them in one order; recursively, through objects and arrays."""
+    dicts = [v for v in values if isinstance(v, dict)]
+    lists = [v for v in values if isinstance(v, list)]
+    out = values
+    if dicts:
+        keys = list(dict.fromkeys(k for d in dicts for k in d))
+        marked = {k: iter(_absent_marked([d[k] for d in dicts if k in d])) for k in keys}
+        lacking = ABSENT not in keys and any(any(k not in d for k in keys) for d in dicts)
+
+        def rebuilt(d: dict) -> dict:
+            new = {k: next(marked[k]) if k in d else None for k in keys}
+            if lacking:
+                new[ABSENT] = [k for k in keys if k not in d] or None
+            return new
+
+        out = [rebuilt(v) if isinstance(v, dict) else v for v in out]
+    if lists:
+        items = iter(_absent_marked([x for v in lists for x in v]))
+        out = [[next(items) for _ in v] if isinstance(v, list) else v for v in out]
+    return out
 
 
 def _type_group(kind: str) -> str:
@@ -472,8 +499,8 @@ def check_columns(schema: pa.Schema, origin: str) -> None:
     def check(fields: Sequence[pa.Field], where: str) -> None:
         seen: dict[str, str] = {}
         for f in fields:
-            if not where and f.name == ABSENT and f.type == pa.list_(pa.string()):
-                continue  # the hidden list of the fields a row lacks (:func:`table_from_records`)
+            if f.name == ABSENT and f.type == pa.list_(pa.string()):
+                continue  # the hidden list of the fields a row or object lacks (:func:`table_from_records`)
             full = f"{where}{f.name}"
             problem = name_problem(f.name, path_safe=False)
             if problem is not None:

@@ -380,9 +380,13 @@ def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None,
                             f"(fields: {', '.join(names)})")
         elif unknown:
             raise _Mismatch(f"column '{path}' has no field {unknown[0]!r} (fields: {', '.join(names)})")
-        return {t.field(i).name: convert(v.get(t.field(i).name), t.field(i).type, f"{path}.{t.field(i).name}",
-                                         None, open_records, undeclared)
-                for i in range(t.num_fields)}
+        out = {t.field(i).name: convert(v.get(t.field(i).name), t.field(i).type, f"{path}.{t.field(i).name}",
+                                        None, open_records, undeclared)
+               for i in range(t.num_fields) if t.field(i).name != ABSENT}
+        if ABSENT in names:  # a record type whose records may lack fields: those this one lacks are MISSING
+            listed = set(v.get(ABSENT) or ())  # a stored record's own list
+            out[ABSENT] = [n for n in names if n != ABSENT and (n not in v or n in listed)] or None
+        return out
     if pa.types.is_map(t):
         if not isinstance(v, Mapping):
             raise bad("an object")
