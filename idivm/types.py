@@ -12,8 +12,8 @@ convert to and from Arrow schemas (``from_arrow``/``to_arrow``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 SCALAR_KINDS = ("bool", "int", "double", "decimal", "string", "date", "timestamp", "binary", "null")
 
@@ -63,6 +63,9 @@ class ScalarType(Type):
 @dataclass(frozen=True, slots=True)
 class TupleType(Type):
     fields: tuple[tuple[str, Type], ...]
+    #: an open record of a declared schema: a field it does not declare is MISSING (not stored)
+    #: rather than an error; not part of the type's identity
+    open: bool = field(default=False, compare=False)
 
     def field(self, name: str) -> Type | None:
         for n, t in self.fields:
@@ -202,6 +205,21 @@ def from_arrow(arrow_type) -> Type:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
         return CollectionType(from_arrow(t.value_type), ordered=False)
     raise ValueError(f"unsupported Arrow type {t}")
+
+
+def opened(t: Type, paths: Iterable[str]) -> Type:
+    """``t`` with the records at ``paths`` open (paths as a declared schema names them: ``""``
+    the row, ``address``, ``parts[]`` the elements of an array, ``parts[].spec``)."""
+    def walk(t: Type, here: str) -> Type:
+        if isinstance(t, TupleType):
+            inner = tuple((n, walk(ft, f"{here}.{n}" if here else n)) for n, ft in t.fields)
+            return TupleType(inner, open=here in wanted)
+        if isinstance(t, CollectionType):
+            return CollectionType(walk(t.element, f"{here}[]"), t.ordered)
+        return t
+
+    wanted = frozenset(paths)
+    return walk(t, "") if wanted else t
 
 
 def to_arrow(t: Type):

@@ -284,6 +284,23 @@ def test_undeclared_fields_of_open_records_are_left_out_and_reported(warehouse):
     assert read_back(warehouse, "t") == [{"id": 1, "a": {"b": 1}}, {"id": 2, "a": None}, {"id": 3, "a": None}]
 
 
+def test_an_undeclared_field_of_an_open_record_is_missing_in_views(warehouse):
+    """Views read an undeclared field of an open record as MISSING (no column holds it, see
+    above), as a field of the only FROM variable too; of a closed record it is an error."""
+    from idivm.errors import SemanticError
+
+    warehouse.create_table("t", "id", [{"id": 1, "x": 1, "a": {"b": 1, "note": "n"}}, {"id": 2, "a": {"b": 2}}],
+                           schema="id INT, a {b INT, c CLOSED {d INT}}")
+    warehouse.define("""CREATE VIEW v AS SELECT t.id, t.x, t.a.note, t.x IS MISSING AS gone,
+                        {'b': t.a.b, 'n': t.a.note} AS o FROM t""")
+    assert sorted(warehouse.rows("v"), key=lambda r: r["id"]) == [
+        {"id": 1, "gone": True, "o": {"b": 1}}, {"id": 2, "gone": True, "o": {"b": 2}}]
+    warehouse.define("CREATE VIEW n AS SELECT COUNT(x) AS n, COUNT(*) AS m FROM t")
+    assert warehouse.rows("n") == [{"n": 0, "m": 2}]
+    with pytest.raises(SemanticError, match="unknown field 'e' of "):
+        warehouse.define("CREATE VIEW w AS SELECT t.a.c.e FROM t")
+
+
 def test_arrow_and_csv_data_are_cast_to_the_declared_types(warehouse, tmp_path):
     info = warehouse.create_table("a", "id", pa.table({"id": [1, 2], "n": [1, 2], "extra": ["x", None]}),
                                   schema="id BIGINT, n DOUBLE, d DATE")

@@ -183,6 +183,8 @@ class TermBuilder(ABC):
                                             "an aggregate", e.span) from None
                     raise
                 bt = self.type_of(base)
+                if isinstance(bt, T.TupleType) and bt.field(n) is None and bt.open:
+                    return MISSING  # a field an open record does not declare: never stored
                 if isinstance(bt, T.TupleType) and bt.field(n) is None:
                     raise SemanticError(
                         f"unknown field '{n}' of {base} (fields: {', '.join(bt.names)})", e.span)
@@ -467,6 +469,8 @@ class TermBuilder(ABC):
                     + " or ".join(f"{h.name}.{name}" for h in hits), span)
             if hits:
                 return Field(Var(hits[0].var), name, span=span)
+            if len(s.bindings) == 1 and isinstance(s.bindings[0].type, T.TupleType) and s.bindings[0].type.open:
+                return MISSING  # a field the only variable's open record does not declare
             pre = s.group.pre_scope if s.group is not None else None  # the grouped block; parent s.parent
             if pre is not None and (pre.lookup(name) is not None or name in pre.natural or any(
                     isinstance(b.type, T.TupleType) and b.type.field(name) for b in pre.bindings)):
