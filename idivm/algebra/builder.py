@@ -470,8 +470,18 @@ class PlanBuilder(TermBuilder):
         group_var = None
         group_fields: tuple[tuple[str, Term], ...] = ()
         if q.group_as:
-            group_fields = tuple((b.name, Var(b.var)) for b in sc.bindings)
-            el = T.TupleType(tuple((b.name, b.type) for b in sc.bindings))
+            members = sc.bindings
+            if q.group_fields:
+                members = []
+                for var, field in q.group_fields:
+                    b = sc.lookup(var)
+                    if b is None:
+                        raise SemanticError(f"GROUP AS {q.group_as}({var} AS {field}): unknown variable '{var}' "
+                                            f"(variables: {', '.join(x.name for x in sc.bindings)})",
+                                            q.group_by[0].span if q.group_by else q.span)
+                    members.append(Binding(field, b.var, b.type))
+            group_fields = tuple((b.name, Var(b.var)) for b in members)
+            el = T.TupleType(tuple((b.name, b.type) for b in members))
             group_var = self.fresh(q.group_as, T.CollectionType(el))
             out.bindings.append(Binding(q.group_as, group_var, self.var_types[group_var]))
         ctx.plan = O.GroupBy(ctx.plan, tuple(keys), tuple(aggregates), group_var, group_fields,

@@ -264,7 +264,8 @@ class SelectQuery(Query):
     ``from_items`` is empty for a FROM-less SELECT.  ``lets`` are the LET bindings
     after FROM, ``group_lets`` those after GROUP BY (per group, visible in HAVING and
     SELECT).  ``group_as`` holds the variable of ``GROUP AS g`` (or the thesis'
-    ``INTO g``).  A FROM-first block (``FROM … SELECT …``) has the same AST as its
+    ``INTO g``); ``group_fields`` the (variable, field name) pairs of ``GROUP AS g(v AS f, …)``,
+    the only variables its members hold (all of them when empty).  A FROM-first block (``FROM … SELECT …``) has the same AST as its
     SELECT-first spelling.
     """
 
@@ -276,6 +277,7 @@ class SelectQuery(Query):
     where: Expr | None = None
     group_by: tuple[GroupKey, ...] = ()
     group_as: str | None = None
+    group_fields: tuple[tuple[str, str], ...] = ()
     having: Expr | None = None
     group_lets: tuple[LetBinding, ...] = ()
 

@@ -488,11 +488,11 @@ class _ToAst(Transformer_NonRecursive):
             else:
                 parts[tag] = payload
         distinct, value, items = parts["select"]
-        group_by, group_as = parts.get("group", ((), None))
+        group_by, group_as, group_fields = parts.get("group", ((), None, ()))
         return ast.SelectQuery(
             distinct=distinct, value=value, items=items,
             from_items=parts.get("from", ()), lets=tuple(lets),
-            where=parts.get("where"), group_by=group_by, group_as=group_as,
+            where=parts.get("where"), group_by=group_by, group_as=group_as, group_fields=group_fields,
             having=parts.get("having"), group_lets=tuple(group_lets), span=_span(meta))
 
     # ---- SELECT
@@ -570,7 +570,15 @@ class _ToAst(Transformer_NonRecursive):
 
     def group_clause(self, meta, ch):
         names = _names(ch)
-        return ("group", (tuple(_nodes(ch)), str(names[0]) if names else None))
+        fields = next((c[1] for c in ch if isinstance(c, tuple) and c[0] == "group_fields"), ())
+        return ("group", (tuple(_nodes(ch)), str(names[0]) if names else None, fields))
+
+    def group_fields(self, meta, ch):
+        return ("group_fields", tuple(c for c in ch if isinstance(c, tuple)))
+
+    def group_field(self, meta, ch):
+        var, name = _names(ch)
+        return (str(var), str(name))
 
     def group_key(self, meta, ch):
         (expr,) = _nodes(ch)
