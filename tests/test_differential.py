@@ -705,6 +705,26 @@ RELATIONAL = [
           """SELECT DISTINCT d.category, CASE WHEN p.price >= 50 THEN 'high' ELSE 'low' END AS band
              FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid""",
           {D, P, DP}),
+    _view("four_kinds_of_ids",  # a union of unions: each level's branch attribute is an ID of its own
+          """SELECT p.pid AS id, "cheap" AS kind FROM parts p WHERE p.price < 30
+             UNION ALL SELECT p.pid AS id, "dear" AS kind FROM parts p WHERE p.price > 70
+             UNION ALL SELECT d.did AS id, d.category AS kind FROM devices d
+             UNION ALL SELECT dp.did AS id, "link" AS kind FROM devices_parts dp WHERE dp.pid < 5""",
+          """SELECT p.pid AS id, 'cheap' AS kind FROM parts p WHERE p.price < 30
+             UNION ALL SELECT p.pid AS id, 'dear' AS kind FROM parts p WHERE p.price > 70
+             UNION ALL SELECT d.did AS id, d.category AS kind FROM devices d
+             UNION ALL SELECT dp.did AS id, 'link' AS kind FROM devices_parts dp WHERE dp.pid < 5""",
+          {D, P, DP}),
+    _view("category_band_sets",  # GROUPING SETS: a UNION ALL of one grouping per set
+          """SELECT d.category, b, GROUPING(d.category, b) AS g, COUNT(*) AS n, SUM(p.price) AS total
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             LET b = CASE WHEN p.price >= 50 THEN "high" ELSE "low" END
+             GROUP BY GROUPING SETS ((d.category, b), (b), (d.category))""",
+          """SELECT category, b, GROUPING(category, b) AS g, count(*) AS n, sum(price) AS total
+             FROM (SELECT d.category, p.price, CASE WHEN p.price >= 50 THEN 'high' ELSE 'low' END AS b
+                   FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid)
+             GROUP BY GROUPING SETS ((category, b), (b), (category))""",
+          {D, P, DP}),
     # --- AsterixDB's spellings: FROM-first blocks, LET (after FROM and after GROUP BY), WITH,
     # CROSS JOIN, IN over an array, ORDER BY in a FROM subquery
     _view("phone_part_totals_from_first",

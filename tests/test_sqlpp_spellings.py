@@ -9,7 +9,7 @@ import pytest
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.builder import build_view
-from idivm.errors import UnsupportedError
+from idivm.errors import SemanticError, UnsupportedError
 from idivm.sqlpp import parse_view
 
 TABLES = {
@@ -123,3 +123,41 @@ def test_order_that_would_be_lost_is_refused(query, line, column, message):
         plan(query)
     assert info.value.message.startswith(message)
     assert (info.value.span.line, info.value.span.column) == (line, column)
+
+
+# --- grouping sets ----------------------------------------------------------------------------------
+
+GROUPING_ROWS = [{"id": 1, "a": "x", "b": 1, "v": 1}, {"id": 2, "a": "x", "b": 2, "v": 2},
+                 {"id": 3, "a": "y", "b": 1, "v": 4}]
+
+
+@pytest.mark.parametrize("grouping, expected", [
+    ("ROLLUP(t.a, t.b)",  # (a, b), (a), ()
+     [("x", 1, 0, 1), ("x", 2, 0, 2), ("y", 1, 0, 4), ("x", None, 1, 3), ("y", None, 1, 4), (None, None, 3, 7)]),
+    ("CUBE(t.a, t.b)",  # and (b)
+     [("x", 1, 0, 1), ("x", 2, 0, 2), ("y", 1, 0, 4), ("x", None, 1, 3), ("y", None, 1, 4),
+      (None, 1, 2, 5), (None, 2, 2, 2), (None, None, 3, 7)]),
+    ("GROUPING SETS ((t.a), (t.b))", [("x", None, 1, 3), ("y", None, 1, 4), (None, 1, 2, 5), (None, 2, 2, 2)]),
+    ("t.a, ROLLUP(t.b)", [("x", 1, 0, 1), ("x", 2, 0, 2), ("y", 1, 0, 4), ("x", None, 1, 3), ("y", None, 1, 4)]),
+    ("()", [(None, None, None, 7)]),
+])
+def test_grouping_sets_are_a_union_of_groupings(make_warehouse, grouping, expected):
+    """ROLLUP, CUBE and GROUPING SETS group by each of their sets in turn, the keys outside a set
+    NULL; GROUPING(a, b) has a bit per key, set where the key is not grouped by (the first the
+    highest).  Expectations written out by hand for three rows."""
+    wh = make_warehouse()
+    wh.create_table("t", ["id"], GROUPING_ROWS)
+    if grouping == "()":
+        wh.define("CREATE VIEW g AS SELECT SUM(t.v) AS s FROM t GROUP BY ()")
+        got = [(None, None, None, r["s"]) for r in wh.rows("g")]
+    else:
+        wh.define(f"CREATE VIEW g AS SELECT a, b, GROUPING(a, b) AS bits, SUM(t.v) AS s FROM t GROUP BY {grouping}")
+        got = [(r["a"], r["b"], r["bits"], r["s"]) for r in wh.rows("g")]
+    assert sorted(got, key=str) == sorted(expected, key=str)
+
+
+def test_grouping_needs_grouping_keys(make_warehouse):
+    wh = make_warehouse()
+    wh.create_table("t", ["id"], GROUPING_ROWS)
+    with pytest.raises(SemanticError, match=r"GROUPING: .* is not a grouping key"):
+        wh.define("CREATE VIEW g AS SELECT t.a, GROUPING(t.v) AS bits FROM t GROUP BY ROLLUP(t.a)")

@@ -34,7 +34,7 @@ from typing import Mapping
 
 from idivm import types as T
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import ABSENT, FALSE, TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
+from idivm.algebra.expressions import ABSENT, FALSE, NULL, TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
 from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
 from idivm.errors import InternalError, SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
@@ -435,13 +435,17 @@ class PlanBuilder(TermBuilder):
 
     def group_by(self, q: A.SelectQuery, sc: Scope, ctx: _Ctx, aggs: list[A.FunctionCall]) -> Scope:
         keys: list[tuple[str, Term]] = []
+        unset: list[str] = []  # keys of the other grouping sets: NULL in this block
         gctx = GroupContext(sc, [], {})
         out = Scope(sc.parent, group=gctx)
-        for k in q.group_by:
+        for i, k in enumerate(q.group_by):
             t = self.expr(k.expr, sc, ctx)
-            name = k.alias or A.implicit_name(k.expr) or f"key{len(keys) + 1}"
+            name = k.alias or A.implicit_name(k.expr) or f"key{i + 1}"
             var = self.fresh(name, self.type_of(t))
-            keys.append((var, t))
+            if q.grouping_set is None or i in q.grouping_set:
+                keys.append((var, t))
+            else:
+                unset.append(var)
             gctx.keys.append((t, var))
             if out.lookup(name) is None:
                 out.bindings.append(Binding(name, var, self.var_types[var]))
@@ -486,6 +490,9 @@ class PlanBuilder(TermBuilder):
             out.bindings.append(Binding(q.group_as, group_var, self.var_types[group_var]))
         ctx.plan = O.GroupBy(ctx.plan, tuple(keys), tuple(aggregates), group_var, group_fields,
                              span=q.group_by[0].span if q.group_by else q.span)
+        for var in unset:
+            ctx.plan = O.Assign(ctx.plan, NULL, var, span=q.span)
+        gctx.unset = frozenset(unset)
         return out
 
     # ------------------------------------------------------------------ SELECT

@@ -58,6 +58,7 @@ class GroupContext:
     pre_scope: "Scope"
     keys: list[tuple[Term, str]]  # (key term in the pre-group scope, key variable)
     aggregates: dict[A.FunctionCall, str]  # aggregate call -> variable
+    unset: frozenset[str] = frozenset()  # key variables of the other grouping sets (NULL here)
 
 
 @dataclass
@@ -206,6 +207,8 @@ class TermBuilder(ABC):
                 if fn is None:
                     raise SemanticError(f"unknown operator {op}", e.span)
                 return self.call(fn, (self.scalar_arg(l, sc, ctx), self.scalar_arg(r, sc, ctx)), span=e.span)
+            case A.FunctionCall(name="GROUPING"):
+                return self.grouping(e, sc)
             case A.FunctionCall():
                 return self.function(e, sc, ctx)
             case A.CaseWhen(operand=op, whens=whens, else_=other):
@@ -479,6 +482,23 @@ class TermBuilder(ABC):
         if name in self.tables:
             raise SemanticError(f"table '{name}' can only be used in FROM", span)
         raise SemanticError(f"unknown name '{name}'", span)
+
+    def grouping(self, e: A.FunctionCall, sc: Scope) -> Term:
+        """``GROUPING(k1, …, kn)`` after GROUP BY: a bit per key, the first the highest, 1 where
+        the key is not one this block's grouping set groups by (ROLLUP, CUBE, GROUPING SETS)."""
+        g = sc.group
+        if g is None or not e.args:
+            raise SemanticError("GROUPING needs grouping keys as its arguments, after GROUP BY", e.span)
+        bits = 0
+        for a in e.args:
+            key = self.grouping_key(a, sc) if not isinstance(a, A.Identifier) else None
+            if key is None and isinstance(a, A.Identifier):
+                b = sc.lookup(a.name)
+                key = Var(b.var) if b is not None else self.grouping_key(a, sc)
+            if not isinstance(key, Var) or key.name not in {v for _, v in g.keys}:
+                raise SemanticError(f"GROUPING: {a} is not a grouping key", a.span)
+            bits = bits * 2 + (key.name in g.unset)
+        return Const(bits, T.INT, span=e.span)
 
     def grouping_key(self, e: A.Expr, sc: Scope) -> Term | None:
         """After GROUP BY: the key variable if ``e`` denotes a grouping key (SQL-92 style), i.e.

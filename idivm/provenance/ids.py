@@ -386,8 +386,17 @@ class _Inference:
         keep = set(op.output_variables())
         left2 = _extend_project(left, lextra, keep)
         right2 = _extend_project(right, rextra, keep)
-        groups = (KeyGroup("branch", (branch,)),) + tuple(KeyGroup(g.name, (Var(v),)) for v, g in lcols + rcols)
-        return O.UnionAll(left2, right2, span=op.span), _Info(Ids(groups))
+        named = [("branch", branch)] + [(g.name, Var(v)) for v, g in lcols + rcols]
+        taken: set[str] = set()
+        groups = []
+        for name, t in named:  # a union of unions has IDs of one name from each: number them apart
+            unique, n = name, 1
+            while unique in taken:
+                n += 1
+                unique = f"{name}_{n}"
+            taken.add(unique)
+            groups.append(KeyGroup(unique, (t,)))
+        return O.UnionAll(left2, right2, span=op.span), _Info(Ids(tuple(groups)))
 
     def _next(self) -> int:
         self.counter += 1

@@ -278,6 +278,9 @@ class SelectQuery(Query):
     group_by: tuple[GroupKey, ...] = ()
     group_as: str | None = None
     group_fields: tuple[tuple[str, str], ...] = ()
+    #: of GROUP BY ROLLUP/CUBE/GROUPING SETS, expanded into a UNION ALL of one block per set:
+    #: the positions in ``group_by`` of the keys this block groups by (the others are NULL in it)
+    grouping_set: tuple[int, ...] | None = None
     having: Expr | None = None
     group_lets: tuple[LetBinding, ...] = ()
 

@@ -387,6 +387,10 @@ class _Name(str):
     """A name (identifier or alias) after unquoting; kept apart from tokens."""
 
 
+class _GroupingSets(list):
+    """The grouping sets of one GROUP BY item: tuples of keys."""
+
+
 def _names(children: list) -> list[_Name]:
     return [c for c in children if isinstance(c, _Name)]
 
@@ -488,12 +492,19 @@ class _ToAst(Transformer_NonRecursive):
             else:
                 parts[tag] = payload
         distinct, value, items = parts["select"]
-        group_by, group_as, group_fields = parts.get("group", ((), None, ()))
-        return ast.SelectQuery(
-            distinct=distinct, value=value, items=items,
+        group_by, group_as, group_fields, grouping = parts.get("group", ((), None, (), None))
+        block = functools.partial(
+            ast.SelectQuery, distinct=distinct, value=value, items=items,
             from_items=parts.get("from", ()), lets=tuple(lets),
             where=parts.get("where"), group_by=group_by, group_as=group_as, group_fields=group_fields,
             having=parts.get("having"), group_lets=tuple(group_lets), span=_span(meta))
+        if grouping is None:
+            return block()
+        # grouping sets: one block per set, their results unioned
+        query: ast.Query = block(grouping_set=grouping[0])
+        for s in grouping[1:]:
+            query = ast.UnionAll(query, block(grouping_set=s), span=_span(meta))
+        return query
 
     # ---- SELECT
 
@@ -571,7 +582,42 @@ class _ToAst(Transformer_NonRecursive):
     def group_clause(self, meta, ch):
         names = _names(ch)
         fields = next((c[1] for c in ch if isinstance(c, tuple) and c[0] == "group_fields"), ())
-        return ("group", (tuple(_nodes(ch)), str(names[0]) if names else None, fields))
+        sets: list[tuple[ast.GroupKey, ...]] = [()]
+        for c in ch:  # each item's sets, combined with those of the items before it
+            if isinstance(c, ast.GroupKey):
+                c = _GroupingSets([(c,)])
+            if isinstance(c, _GroupingSets):
+                sets = [a + tuple(k for k in b if k not in a) for a in sets for b in c]
+        keys = tuple(dict.fromkeys(k for s in sets for k in s))
+        plain = len(sets) == 1 and len(sets[0]) == len(keys)
+        grouping = None if plain else tuple(tuple(keys.index(k) for k in s) for s in sets)
+        return ("group", (keys, str(names[0]) if names else None, fields, grouping))
+
+    def grouping_empty(self, meta, ch):
+        return _GroupingSets([()])
+
+    def grouping_keys(self, meta, ch):
+        return _GroupingSets([tuple(ast.GroupKey(e, None, span=e.span) for e in _nodes(ch))])
+
+    def grouping_composite(self, meta, ch):
+        return tuple(_nodes(ch))
+
+    def _parts(self, ch) -> list[tuple[ast.GroupKey, ...]]:
+        return [tuple(ast.GroupKey(e, None, span=e.span) for e in (c if isinstance(c, tuple) else (c,)))
+                for c in ch if isinstance(c, (tuple, ast.Node))]
+
+    def grouping_rollup(self, meta, ch):
+        parts = self._parts(ch)
+        return _GroupingSets([tuple(k for p in parts[:n] for k in p) for n in range(len(parts), -1, -1)])
+
+    def grouping_cube(self, meta, ch):
+        parts = self._parts(ch)
+        return _GroupingSets([tuple(k for i, p in enumerate(parts) if mask >> (len(parts) - 1 - i) & 1 for k in p)
+                              for mask in range(2 ** len(parts) - 1, -1, -1)])
+
+    def grouping_sets(self, meta, ch):
+        return _GroupingSets([s for c in ch if isinstance(c, (_GroupingSets, ast.GroupKey))
+                              for s in (c if isinstance(c, _GroupingSets) else [(c,)])])
 
     def group_fields(self, meta, ch):
         return ("group_fields", tuple(c for c in ch if isinstance(c, tuple)))
