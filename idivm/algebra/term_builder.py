@@ -491,10 +491,8 @@ class TermBuilder(ABC):
             raise SemanticError("GROUPING needs grouping keys as its arguments, after GROUP BY", e.span)
         bits = 0
         for a in e.args:
-            key = self.grouping_key(a, sc) if not isinstance(a, A.Identifier) else None
-            if key is None and isinstance(a, A.Identifier):
-                b = sc.lookup(a.name)
-                key = Var(b.var) if b is not None else self.grouping_key(a, sc)
+            b = sc.lookup(a.name) if isinstance(a, A.Identifier) else None  # a key's name
+            key = Var(b.var) if b is not None else self.grouping_key(a, sc)  # or its expression
             if not isinstance(key, Var) or key.name not in {v for _, v in g.keys}:
                 raise SemanticError(f"GROUPING: {a} is not a grouping key", a.span)
             bits = bits * 2 + (key.name in g.unset)
