@@ -127,16 +127,6 @@ class TableEntry:
     declared_schema: dict[str, str] | None = None
     static: bool = False
 
-    def typed(self) -> TupleType:
-        """The schema, its open records (of a declared schema) marked open."""
-        if self.declared_schema is None:
-            return self.schema
-        from idivm.declared_schema import parse_schema
-        from idivm.types import opened
-
-        declared = parse_schema(self.declared_schema["text"], language=self.declared_schema["language"])
-        return opened(self.schema, declared.open_records)  # type: ignore[return-value]
-
     def to_json(self) -> dict[str, Any]:
         out = {"name": self.name, "key": list(self.key),
                "element_keys": {p: list(k) for p, k in self.element_keys.items()},
@@ -446,7 +436,7 @@ class Catalog:
 
     def base_tables(self) -> BaseTables:
         return BaseTables(
-            types={n: e.typed() for n, e in self.tables.items()},
+            types={n: e.schema for n, e in self.tables.items()},
             keys={n: tuple(e.key) for n, e in self.tables.items()},
             element_keys={n: {p: tuple(k) for p, k in e.element_keys.items()} for n, e in self.tables.items()})
 

@@ -240,6 +240,15 @@ def stored_indexes(program: "Program", path: Path) -> list:
     return indexes.resolve(program.indexes, delta.schema(path), program.prov.view_ids, program.script.statements)
 
 
+def opened_records(schema: T.TupleType, declared: dict[str, str]) -> T.TupleType:
+    """``schema`` with the records its declared schema (as the catalog keeps it) leaves open
+    marked open: a view reads a field they do not declare as MISSING."""
+    from idivm.declared_schema import parse_schema
+
+    parsed = parse_schema(declared["text"], language=declared["language"])
+    return T.opened(schema, parsed.open_records)  # type: ignore[return-value]
+
+
 def input_relations(catalog: Catalog) -> BaseTables:
     """What planning needs to know of the relations a view may read: the base tables (their
     types, primary keys and declared element keys) and the views of the catalog.
@@ -252,6 +261,9 @@ def input_relations(catalog: Catalog) -> BaseTables:
     ``id`` or ``tuple`` refuse it (:func:`_about_views_read`)."""
     base = catalog.base_tables()
     types, keys, element_keys = dict(base.types), dict(base.keys), dict(base.element_keys)
+    for name, table in catalog.tables.items():  # the open records of declared schemas
+        if table.declared_schema is not None:
+            types[name] = opened_records(table.schema, table.declared_schema)
     for name, entry in catalog.views.items():
         stored = T.from_arrow(delta.schema(catalog.path_of(entry)))
         relation = _with_hidden(entry.schema, stored)
