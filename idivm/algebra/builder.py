@@ -435,7 +435,6 @@ class PlanBuilder(TermBuilder):
 
     def group_by(self, q: A.SelectQuery, sc: Scope, ctx: _Ctx, aggs: list[A.FunctionCall]) -> Scope:
         keys: list[tuple[str, Term]] = []
-        unset: list[str] = []  # keys of the other grouping sets: NULL in this block
         gctx = GroupContext(sc, [], {})
         out = Scope(sc.parent, group=gctx)
         for i, k in enumerate(q.group_by):
@@ -444,8 +443,8 @@ class PlanBuilder(TermBuilder):
             var = self.fresh(name, self.type_of(t))
             if q.grouping_set is None or i in q.grouping_set:
                 keys.append((var, t))
-            else:
-                unset.append(var)
+            else:  # a key of the other grouping sets: NULL in this block
+                gctx.unset |= {var}
             gctx.keys.append((t, var))
             if out.lookup(name) is None:
                 out.bindings.append(Binding(name, var, self.var_types[var]))
@@ -490,9 +489,8 @@ class PlanBuilder(TermBuilder):
             out.bindings.append(Binding(q.group_as, group_var, self.var_types[group_var]))
         ctx.plan = O.GroupBy(ctx.plan, tuple(keys), tuple(aggregates), group_var, group_fields,
                              span=q.group_by[0].span if q.group_by else q.span)
-        for var in unset:
+        for var in sorted(gctx.unset):
             ctx.plan = O.Assign(ctx.plan, NULL, var, span=q.span)
-        gctx.unset = frozenset(unset)
         return out
 
     # ------------------------------------------------------------------ SELECT

@@ -184,8 +184,8 @@ class TermBuilder(ABC):
                                             "an aggregate", e.span) from None
                     raise
                 bt = self.type_of(base)
-                if isinstance(bt, T.TupleType) and bt.field(n) is None and bt.open:
-                    return MISSING  # a field an open record does not declare: never stored
+                if _undeclared(bt, n):
+                    return MISSING
                 if isinstance(bt, T.TupleType) and bt.field(n) is None:
                     raise SemanticError(
                         f"unknown field '{n}' of {base} (fields: {', '.join(bt.names)})", e.span)
@@ -472,8 +472,8 @@ class TermBuilder(ABC):
                     + " or ".join(f"{h.name}.{name}" for h in hits), span)
             if hits:
                 return Field(Var(hits[0].var), name, span=span)
-            if len(s.bindings) == 1 and isinstance(s.bindings[0].type, T.TupleType) and s.bindings[0].type.open:
-                return MISSING  # a field the only variable's open record does not declare
+            if len(s.bindings) == 1 and _undeclared(s.bindings[0].type, name):  # the only variable's field
+                return MISSING
             pre = s.group.pre_scope if s.group is not None else None  # the grouped block; parent s.parent
             if pre is not None and (pre.lookup(name) is not None or name in pre.natural or any(
                     isinstance(b.type, T.TupleType) and b.type.field(name) for b in pre.bindings)):
@@ -542,6 +542,12 @@ _UNKNOWN_FUNCTIONS = {
     "IF_MISSING_OR_NULL": "coalesce", "IFMISSINGORNULL": "coalesce", "COALESCE": "coalesce",
     "NULL_IF": "null_if", "NULLIF": "null_if", "MISSING_IF": "missing_if", "MISSINGIF": "missing_if",
 }
+
+
+def _undeclared(t: T.Type, name: str) -> bool:
+    """Whether ``name`` is a field that open record type ``t`` does not declare: never stored, so
+    MISSING wherever it is read."""
+    return isinstance(t, T.TupleType) and t.open and t.field(name) is None
 
 
 def _tuples_equal(a: Term, b: Term, ta: T.TupleType, tb: T.TupleType, span: Span | None) -> Term:
