@@ -341,14 +341,18 @@ def check(group: Group, point: Mapping[str, Any], state: State) -> None:
 
 
 def map_sizes(wh, name: str) -> dict[str, int]:
-    """The count and total rows of the higher-order delta maps of view copy ``name`` (none: {})."""
+    """The count and total entries of the higher-order delta maps of view copy ``name`` (none: {}):
+    each key once, whatever increments were appended to a map since it was last consolidated."""
+    from idivm.exec.maps import M, read_map_arrow
     from idivm.storage import delta
 
     entry = wh.catalog.view(name)
     maps = entry.extra.get("maps") or {}
     if not maps:
         return {}
-    return {"maps": len(maps), "map_rows": sum(delta.row_count(wh.catalog.root / rel) for rel in maps.values())}
+    paths = [wh.catalog.root / rel for rel in maps.values()]
+    return {"maps": len(maps), "map_rows": sum(
+        read_map_arrow(p, delta.version(p), [c for c in delta.schema(p).names if c != M]).num_rows for p in paths)}
 
 
 def duck_table(view: str) -> str:

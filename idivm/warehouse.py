@@ -659,7 +659,7 @@ class Warehouse:
         definition at the watermark of the table's last commit naming map versions (an auto view
         recomputed since leaves its maps behind; ``watermark`` when none does), at the versions
         that commit names."""
-        from idivm.exec.maps import initial_maps
+        from idivm.exec.maps import initial_maps, read_map_spark
         from idivm.exec.runtime import maps_state
 
         reflected, at = maps_state(path)
@@ -668,7 +668,9 @@ class Warehouse:
         found = []
         for m, mpath in sorted(paths.items()):
             step(f"{name}: comparing map {m} with its recomputation")
-            found.append(self._compare(f"{name}.{m}", expected[m], mpath, reflected.get(m), at, limit, "map"))
+            version = reflected.get(m, delta.version(mpath))
+            stored = read_map_spark(self.spark, mpath, version, mp.program.maps[m].keys, self.storage)
+            found.append(self._compare(f"{name}.{m}", expected[m], mpath, version, at, limit, "map", stored))
         return found
 
     def recomputed(self, name: str) -> "DataFrame":
@@ -680,12 +682,15 @@ class Warehouse:
         return self._runtime.evaluate_at(catalog, program.prov.plan, view_watermark(catalog.path_of(entry), entry))
 
     def _compare(self, name: str, expected: "DataFrame", path: Path, version: int | None,
-                 watermark: Mapping[str, int], limit: int, kind: str = "view") -> "Verification":
-        """The stored table at ``path`` (at ``version``; default the latest) compared with
+                 watermark: Mapping[str, int], limit: int, kind: str = "view",
+                 stored: "DataFrame | None" = None) -> "Verification":
+        """The stored table at ``path`` (at ``version``; default the latest; ``stored``: its rows
+        as read for comparing, when they are not the table's rows as they are) compared with
         ``expected``, recomputed at ``watermark``."""
         from idivm.exec.materialize import compare_frames, spark_errors
 
-        stored = delta.read_spark(self.spark, path, version, engine=self.storage)
+        if stored is None:
+            stored = delta.read_spark(self.spark, path, version, engine=self.storage)
         with spark_errors(name):
             diff = compare_frames(stored, expected, limit)
         return Verification(name, dict(watermark), diff.rows, diff.missing, diff.extra,

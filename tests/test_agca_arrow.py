@@ -157,3 +157,34 @@ def test_expressions_arrow_might_evaluate_otherwise_are_left_to_spark():
                  _c("lt", Var("d"), Const("not a date"))):
         with pytest.raises(arrow._BySpark):
             arrow._scalar(term, ROWS)
+
+
+def test_plus_adds_increments_to_a_consolidated_map_as_a_sum_per_key_would():
+    """``arrow.plus`` (a map's stored entries plus a run's increments) equals the sum per key of
+    both, NULL keys included, entries reaching 0 dropped, on random maps and increments."""
+    import random
+
+    from idivm.agca import arrow
+
+    rng = random.Random(3)
+    for _ in range(40):
+        keys = ["a", "b"][: rng.randint(1, 2)]
+
+        def value():
+            return None if rng.random() < 0.1 else rng.randint(0, 5)
+
+        entries = {tuple(value() for _ in keys): float(rng.choice([-2, -1, 1, 2, 3]))
+                   for _ in range(rng.randint(0, 12))}
+        base = pa.table({**{k: pa.array([e[i] for e in entries], pa.int64()) for i, k in enumerate(keys)},
+                         "__m": pa.array(list(entries.values()), pa.float64())})
+        incs = [(tuple(value() for _ in keys), float(rng.choice([-3, -2, -1, 1, 2]))) for _ in range(rng.randint(0, 8))]
+        increments = pa.table({**{k: pa.array([e[i] for e, _ in incs], pa.int64()) for i, k in enumerate(keys)},
+                               "__m": pa.array([m for _, m in incs], pa.float64())})
+        expected = dict(entries)
+        for e, m in incs:
+            expected[e] = expected.get(e, 0.0) + m
+        got = arrow.plus(base, increments, keys)
+        assert got.column_names == base.column_names
+        rows = [(tuple(r[k] for k in keys), r["__m"]) for r in got.to_pylist()]
+        assert len({e for e, _ in rows}) == len(rows)  # each key once
+        assert dict(rows) == {e: m for e, m in expected.items() if abs(m) > 1e-9}

@@ -285,7 +285,7 @@ def test_auto_maintains_a_view_of_one_tuple_by_maps_or_recomputation_and_catches
     import random
 
     from idivm.exec import history
-    from idivm.exec.runtime import Runtime
+    from idivm.exec.maps import StoredMaps
 
     wh = tables
     info = wh.define("CREATE VIEW dear AS SELECT COUNT(*) AS n, SUM(p.price) AS total, MAX(p.price) AS hi "
@@ -314,16 +314,16 @@ def test_auto_maintains_a_view_of_one_tuple_by_maps_or_recomputation_and_catches
     rng = random.Random(1)
     choices: list[str] = []
     monkeypatch.setattr(history, "choose", lambda *a, **k: (choices[-1], "drawn"))
-    real_merge = Runtime._merge
+    real_store = StoredMaps.store
     merges, crash_at = [0], [None]
 
-    def merge(self, *args, **kwargs):
+    def store(self, *args, **kwargs):
         merges[0] += 1
         if merges[0] == crash_at[0]:
             raise KeyboardInterrupt(f"stopped before map commit {merges[0]}")
-        return real_merge(self, *args, **kwargs)
+        return real_store(self, *args, **kwargs)
 
-    monkeypatch.setattr(Runtime, "_merge", merge)
+    monkeypatch.setattr(StoredMaps, "store", store)
     seen, said = set(), []
     for batch in range(8):
         changed = {pid: round(rng.uniform(1, 99), 2) for pid in rng.sample(sorted(prices), rng.randint(1, 4))}
@@ -446,3 +446,40 @@ def test_auto_records_its_definition_as_the_views_own_write_without_building_its
     (defined,) = history.read(wh.catalog.root / program_folder(wh.catalog.view("dear").path))
     assert maps >= 2 and defined.strategy == "recompute"
     assert 0 < defined.seconds < maps * slow  # the maps' writes are not in it
+
+
+@pytest.mark.parametrize("spark_terms", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["arrow", "spark"])
+def test_maps_take_increments_appended_and_are_consolidated_now_and_then(wh, tmp_path, monkeypatch, spark_terms):
+    """A run appends each changed map's increments (a map then holds a key in several rows, which
+    its readers sum); once the appended rows pass the policy's bound the map is written
+    consolidated again.  Through appends and consolidations, statements evaluated in the
+    driver or by Spark, the view equals its recomputation and every map its definition."""
+    import random
+
+    from idivm.exec import maps as mapping
+    from idivm.exec import runtime
+
+    if spark_terms:
+        monkeypatch.setattr(runtime, "LOCAL_MAPS_MAX_ROWS", 0)
+    monkeypatch.setattr(mapping, "CONSOLIDATE_ROWS", 6)
+    monkeypatch.setattr(mapping, "MAX_APPENDS", 3)
+    paths = {m: wh.catalog.root / rel for m, rel in wh.catalog.view("stats").extra["maps"].items()}
+    rng = random.Random(7)
+    appended = consolidated = 0
+    duplicated = False
+    for batch in range(5):
+        _ingest(wh, tmp_path, "parts", *[{"pid": pid, "price": round(rng.uniform(1, 99), 2)}
+                                         for pid in rng.sample(range(1, 11), 3)])
+        before = {m: delta.version(p) for m, p in paths.items()}
+        _maintained(wh)
+        for m, p in paths.items():
+            for v in range(before[m] + 1, delta.version(p) + 1):
+                base = delta.commit_at(p, v).get(mapping.APPENDED_TO)
+                appended += base is not None
+                consolidated += base is None
+            keys = [c for c in delta.schema(p).names if c != mapping.M]
+            stored = delta.read_arrow(p)
+            entries = mapping.read_map_arrow(p, delta.version(p), keys)
+            duplicated |= stored.num_rows > entries.num_rows
+            assert entries.num_rows == entries.group_by(keys).aggregate([]).num_rows, m  # each key once
+    assert appended and consolidated and duplicated, (appended, consolidated, duplicated)

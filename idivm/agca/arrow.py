@@ -55,6 +55,22 @@ def summed(parts: Sequence[pa.Table], keys: Sequence[str] | None = None) -> pa.T
     return total.filter(pc.greater(pc.abs(total.column(M)), EPSILON))
 
 
+def plus(base: pa.Table, increments: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``base`` + ``increments`` as GMRs keyed by ``keys``, ``base`` holding each key once and no
+    entry 0: its rows of keys no increment names as they are (no pass over ``base`` beyond the
+    joins that find them), the others summed with the increments; entries reaching 0 dropped."""
+    keys = list(keys)
+    increments = summed([increments.select([*keys, M])], keys).cast(base.select([*keys, M]).schema)
+    if increments.num_rows == 0:
+        return base
+    if not keys or any(increments.column(k).null_count for k in keys):  # a join matches no NULL key
+        return summed([base, increments], keys).select(base.column_names)
+    named = increments.select(keys)
+    hit = base.join(named, keys, join_type="left semi", use_threads=False)
+    rest = base.join(named, keys, join_type="left anti", use_threads=False)
+    return _union([rest, summed([hit, increments], keys)]).select(base.column_names)
+
+
 def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table], maps: Mapping[str, pa.Table],
                  constants: dict, lift: Lifter) -> pa.Table:
     """``q`` evaluated in every context of ``contexts``: :func:`idivm.agca.spark.compile_term`

@@ -17,8 +17,16 @@ the multiplicity :data:`~idivm.agca.spark.M`; entries of multiplicity 0 are not 
 **Maintain** (:func:`increments`, :func:`group_rows`).  The change data feed of each base table
 since the watermark is a GMR of signed rows (insert and post-image +1, delete and pre-image
 −1).  The relations' batch triggers run one relation after the other, each reading the maps
-as the earlier ones left them; a map's increments are summed per key and MERGEd into its
-table (an entry reaching 0 is deleted).  The view's changed groups are the keys the term maps'
+as the earlier ones left them; a map's increments are summed per key and appended to its
+table (:class:`StoredMaps`).
+
+**Storage.**  Maps are additive: a map's table holds the rows of its last consolidated write
+(each key once, none 0) and the increments appended since, and its value is their sum per key,
+which every reader computes (:func:`read_map_arrow`, :func:`read_map_spark`: only the keys
+the appended rows name are summed).  A run thus writes the entries it changed, not its maps;
+once the appended rows pass a share of the consolidated ones (or after some appends) the run
+writes the map consolidated instead (:func:`appendable`).  An appending commit names the
+consolidated write it follows (:data:`APPENDED_TO`).  The view's changed groups are the keys the term maps'
 increments name: their rows are read off the maps before and after (a group exists while its
 count is not 0), the operators above γ are evaluated over both by the plan compiler (γ bound to
 those rows), and the view gets the new rows and loses the old ones that are not new, by ID,
@@ -507,20 +515,121 @@ def _integral(t) -> bool:
     return isinstance(t, (ST.ByteType, ST.ShortType, ST.IntegerType, ST.LongType))
 
 
-def merge_clauses(keys: Sequence[str]) -> tuple[str, list]:
-    """(predicate, clauses) of the MERGE of a map's increments (``s``) into its table (``t``):
-    entries matched by every key (NULL equal to NULL) add up, those reaching 0 are deleted,
-    new ones inserted."""
+class StoredMaps:
+    """The maps of one run as stored (``paths``: map -> table) by the storage ``engine``: each
+    version read at most once, consolidated (:func:`read_map_arrow`, :func:`read_map_spark`),
+    and a run's increments stored (:meth:`store`)."""
+
+    def __init__(self, spark: "SparkSession", mp: MapsPlan, paths: Mapping, engine) -> None:
+        self.spark, self.mp, self.paths, self.engine = spark, mp, paths, engine
+        self._arrow: dict[tuple[str, int], "pa.Table"] = {}
+        self._spark: dict[tuple[str, int], "DataFrame"] = {}
+
+    def keys(self, m: str) -> Sequence[str]:
+        return self.mp.program.maps[m].keys
+
+    def arrow(self, m: str, version: int) -> "pa.Table":
+        if (m, version) not in self._arrow:
+            self._arrow[(m, version)] = read_map_arrow(self.paths[m], version, self.keys(m))
+        return self._arrow[(m, version)]
+
+    def frame(self, m: str, version: int) -> "DataFrame":
+        if (m, version) not in self._spark:
+            self._spark[(m, version)] = read_map_spark(self.spark, self.paths[m], version, self.keys(m), self.engine)
+        return self._spark[(m, version)]
+
+    def store(self, m: str, version: int, increments: "DataFrame | pa.Table", metadata: Mapping[str, str]) -> tuple:
+        """Store the ``increments`` (Arrow rows, or a run-sized DataFrame) of map ``m``, read at
+        ``version``, in one commit based on that version: appended (the commit naming the
+        consolidated write they follow), or, when :func:`appendable` says no, the map written
+        consolidated with them.  (the map's new version, the rows the commit wrote.)"""
+        import pyarrow as pa
+
+        from idivm.agca import arrow
+        from idivm.storage import delta
+
+        path, keys = self.paths[m], self.keys(m)
+        local = isinstance(increments, pa.Table)
+        base = map_base(path, version)
+        with delta.pinned(path, version):  # no other run's increments in between
+            if appendable(path, version, base):
+                meta = {**metadata, APPENDED_TO: str(base)}
+                new = delta.write_arrow(path, increments, mode="append", commit_metadata=meta) if local else \
+                    delta.write_spark(increments, path, mode="append", engine=self.engine, commit_metadata=meta)
+                return new, delta.row_count(path, new) - delta.row_count(path, version)
+            if local:
+                new = delta.write_arrow(path, arrow.plus(self.arrow(m, version), increments, keys), mode="overwrite",
+                                        commit_metadata=metadata)
+            else:
+                new = delta.write_spark(summed([self.frame(m, version), increments], keys), path, mode="overwrite",
+                                        engine=self.engine, deletion_vectors=True, commit_metadata=metadata)
+            return new, delta.row_count(path, new)
+
+
+# --- storage: additive map tables --------------------------------------------------------------------
+
+#: the commit metadata of a commit that appended increments to a map: the version of the map's
+#: consolidated write they follow (a commit without it wrote the map consolidated: each key once,
+#: no entry of multiplicity 0)
+APPENDED_TO = "idivm.map.base"
+
+#: a map is written consolidated again, instead of appended to, once the rows appended since its
+#: last consolidated write pass the larger of these rows and this share of that write's rows, or
+#: after this many appends: its readers sum what they read per key (:func:`read_map_arrow`)
+CONSOLIDATE_ROWS = 100_000
+CONSOLIDATE_SHARE = 0.25
+MAX_APPENDS = 50
+
+
+def map_base(path, version: int) -> int | None:
+    """The version of the consolidated write that version ``version`` of the map stored at
+    ``path`` follows: ``version`` itself when it is one (a map defined before maps were
+    appended to has only those); None when the map's log no longer tells."""
     from idivm.storage import delta
 
-    q = delta.quoted
-    same = " AND ".join(f"({q(k, 't')} IS NOT DISTINCT FROM {q(k, 's')})" for k in keys) or "TRUE"
-    total = f"({q(M, 't')} + {q(M, 's')})"
-    assign = {q(c): q(c, "s") for c in (*keys, M)}
-    return same, [delta.MatchedDelete(f"abs{total} <= {ZERO}"),
-                  delta.MatchedUpdate({q(M): total}),
-                  delta.NotMatchedInsert(assign)]
+    commit = delta.commit_at(path, version)
+    if commit is None:
+        return None
+    base = commit.get(APPENDED_TO)
+    return version if base is None else int(base)
 
 
-__all__ = ["MapsPlan", "Untranslatable", "changed_groups", "changes_relation", "check_types", "group_rows",
-           "increments", "initial_maps", "merge_clauses", "plan_maps", "relation"]
+def appendable(path, version: int, base: int | None) -> bool:
+    """Whether a run's increments of the map stored at ``path`` (at ``version``, following the
+    consolidated write ``base``) are appended, rather than the map written consolidated."""
+    from idivm.storage import delta
+
+    if base is None or version - base >= MAX_APPENDS:
+        return False
+    consolidated = delta.row_count(path, base)
+    return delta.row_count(path, version) - consolidated <= max(CONSOLIDATE_ROWS, CONSOLIDATE_SHARE * consolidated)
+
+
+def read_map_arrow(path, version: int, keys: Sequence[str]) -> "pa.Table":
+    """The entries of the map stored at ``path`` (keyed by ``keys``) at ``version``, each key
+    once, none 0 (Arrow): the rows of its last consolidated write with the increments appended
+    since added to those of the keys they name."""
+    from idivm.agca import arrow
+    from idivm.storage import delta
+
+    base = map_base(path, version)
+    if base == version:
+        return delta.read_arrow(path, version)
+    split = delta.read_added(path, version, base) if base is not None and not delta.needs_delta_spark(path) else None
+    if split is None:
+        return arrow.summed([delta.read_arrow(path, version)], keys)
+    return arrow.plus(*split, keys)
+
+
+def read_map_spark(spark: "SparkSession", path, version: int, keys: Sequence[str], engine) -> "DataFrame":
+    """:func:`read_map_arrow` as a Spark DataFrame (the stored rows summed per key by Spark when
+    increments were appended since the consolidated write)."""
+    from idivm.storage import delta
+
+    df = delta.read_spark(spark, path, version, engine=engine)
+    return df if map_base(path, version) == version else summed([df], keys)
+
+
+__all__ = ["MapsPlan", "StoredMaps", "Untranslatable", "changed_groups", "changes_relation", "check_types",
+           "group_rows",
+           "increments", "initial_maps", "plan_maps", "read_map_arrow", "read_map_spark", "relation"]

@@ -670,14 +670,7 @@ class Runtime:
         by_spark = self.storage.spark or delta.needs_delta_spark(path)
         cached = Caches(IN_MEMORY_MAX_ROWS if by_spark else None)
         try:
-            read: dict[tuple[str, int], DataFrame] = {}
-
-            def read_map(m: str, version: int) -> "DataFrame":
-                """Map ``m`` at ``version``, read once a run."""
-                if (m, version) not in read:
-                    read[(m, version)] = delta.read_spark(spark, paths[m], version, engine=self.storage)
-                return read[(m, version)]
-
+            stored = mapping.StoredMaps(spark, mp, paths, self.storage)
             if at != dict(old):
                 # an auto run recomputed the view alone since the maps' last run: they catch up
                 # to the view's watermark first (a crash after this leaves them ahead of the
@@ -691,11 +684,11 @@ class Runtime:
                     lag = readable_changes(name, tables, at, old)
                 reflected, _, _, _, caught_up = self._advance_maps(
                     mp, paths, reflected, lag, {**metadata, "idivm.watermark": json.dumps(dict(old), sort_keys=True)},
-                    cached, read_map, "catch up map")
+                    cached, stored, "catch up map")
             else:
                 caught_up = 0
             versions, packed, rows, changed, written = self._advance_maps(mp, paths, reflected, changes, metadata,
-                                                                          cached, read_map)
+                                                                          cached, stored)
             written += caught_up
             keys = key_rows = None
             if not ids:  # a GROUP BY without keys: its one row, computed from the maps and written whole
@@ -727,11 +720,11 @@ class Runtime:
                     if key_rows is not None:
                         try:
                             grouped = spark.createDataFrame(mapping.group_rows_of(
-                                mp, {m: delta.read_arrow(paths[m], at[m]) for m in terms}, key_rows, schema), schema)
+                                mp, {m: stored.arrow(m, at[m]) for m in terms}, key_rows, schema), schema)
                         except (pa.ArrowException, NotImplementedError):  # e.g. a nested group value
                             grouped = None
                     if grouped is None:
-                        grouped = mapping.group_rows(mp, {m: read_map(m, at[m]) for m in terms}, keys, schema)
+                        grouped = mapping.group_rows(mp, {m: stored.frame(m, at[m]) for m in terms}, keys, schema)
                     compiler = PlanCompiler(spark, self.reader(catalog, new))
                     compiler.bind(mp.group, grouped)
                     return compiler.evaluate(plan)
@@ -757,16 +750,16 @@ class Runtime:
         return {**stats, "rows_written": stats["rows_written"] + written, "built_seconds": built}
 
     def _advance_maps(self, mp, paths: Mapping[str, Path], reflected: Mapping[str, int], changes: Mapping,
-                      metadata: Mapping[str, str], cached, read_map, operation: str = "maintain map") -> tuple:
-        """The maps ``mp`` (stored at ``paths``, at versions ``reflected``) advanced over the
-        base-table ``changes``: each changed map's increments MERGEd, one commit each (tagged
-        ``operation``).  (the maps' new versions, the packed increments (None: nothing
-        changed; a DataFrame, or Arrow rows), their rows when the driver holds them, the maps
-        changed, the rows written.)
+                      metadata: Mapping[str, str], cached, stored, operation: str = "maintain map") -> tuple:
+        """The maps ``mp`` (stored at ``paths``, at versions ``reflected``, read through
+        ``stored``, a :class:`~idivm.exec.maps.StoredMaps`) advanced over the base-table
+        ``changes``: each changed map's increments stored (appended, or the map written
+        consolidated), one commit each (tagged ``operation``).  (the maps' new versions, the
+        packed increments (None: nothing changed; a DataFrame, or Arrow rows), their rows when
+        the driver holds them, the maps changed, the rows written.)
 
         The statements run in the driver over Arrow tables (:class:`~idivm.exec.maps.ArrowTerms`)
-        when the maps are written by delta-rs (each table is read and merged by the engine it
-        needs) and the maps they read and the batch have at most
+        when the maps are written by delta-rs and the maps they read and the batch have at most
         :data:`LOCAL_MAPS_MAX_ROWS` rows together, else by Spark; a statement Arrow cannot
         evaluate sends the run's statements to Spark."""
         from idivm.exec import maps as mapping
@@ -783,18 +776,18 @@ class Runtime:
             try:
                 with meter.phase("changes"):
                     updates = {t: mapping.changes_gmr(changes[t], columns[t]) for t in relations}
-                stored = {m: delta.read_arrow(paths[m], reflected[m]) for m in needed}
+                    read = {m: stored.arrow(m, reflected[m]) for m in needed}
                 with meter.phase("evaluate"):
-                    rows = mapping.increments(mp, stored, updates, mapping.ArrowTerms(spark))
+                    rows = mapping.increments(mp, read, updates, mapping.ArrowTerms(spark))
                 increments = (rows, rows)  # the packed increments are the rows the driver holds
             except (pa.ArrowException, NotImplementedError):  # e.g. a nested value joined: by Spark
                 increments = None
         if increments is None:
             with meter.phase("changes"):
                 updates = {t: mapping.changes_relation(spark, changes[t], columns[t]) for t in relations}
-            stored = {m: read_map(m, reflected[m]) for m in needed}
+                read = {m: stored.frame(m, reflected[m]) for m in needed}
             with meter.phase("evaluate"):
-                packed = mapping.increments(mp, stored, updates,
+                packed = mapping.increments(mp, read, updates,
                                             mapping.SparkTerms(spark, lambda df: cached.computed(df)[1]))
                 increments = cached.computed(packed) if packed is not None else (None, None)
         rows, packed = increments
@@ -802,26 +795,23 @@ class Runtime:
         with meter.phase("write"):
             changed = sorted(mp.program.maps) if rows is None else sorted(set(rows.column(mapping.MAP).to_pylist()))
 
-            def merge(m: str) -> dict:
-                keys_m = mp.program.maps[m].keys
-                inc = mapping.unpacked(packed if rows is None else rows, m, keys_m)
-                mmeta = {**metadata, "idivm.operation": operation, "idivm.map": m}
-                with delta.pinned(paths[m], versions[m]):  # no other run's increments in between
-                    return self._merge(paths[m], inc, *mapping.merge_clauses(keys_m), mmeta)
+            def store(m: str) -> tuple[int, int]:
+                inc = mapping.unpacked(packed if rows is None else rows, m, mp.program.maps[m].keys)
+                return stored.store(m, versions[m], inc, {**metadata, "idivm.operation": operation, "idivm.map": m})
 
             todo = changed if packed is not None else []
             if rows is not None and not self.storage.spark and len(todo) > 1:
-                # increments in the driver, merged by delta-rs: the maps' MERGEs at once (each its
-                # own table and commit; delta-rs works outside Python's lock)
+                # increments in the driver, written by delta-rs: the maps' commits at once (each its
+                # own table; delta-rs works outside Python's lock)
                 from concurrent.futures import ThreadPoolExecutor
 
                 with ThreadPoolExecutor(max_workers=min(MAP_WRITERS, len(todo))) as pool:
-                    merged = dict(zip(todo, pool.map(merge, todo)))
+                    done = dict(zip(todo, pool.map(store, todo)))
             else:
-                merged = {m: merge(m) for m in todo}
-            for m, stats in merged.items():
-                versions[m] = stats["version"]
-                written += int(stats.get("num_output_rows") or 0)
+                done = {m: store(m) for m in todo}
+            for m, (version, rows_written) in done.items():
+                versions[m] = version
+                written += rows_written
         return versions, packed, rows, changed, written
 
     def rebuild_maps(self, catalog: Catalog, mp, paths: Mapping[str, Path], at: Mapping[str, int],
@@ -835,20 +825,6 @@ class Runtime:
                               commit_metadata={**metadata, "idivm.operation": "rebuild map", "idivm.map": m,
                                                "idivm.watermark": json.dumps(dict(at), sort_keys=True)})
         return {m: delta.version(p) for m, p in paths.items()}
-
-    def _merge(self, path: Path, source: "DataFrame | pa.Table", predicate: str, clauses: list,
-               metadata: dict) -> dict:
-        """MERGE ``source`` (a DataFrame, or Arrow rows) into the table at ``path`` in one commit:
-        by Spark on a delta-spark engine (or a table that needs it), else collected (run-sized)
-        and merged by delta-rs."""
-        import pyarrow as pa
-
-        if self.storage.spark or delta.needs_delta_spark(path):
-            if isinstance(source, pa.Table):
-                source = self.spark.createDataFrame(source)
-            return delta.merge_spark(path, source, predicate, clauses, commit_metadata=metadata)
-        return delta.merge_arrow(path, source if isinstance(source, pa.Table) else to_arrow(source), predicate,
-                                 clauses, commit_metadata=metadata)
 
     def compact(self, view_name: str, path: Path, layout: layouts.Layout | None, caches: Sequence[Path],
                 stored: Sequence, progress) -> tuple["Compaction", ...]:

@@ -47,12 +47,13 @@ import pyarrow as pa
 from idivm.errors import CatalogError
 from idivm.storage.delta import delta_rs, delta_spark
 from idivm.storage.delta.clustered import Patch, Patching, Rewrite, distinct_rows, replaced, key_mask, ordered, rewrite_clustered, write_clustered
-from idivm.storage.delta.commits import data_version, history
+from idivm.storage.delta.commits import commit_at, data_version, history
 from idivm.storage.delta.commits import made as commits_made
 from idivm.storage.delta.delta_rs import (
     active_files,
     create_table,
     merge_arrow,
+    read_added,
     read_changes,
 )
 from idivm.storage.delta.delta_spark import USER_METADATA, merge_spark, spark_settings
@@ -118,6 +119,8 @@ __all__ = [
     "exists",
     "features",
     "history",
+    "commit_at",
+    "read_added",
     "distinct_rows",
     "key_mask",
     "Patch",
@@ -147,7 +150,7 @@ __all__ = [
 ]
 
 
-def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite"] = "error",
+def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "overwrite", "append"] = "error",
                 commit_metadata: Mapping[str, Any] | None = None, row_group_rows: int | None = None,
                 file_bytes: int | None = None, engine: Engine = DELTA_RS, deletion_vectors: bool = False,
                 cluster_by: Sequence[str] = (), order: Sequence[str] = ()) -> int:
@@ -155,7 +158,9 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
 
     ``mode="error"`` creates the table (failing if one exists);
     ``mode="overwrite"`` replaces its contents (and schema) in one commit, or
-    creates it.  Spark writes Parquet into a staging directory next to the
+    creates it; ``mode="append"`` adds the rows to the existing table (by delta-rs: collected
+    into the driver, for run-sized rows, in a commit based on the version the table is pinned at
+    if it is).  Spark writes Parquet into a staging directory next to the
     table (``<parent>/.<name>.staging-<id>``); its files are then streamed as
     Arrow batches into delta-rs, so the data never passes through the driver's
     memory as a whole; only the result of small inputs (at most
@@ -177,9 +182,11 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
     ``order``: top-level columns to write the rows ordered by (NULLs first), by Spark, or, for
     a small result written by delta-rs, in the driver's Arrow table (no Spark sort).
     """
-    _check_mode(mode, ("error", "overwrite"))
+    _check_mode(mode, ("error", "overwrite", "append"))
     target = Path(path)
     existing = exists(target)
+    if mode == "append" and not existing:
+        raise CatalogError(f"no Delta table at {target} to append to")
     if mode == "error" and existing:
         raise CatalogError(f"a Delta table already exists at {target}")
     df = _without_void_columns(df)
@@ -191,6 +198,10 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
         delta_spark.write(df, target, mode, commit_metadata=commit_metadata, create=not existing,
                           deletion_vectors=deletion_vectors and engine.deletion_vectors,
                           cluster_by=cluster_by if engine.spark else ())
+    elif mode == "append":
+        from idivm.storage.spark import to_arrow
+
+        return delta_rs.write_arrow(target, to_arrow(df), mode="append", commit_metadata=commit_metadata)
     else:
         delta_rs.write_staged(df, target, mode, commit_metadata=commit_metadata, row_group_rows=row_group_rows,
                               file_bytes=file_bytes, order=order)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from idivm.storage.delta.table import PathLike, open_table, pin_of
@@ -46,18 +47,37 @@ def history(path: PathLike, limit: int | None = None) -> list[dict[str, Any]]:
     (ms since the epoch), ``operation``, ``operationMetrics``, ... and the
     keys of the commit's custom metadata (delta-rs's keys, or the keys of the JSON object of
     delta-spark's ``userMetadata``)."""
-    commits = open_table(path).history(limit)
-    for commit in commits:
-        user = commit.get("userMetadata")
-        if isinstance(user, str) and user.startswith("{"):
-            try:
-                keys = json.loads(user)
-            except ValueError:
-                continue
-            if isinstance(keys, dict):
-                for k, v in keys.items():
-                    commit.setdefault(k, v)
-    return commits
+    return [_with_user_metadata(commit) for commit in open_table(path).history(limit)]
+
+
+def commit_at(path: PathLike, version: int) -> dict[str, Any] | None:
+    """The commit of ``version`` of the table at ``path`` as :func:`history` gives it (its
+    ``commitInfo`` with the keys of its metadata), read from its log file alone; None when the
+    log no longer holds that file (log cleanup) or it records no ``commitInfo``."""
+    try:
+        with open(Path(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
+            for line in f:
+                action = json.loads(line)
+                if "commitInfo" in action:
+                    return _with_user_metadata({**action["commitInfo"], "version": version})
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _with_user_metadata(commit: dict[str, Any]) -> dict[str, Any]:
+    """``commit`` with the keys of its ``userMetadata`` when that is a JSON object (delta-spark's
+    form of commit metadata), those it has itself kept."""
+    user = commit.get("userMetadata")
+    if isinstance(user, str) and user.startswith("{"):
+        try:
+            keys = json.loads(user)
+        except ValueError:
+            return commit
+        if isinstance(keys, dict):
+            for k, v in keys.items():
+                commit.setdefault(k, v)
+    return commit
 
 
 def data_version(path: PathLike) -> int:

@@ -82,11 +82,19 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
     from deltalake import write_deltalake
 
     _check_mode(mode, ("error", "append", "overwrite"))
-    if mode == "append" and exists(path):
-        target = schemas.delta_schema(schemas.as_arrow_schema(open_table(path).schema().to_arrow()))
-    else:
-        target = schemas.delta_schema(data.schema)
-    write_deltalake(str(path), schemas.conform(data, target), mode=mode,
+    if mode != "error" and exists(path):
+        # based on the version the table is pinned at, if it is (:func:`pinned`)
+        dt = open_table(path, to_write=True)
+        target = schemas.delta_schema(schemas.as_arrow_schema(dt.schema().to_arrow()) if mode == "append"
+                                      else data.schema)
+        with committing(path):
+            write_deltalake(dt, schemas.conform(data, target), mode=mode,
+                            schema_mode="overwrite" if mode == "overwrite" else None,
+                            commit_properties=_commit_properties(commit_metadata, path))
+        count()
+        repin(path, dt.version())
+        return dt.version()
+    write_deltalake(str(path), schemas.conform(data, schemas.delta_schema(data.schema)), mode=mode,
                     configuration=TABLE_CONFIGURATION,
                     schema_mode="overwrite" if mode == "overwrite" else None,
                     commit_properties=_commit_properties(commit_metadata))
@@ -245,6 +253,23 @@ def read_arrow(path: PathLike, version: int | None = None, *, columns: Sequence[
     tables = [_read_file(path, f, table_schema, columns) for f in _files_holding(dt, holding)]
     empty = table_schema if columns is None else pa.schema([table_schema.field(c) for c in columns])
     return pa.concat_tables([empty.empty_table(), *tables])
+
+
+def read_added(path: PathLike, version: int, since: int) -> tuple[pa.Table, pa.Table] | None:
+    """The rows of version ``version`` of the table at ``path`` in two parts: those of the
+    files already active at version ``since``, and those of the files added after it; None
+    when a file active at ``since`` is not at ``version`` (the versions between them did more
+    than append)."""
+    now, then = open_table(path, version), open_table(path, since)
+    _check_driver_readable(now, path)
+    before = {f.path for f in _files(then, "")}
+    files = _files(now, "")
+    if not before <= {f.path for f in files}:
+        return None
+    table_schema = schemas.as_arrow_schema(now.schema().to_arrow())
+    kept = then.to_pyarrow_dataset().to_table()
+    added = [_read_file(path, f, table_schema) for f in files if f.path not in before]
+    return kept, pa.concat_tables([table_schema.empty_table(), *added])
 
 
 def scan_ordered(dt: "DeltaTable", path: PathLike, column: str,
