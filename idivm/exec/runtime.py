@@ -170,7 +170,7 @@ _GROUP_SCHEMAS: dict[int, tuple] = {}
 
 #: the rows of a run's batch and of the maps its statements read up to which the statements run
 #: in the driver over Arrow tables (:meth:`Runtime._advance_maps`)
-LOCAL_MAPS_MAX_ROWS = 2_000_000
+LOCAL_MAPS_MAX_ROWS = 20_000_000
 
 
 def behind(watermark: Mapping[str, int], other: Mapping[str, int]) -> bool:
