@@ -725,6 +725,21 @@ RELATIONAL = [
                    FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid)
              GROUP BY GROUPING SETS ((category, b), (b), (category))""",
           {D, P, DP}),
+    _view("category_price_spread",  # statistics aggregates: the groups they change recomputed
+          """SELECT d.category, STDDEV_SAMP(p.price) AS sd, VAR_POP(p.price) AS vp, COUNT(*) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             GROUP BY d.category""",
+          """SELECT d.category, stddev_samp(p.price) AS sd, var_pop(p.price) AS vp, count(*) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             GROUP BY d.category""",
+          {D, P, DP}),
+    _view("parts_dearer_than_most",  # a table used as a value: the bag of its rows
+          """SELECT p.pid FROM parts p
+             WHERE p.price > ARRAY_AVG((SELECT VALUE q.price FROM parts AS q)) - 10
+               AND ARRAY_COUNT(devices) > 0""",
+          """SELECT p.pid FROM parts p
+             WHERE p.price > (SELECT avg(q.price) FROM parts q) - 10 AND (SELECT count(*) FROM devices) > 0""",
+          {D, P}),
     # --- AsterixDB's spellings: FROM-first blocks, LET (after FROM and after GROUP BY), WITH,
     # CROSS JOIN, IN over an array, ORDER BY in a FROM subquery
     _view("phone_part_totals_from_first",

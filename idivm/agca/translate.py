@@ -85,6 +85,8 @@ def translate_group_by(op: O.GroupBy, columns: Mapping[str, Sequence[str]]) -> A
             terms[f"{name}$values"] = Sum(tuple(dict.fromkeys((*group, x))), body)
             by_value.append((name, a.function, a.distinct, x))
             continue
+        if a.function not in ("sum", "avg", "count"):
+            raise Untranslatable(f"{a} has no AGCA form here")
         if a.function in ("sum", "avg"):
             value = _value(a.arg)
             terms[name if a.function == "sum" else f"{name}$sum"] = Sum(group, Mul((body, value)))

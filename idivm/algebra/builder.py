@@ -459,12 +459,12 @@ class PlanBuilder(TermBuilder):
                     if isinstance(inner, A.FunctionCall) and inner.name in A.AGGREGATES:
                         raise SemanticError("aggregates cannot be nested", inner.span)
                 arg = self.expr(call.args[0], sc, ctx)
-                fn = call.name.lower()
+                fn = A.STATISTICS_ALIASES.get(call.name, call.name).lower()
                 agg = O.Aggregate(fn, arg, call.distinct)
                 at = self.type_of(arg)
-                if fn in ("sum", "avg") and at not in (T.ANY, T.NULL) and not T.is_numeric(at):
+                if fn in ("sum", *O.DOUBLE_AGGREGATES) and at not in (T.ANY, T.NULL) and not T.is_numeric(at):
                     raise SemanticError(f"type mismatch in {agg}: its argument is {at}, not a number", call.span)
-                ty = {"count": T.INT, "avg": T.DOUBLE}.get(fn, at)
+                ty = T.INT if fn == "count" else T.DOUBLE if fn in O.DOUBLE_AGGREGATES else at
                 if fn == "sum" and at == T.ANY:
                     ty = T.ANY
             var = self.fresh(call.name.lower(), ty)

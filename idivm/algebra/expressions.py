@@ -299,6 +299,9 @@ def _specs() -> dict[str, FunctionSpec]:
         # collections
         FunctionSpec("range", 2, 2, _const(T.CollectionType(T.INT, ordered=True))),
         FunctionSpec("collection_length", 1, 1, _const(T.INT)),
+        # the elements of an array from a 0-based position to one before another (default: its
+        # end), negative ones counted from its end; NULL when they are out of it or not in order
+        FunctionSpec("array_slice", 2, 3, _first),
         # collection predicates used by lifted subqueries
         FunctionSpec("exists", 1, 1, _const(T.BOOL)),
         FunctionSpec("contains", 2, 2, _const(T.BOOL), check=_member),
@@ -340,6 +343,7 @@ FUNCTION_ALIASES = {
     "DATE": "to_date",
     "GET_YEAR": "get_year", "GET_MONTH": "get_month", "GET_DAY": "get_day",
     "RANGE": "range", "LEN": "collection_length", "ARRAY_LENGTH": "collection_length",
+    "ARRAY_SLICE": "array_slice",
 }
 
 

@@ -200,8 +200,12 @@ class FunctionCall(Operator):
         return self.input.output_variables() + (self.var,)
 
 
-COLLECTION_FUNCTIONS = frozenset({"array_count", "array_sum", "array_avg", "array_min", "array_max",
-                                  "strict_count", "strict_sum", "strict_avg", "strict_min", "strict_max"})
+#: the statistics aggregates (of the central moments of the values: AsterixDB's)
+STATISTICS = ("stddev_samp", "stddev_pop", "var_samp", "var_pop", "skewness", "kurtosis")
+#: the aggregates whose value is a double, whatever their argument's numbers
+DOUBLE_AGGREGATES = frozenset({"avg", *STATISTICS})
+COLLECTION_FUNCTIONS = frozenset({f"{kind}_{name}" for kind in ("array", "strict")
+                                  for name in ("count", "sum", "avg", "min", "max", *STATISTICS)})
 
 
 @_ops("input")
@@ -341,12 +345,12 @@ class UnionAll(Operator):
 class Aggregate:
     """An SQL aggregate over the members of a group: COUNT(*) has ``arg`` None."""
 
-    function: str  # count, sum, avg, min, max
+    function: str  # count, sum, avg, min, max, or one of STATISTICS
     arg: Term | None
     distinct: bool = False
 
     def __post_init__(self):
-        if self.function not in ("count", "sum", "avg", "min", "max"):
+        if self.function not in ("count", "sum", "avg", "min", "max", *STATISTICS):
             raise ValueError(f"unknown aggregate {self.function!r}")
         if self.arg is None and self.function != "count":
             raise ValueError(f"{self.function}(*) is not an aggregate")

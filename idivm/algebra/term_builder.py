@@ -39,6 +39,9 @@ _COLLECTION_FUNCTIONS = {
     "STRICT_MIN": "strict_min", "STRICT_MAX": "strict_max",
     "COLL_COUNT": "strict_count", "COLL_SUM": "strict_sum", "COLL_AVG": "strict_avg",
     "COLL_MIN": "strict_min", "COLL_MAX": "strict_max",
+    **{f"{kind}_{name}": f"{to}_{A.STATISTICS_ALIASES.get(name, name).lower()}"
+       for kind, to in (("ARRAY", "array"), ("STRICT", "strict"), ("COLL", "strict"))
+       for name in (*A.STATISTICS, *A.STATISTICS_ALIASES)},
 }
 
 
@@ -174,7 +177,13 @@ class TermBuilder(ABC):
                     return MISSING
                 return Const(None if k == "null" else v, ty, span=e.span)
             case A.Identifier(name=n):
-                return self.resolve(n, sc, e.span)
+                term = self.resolve(n, sc, e.span)
+                if term is None:  # a table as a value: the bag of its rows
+                    alias = f"${n}"
+                    rows = A.SelectQuery(False, A.Identifier(alias, span=e.span), (),
+                                         (A.FromExpr(A.Identifier(n, span=e.span), alias, span=e.span),), span=e.span)
+                    return self.expr(A.Subquery(rows, span=e.span), sc, ctx)
+                return term
             case A.FieldAccess(base=b, name=n):
                 try:
                     base = self.expr(b, sc, ctx)
@@ -354,7 +363,7 @@ class TermBuilder(ABC):
             counts = fn.endswith("_count")
             if isinstance(el, T.TupleType) and len(el.fields) == 1 and not counts:
                 el = el.fields[0][1]
-            ty = T.INT if counts else T.DOUBLE if fn.endswith("_avg") else el
+            ty = T.INT if counts else T.DOUBLE if fn.split("_", 1)[1] in O.DOUBLE_AGGREGATES else el
             var = self.fresh(fn.split("_", 1)[1], ty)
             ctx.plan = O.FunctionCall(ctx.plan, fn, (arg,), var, span=e.span)
             return Var(var, span=e.span)
@@ -457,7 +466,8 @@ class TermBuilder(ABC):
 
     # ------------------------------------------------------------------ names
 
-    def resolve(self, name: str, sc: Scope, span: Span | None) -> Term:
+    def resolve(self, name: str, sc: Scope, span: Span | None) -> Term | None:
+        """What ``name`` names in scope ``sc``: a variable, a column of one, or (None) a table."""
         s: Scope | None = sc
         while s is not None:
             b = s.lookup(name)
@@ -480,7 +490,7 @@ class TermBuilder(ABC):
                 raise SemanticError(f"'{name}' is neither a grouping key nor inside an aggregate", span)
             s = s.parent
         if name in self.tables:
-            raise SemanticError(f"table '{name}' can only be used in FROM", span)
+            return None
         raise SemanticError(f"unknown name '{name}'", span)
 
     def grouping(self, e: A.FunctionCall, sc: Scope) -> Term:

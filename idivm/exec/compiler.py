@@ -34,7 +34,7 @@ from idivm.algebra import operators as O
 from idivm.algebra import restrict
 from idivm.algebra.expressions import TRUE, Field, TableRef, TupleExpr, Var, field_paths
 from idivm.errors import InternalError
-from idivm.exec.terms import all_true, col, collection_function, compile_term
+from idivm.exec.terms import all_true, array_statistic, col, collection_function, compile_term, statistic
 from idivm.storage.delta import quoted
 from idivm.storage.schema import arrow_schema
 from idivm.storage.spark import Caches, is_local, local_rows, to_arrow
@@ -652,6 +652,10 @@ def _aggregate(a: O.Aggregate) -> Column:
             return F.min(x)
         case "max", _:
             return F.max(x)
+        case function, False if function in O.STATISTICS:
+            return statistic(function, x)
+        case function, True if function in O.STATISTICS:
+            return array_statistic(function, F.collect_set(x))
     raise InternalError(f"no Spark compilation for aggregate {a}")
 
 

@@ -17,6 +17,7 @@ from pyspark.sql import types as ST
 from idivm.algebra.expressions import (
     ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var,
 )
+from idivm.algebra import operators as O
 from idivm.errors import InternalError
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 from idivm.storage.delta.merge import quoted
@@ -208,6 +209,12 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             lo, hi = a[0].cast("bigint"), a[1].cast("bigint")
             return F.when(lo <= hi, F.sequence(lo, hi)).otherwise(
                 F.when(lo.isNotNull() & hi.isNotNull(), F.array().cast("array<bigint>")))
+        case "array_slice":  # AsterixDB's bounds: NULL out of them, or when not whole numbers
+            n = F.size(a[0])
+            ends = [p.try_cast("double") for p in a[1:]] + ([n.cast("double")] if len(a) == 2 else [])
+            s, e = (F.when(p < 0, p + n).otherwise(p) for p in ends)
+            valid = (s >= 0) & (s <= n - 1) & (e <= n) & (s <= e) & (s == F.floor(s)) & (e == F.floor(e))
+            return F.when(valid, F.slice(a[0], s.cast("int") + 1, (e - s).cast("int")))
         case "collection_length":
             return F.when(a[0].isNotNull(), F.size(a[0]))
         case "exists":
@@ -219,6 +226,46 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
                           F.raise_error(F.lit(SCALAR_SUBQUERY_ERROR))
                           ).otherwise(F.get(a[0], 0))
     raise InternalError(f"no Spark compilation for function {f}")
+
+
+def array_statistic(what: str, values: Column) -> Column:
+    """The statistics aggregate ``what`` (one of :data:`~idivm.algebra.operators.STATISTICS`) of
+    an array of numbers without NULLs, as AsterixDB computes it from their central moments
+    ``m2``, ``m3``, ``m4`` (sums of the powers of their distances from their mean): NULL for
+    fewer than 2 values (1 for the population's), and the skewness and kurtosis NULL for fewer
+    than 3 or when every value is the same."""
+    v = F.transform(values, lambda x: x.cast("double"))
+    n = F.size(v)
+    mean = F.aggregate(v, F.lit(0.0), lambda acc, x: acc + x) / n
+
+    def moment(k: int) -> Column:
+        return F.aggregate(v, F.lit(0.0), lambda acc, x: acc + F.pow(x - mean, k))
+
+    m2 = moment(2)
+    match what:
+        case "stddev_samp" | "var_samp":
+            out = F.when(n > 1, m2 / (n - 1))
+        case "stddev_pop" | "var_pop":
+            out = F.when(n > 0, m2 / n)
+        case "skewness":
+            return F.when((n > 2) & (m2 != 0), F.sqrt(n.cast("double")) * moment(3) / F.pow(m2, 1.5))
+        case "kurtosis":
+            return F.when((n > 2) & (m2 != 0), moment(4) * n / (m2 * m2) - 3)
+        case _:
+            raise InternalError(f"no Spark compilation for statistics aggregate {what}")
+    return F.sqrt(out) if what.startswith("stddev") else out
+
+
+def statistic(what: str, x: Column) -> Column:
+    """The statistics aggregate ``what`` of the values of ``x`` in a group (Spark's aggregates,
+    which compute the same central moments), NULL where :func:`array_statistic` is."""
+    x = x.cast("double")
+    n = F.count(x)
+    spark = {"stddev_samp": F.stddev_samp, "stddev_pop": F.stddev_pop, "var_samp": F.var_samp,
+             "var_pop": F.var_pop, "skewness": F.skewness, "kurtosis": F.kurtosis}[what](x)
+    if what in ("skewness", "kurtosis"):
+        return F.when((n > 2) & (F.var_pop(x) != 0), spark)
+    return F.when(n > (1 if what.endswith("_samp") else 0), spark)
 
 
 def collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
@@ -240,6 +287,8 @@ def collection_function(fn: str, c: Column, dtype: ST.DataType) -> Column:
         out = F.array_min(values)
     elif what == "max":
         out = F.array_max(values)
+    elif what in O.STATISTICS:
+        out = array_statistic(what, values)
     else:
         zero = F.lit(0).cast(el if isinstance(el, ST.NumericType) else ST.DoubleType())
         total = F.aggregate(values, zero, lambda acc, x: acc + x)

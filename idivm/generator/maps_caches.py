@@ -103,6 +103,6 @@ def _aggregate_type(a: O.Aggregate, types: Mapping[str, T.TupleType]) -> T.Type:
     argument's (ANY when not known)."""
     if a.function == "count":
         return T.INT
-    if a.function == "avg":
+    if a.function in O.DOUBLE_AGGREGATES:
         return T.DOUBLE
     return static_type(a.arg, types)

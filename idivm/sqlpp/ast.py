@@ -299,9 +299,14 @@ class CreateView(Node):
     replace: bool = False
 
 
-AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
-COLLECTION_AGGREGATES = frozenset({"ARRAY_COUNT", "ARRAY_SUM", "ARRAY_AVG", "ARRAY_MIN", "ARRAY_MAX",
-                                   "STRICT_COUNT", "STRICT_SUM", "STRICT_AVG", "STRICT_MIN", "STRICT_MAX"})
+#: SQL++'s statistics aggregates (of the values' central moments, as AsterixDB computes them), and
+#: the other names they go by
+STATISTICS = ("STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP", "SKEWNESS", "KURTOSIS")
+STATISTICS_ALIASES = {"STDDEV": "STDDEV_SAMP", "VARIANCE": "VAR_SAMP", "VARIANCE_SAMP": "VAR_SAMP",
+                      "VARIANCE_POP": "VAR_POP"}
+AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", *STATISTICS, *STATISTICS_ALIASES})
+COLLECTION_AGGREGATES = frozenset({f"{kind}_{name}" for kind in ("ARRAY", "STRICT")
+                                   for name in ("COUNT", "SUM", "AVG", "MIN", "MAX", *STATISTICS, *STATISTICS_ALIASES)})
 
 
 Node._root = Node

@@ -701,6 +701,10 @@ class _ToAst(Transformer_NonRecursive):
         base, index = _nodes(ch)
         return ast.IndexAccess(base, index, span=_span(meta))
 
+    def slice_access(self, meta, ch):
+        """``base[start:end]`` (``end`` optional): ARRAY_SLICE."""
+        return ast.FunctionCall("ARRAY_SLICE", tuple(_nodes(ch)), span=_span(meta))
+
     def identifier(self, meta, ch):
         (name,) = ch
         return ast.Identifier(str(name), span=_span(meta))

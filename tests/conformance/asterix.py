@@ -487,6 +487,10 @@ class Conversion:
         if body is None:
             raise Excluded("no query statement")
         stmt, toks = body
+        parameters = sorted({t.text for t in toks if t.kind == "word" and t.text.startswith("$")})
+        if parameters:
+            raise Excluded(f"statement parameters ({', '.join(parameters)}), which a client binds at each execution: "
+                           "a view has none")
         used = self.used_datasets(toks)
         if not used:
             raise Excluded("reads no dataset")
