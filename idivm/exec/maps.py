@@ -18,15 +18,7 @@ the multiplicity :data:`~idivm.agca.spark.M`; entries of multiplicity 0 are not 
 since the watermark is a GMR of signed rows (insert and post-image +1, delete and pre-image
 −1).  The relations' batch triggers run one relation after the other, each reading the maps
 as the earlier ones left them; a map's increments are summed per key and appended to its
-table (:class:`StoredMaps`).
-
-**Storage.**  Maps are additive: a map's table holds the rows of its last consolidated write
-(each key once, none 0) and the increments appended since, and its value is their sum per key,
-which every reader computes (:func:`read_map_arrow`, :func:`read_map_spark`: only the keys
-the appended rows name are summed).  A run thus writes the entries it changed, not its maps;
-once the appended rows pass a share of the consolidated ones (or after some appends) the run
-writes the map consolidated instead (:func:`appendable`).  An appending commit names the
-consolidated write it follows (:data:`APPENDED_TO`).  The view's changed groups are the keys the term maps'
+table (:class:`StoredMaps`).  The view's changed groups are the keys the term maps'
 increments name: their rows are read off the maps before and after (a group exists while its
 count is not 0), the operators above γ are evaluated over both by the plan compiler (γ bound to
 those rows), and the view gets the new rows and loses the old ones that are not new, by ID,
@@ -36,6 +28,14 @@ finds their versions differ from those the view names and rebuilds every map at 
 watermark first.  The statements and the changed groups are evaluated either by Spark
 (:class:`SparkTerms`, :func:`group_rows`) or, for a small run whose maps delta-rs writes, in the
 driver over Arrow tables (:class:`ArrowTerms`, :func:`group_rows_of`); the runtime chooses.
+
+**Storage.**  Maps are additive: a map's table holds the rows of its last consolidated write
+(each key once, none 0) and the increments appended since, and its value is their sum per key,
+which every reader computes (:func:`read_map_arrow`, summing only the entries of the keys the
+appended rows name, and :func:`read_map_spark`).  A run thus writes the entries it changed, not its maps;
+once the appended rows pass a share of the consolidated ones (or after some appends) the run
+writes the map consolidated instead (:func:`appendable`).  An appending commit names the
+consolidated write it follows (:data:`APPENDED_TO`).
 
 Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`Untranslatable`).
 """
@@ -515,6 +515,8 @@ def _integral(t) -> bool:
     return isinstance(t, (ST.ByteType, ST.ShortType, ST.IntegerType, ST.LongType))
 
 
+# --- storage: additive map tables --------------------------------------------------------------------
+
 class StoredMaps:
     """The maps of one run as stored (``paths``: map -> table) by the storage ``engine``: each
     version read at most once, consolidated (:func:`read_map_arrow`, :func:`read_map_spark`),
@@ -565,8 +567,6 @@ class StoredMaps:
                                         engine=self.engine, deletion_vectors=True, commit_metadata=metadata)
             return new, delta.row_count(path, new)
 
-
-# --- storage: additive map tables --------------------------------------------------------------------
 
 #: the commit metadata of a commit that appended increments to a map: the version of the map's
 #: consolidated write they follow (a commit without it wrote the map consolidated: each key once,
