@@ -68,15 +68,10 @@ def _apply_batch(program, maps: dict, updates: dict) -> None:
 
 @pytest.mark.parametrize("name", PROGRAMS)
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("narrow, indexed", [(arrow.NARROW_RATIO, False), (1, False), (1, True)],
-                         ids=["narrowed-when-large", "narrowed-always", "looked-up-in-indexes"])
-def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed, narrow, indexed, monkeypatch):
-    # narrowed always: every join first keeps the larger side's rows whose keys the other holds;
-    # looked up: those of a column looked up in before by its index
+@pytest.mark.parametrize("narrow", [arrow.NARROW_RATIO, 1], ids=["narrowed-when-large", "narrowed-always"])
+def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed, narrow, monkeypatch):
+    # narrowed always: every join first keeps the larger side's rows whose keys the other holds
     monkeypatch.setattr(arrow, "NARROW_RATIO", narrow)
-    if indexed:
-        monkeypatch.setattr(arrow, "INDEX_MIN_ROWS", 0)
-        monkeypatch.setattr(arrow, "_INDEXES", {})
     rnd = random.Random(1000 + seed)
     query = PROGRAMS[name]
     program = compile_program(query, batch=True)
@@ -193,22 +188,3 @@ def test_plus_adds_increments_to_a_consolidated_map_as_a_sum_per_key_would():
         rows = [(tuple(r[k] for k in keys), r["__m"]) for r in got.to_pylist()]
         assert len({e for e, _ in rows}) == len(rows)  # each key once
         assert dict(rows) == {e: m for e, m in expected.items() if abs(m) > 1e-9}
-
-
-def test_rows_looked_up_in_an_index_are_those_a_pass_over_the_column_finds(monkeypatch):
-    """``_keep_matching`` by a column's index (built at its second lookup) keeps exactly the rows
-    a test of every row keeps, NULLs, repeated values, dates and several chunks included."""
-    monkeypatch.setattr(arrow, "INDEX_MIN_ROWS", 0)
-    monkeypatch.setattr(arrow, "_INDEXES", {})
-    rng = random.Random(5)
-    for kind in (pa.int64(), pa.int32(), pa.date32()):
-        values = [None if rng.random() < 0.1 else rng.randint(0, 30) for _ in range(200)]
-        column = pa.chunked_array([pa.array(values[:90], pa.int32()), pa.array(values[90:], pa.int32())]).cast(kind)
-        big = pa.table({"k": column, "__m": pa.array([float(i) for i in range(200)])})
-        for _ in range(4):
-            wanted = [None if rng.random() < 0.2 else rng.randint(-2, 33) for _ in range(rng.randint(0, 6))]
-            small = pa.table({"k": pa.array(wanted, pa.int32()).cast(kind)})
-            got = arrow._keep_matching(big, ["k"], small, ["k"])
-            expected = [i for i, v in enumerate(values) if v is not None and v in wanted]
-            assert sorted(got.column("__m").to_pylist()) == [float(i) for i in expected], kind
-    assert any(entry[2] is not None for entry in arrow._INDEXES.values())  # the lookups used an index

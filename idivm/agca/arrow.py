@@ -413,83 +413,11 @@ def _narrowed(left: pa.Table, right: pa.Table, left_keys: Sequence[str],
 
 def _keep_matching(big: pa.Table, big_keys: Sequence[str], small: pa.Table, small_keys: Sequence[str]) -> pa.Table:
     """The rows of ``big`` whose ``big_keys`` hold values of ``small``'s ``small_keys`` (of the
-    same types: :func:`_join` conforms them first): by a lookup in the first key's index when
-    it has one (:func:`_looked_up`), else by testing every row."""
-    for i, (b, k) in enumerate(zip(big_keys, small_keys)):
+    same types: :func:`_join` conforms them first)."""
+    for b, k in zip(big_keys, small_keys):
         values = pc.unique(small.column(k)).drop_null()
-        rows = _looked_up(big.column(b), values) if i == 0 else None
-        if rows is not None:
-            big = big.take(rows)
-        else:
-            big = big.filter(pc.fill_null(pc.is_in(big.column(b), value_set=values), False))
+        big = big.filter(pc.fill_null(pc.is_in(big.column(b), value_set=values), False))
     return big
-
-
-#: a column of at least this many rows (a map's, nearly always) that joins look up in a second
-#: time gets an index (:func:`_looked_up`)
-INDEX_MIN_ROWS = 50_000
-
-#: the columns looked up in, by what names their data (:func:`_column_key`): [the column (held, so
-#: that its buffers are not reused while it is named here), lookups, its index once built]
-_INDEXES: dict[tuple, list] = {}
-_INDEXES_MAX = 32
-
-
-def _looked_up(column: pa.ChunkedArray, values: pa.Array):
-    """The positions of ``column``'s rows holding one of the distinct non-NULL ``values`` (a
-    numpy array), by binary search in the column's index, which the second lookup in a large
-    column of integers or dates builds (the same map is joined by many statements of a run:
-    the index then costs one sort instead of a pass over the map per join); None when the
-    column has no index."""
-    import numpy as np
-
-    if len(column) < INDEX_MIN_ROWS or not (pa.types.is_integer(column.type) or pa.types.is_temporal(column.type)):
-        return None
-    key = _column_key(column)
-    if key is None:
-        return None
-    entry = _INDEXES.get(key)
-    if entry is None:
-        if len(_INDEXES) >= _INDEXES_MAX:
-            _INDEXES.pop(next(iter(_INDEXES)))
-        _INDEXES[key] = [column, 1, None]
-        return None
-    if entry[2] is None:
-        numbers = _numbers(column)
-        if column.null_count:
-            valid = np.flatnonzero(pc.is_valid(column).to_numpy(zero_copy_only=False))
-            order = valid[np.argsort(numbers[valid])]
-        else:
-            order = np.argsort(numbers)
-        entry[2] = (numbers[order], order)
-    ordered, order = entry[2]
-    wanted = _numbers(values)
-    low, high = np.searchsorted(ordered, wanted, "left"), np.searchsorted(ordered, wanted, "right")
-    counts = high - low
-    total = int(counts.sum())
-    starts = np.repeat(low - np.cumsum(counts) + counts, counts)
-    return pa.array(order[starts + np.arange(total)] if total else np.zeros(0, np.int64))
-
-
-def _numbers(values: "pa.Array | pa.ChunkedArray"):
-    """Integer or temporal values as a numpy array of 64-bit integers (NULLs as 0)."""
-    import numpy as np
-
-    t = values.type
-    if pa.types.is_temporal(t):
-        values = values.cast(pa.int32() if pa.types.is_date32(t) else pa.int64())
-    if values.null_count:
-        values = pc.fill_null(values, 0)
-    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def _column_key(column: pa.ChunkedArray) -> tuple | None:
-    """What names a column's data: the addresses of its chunks' value buffers, their offsets and
-    lengths (a renamed or selected table shares them)."""
-    try:
-        return (str(column.type), *((c.buffers()[1].address, c.offset, len(c)) for c in column.chunks))
-    except (AttributeError, IndexError, TypeError):
-        return None
 
 
 def _conformed(right: pa.Table, left: pa.Table, keys: Sequence[str]) -> pa.Table:
