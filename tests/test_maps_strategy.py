@@ -449,7 +449,7 @@ def test_auto_records_its_definition_as_the_views_own_write_without_building_its
 
 
 @pytest.mark.parametrize("spark_terms", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["arrow", "spark"])
-def test_maps_take_increments_appended_and_are_consolidated_now_and_then(wh, tmp_path, monkeypatch, spark_terms):
+def test_maps_take_increments_appended_and_are_consolidated_now_and_then(cost, tmp_path, monkeypatch, spark_terms):
     """A run appends each changed map's increments (a map then holds a key in several rows, which
     its readers sum); once the appended rows pass the policy's bound the map is written
     consolidated again.  Through appends and consolidations, statements evaluated in the
@@ -463,11 +463,12 @@ def test_maps_take_increments_appended_and_are_consolidated_now_and_then(wh, tmp
         monkeypatch.setattr(runtime, "LOCAL_MAPS_MAX_ROWS", 0)
     monkeypatch.setattr(mapping, "CONSOLIDATE_ROWS", 6)
     monkeypatch.setattr(mapping, "MAX_APPENDS", 3)
+    wh = cost
     paths = {m: wh.catalog.root / rel for m, rel in wh.catalog.view("stats").extra["maps"].items()}
     rng = random.Random(7)
     appended = consolidated = 0
     duplicated = False
-    for batch in range(5):
+    for batch in range(4):
         _ingest(wh, tmp_path, "parts", *[{"pid": pid, "price": round(rng.uniform(1, 99), 2)}
                                          for pid in rng.sample(range(1, 11), 3)])
         before = {m: delta.version(p) for m, p in paths.items()}

@@ -181,7 +181,7 @@ def _approx(row: dict) -> dict:
     return {k: (pytest.approx(v) if v is not None else None) for k, v in row.items()}
 
 
-@pytest.mark.parametrize("form", ["group", "array", "distinct"])
+@pytest.mark.parametrize("form", ["group", pytest.param("array", marks=pytest.mark.slow), "distinct"])
 def test_statistics_aggregates_are_asterixdbs_and_maintained(make_warehouse, tmp_path, form):
     """STDDEV_SAMP, STDDEV_POP, VAR_SAMP (VARIANCE), VAR_POP, SKEWNESS and KURTOSIS, as SQL
     aggregates of a group, as ARRAY_* functions of a subquery's values, and DISTINCT (of
