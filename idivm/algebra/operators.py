@@ -203,9 +203,10 @@ class FunctionCall(Operator):
 #: the statistics aggregates (of the central moments of the values: AsterixDB's)
 STATISTICS = ("stddev_samp", "stddev_pop", "var_samp", "var_pop", "skewness", "kurtosis")
 #: the aggregates whose value is a double, whatever their argument's numbers
+#: the aggregate functions, of a group's members or of a collection's items
+AGGREGATE_FUNCTIONS = ("count", "sum", "avg", "min", "max", *STATISTICS)
 DOUBLE_AGGREGATES = frozenset({"avg", *STATISTICS})
-COLLECTION_FUNCTIONS = frozenset({f"{kind}_{name}" for kind in ("array", "strict")
-                                  for name in ("count", "sum", "avg", "min", "max", *STATISTICS)})
+COLLECTION_FUNCTIONS = frozenset({f"{kind}_{name}" for kind in ("array", "strict") for name in AGGREGATE_FUNCTIONS})
 
 
 @_ops("input")
@@ -345,12 +346,12 @@ class UnionAll(Operator):
 class Aggregate:
     """An SQL aggregate over the members of a group: COUNT(*) has ``arg`` None."""
 
-    function: str  # count, sum, avg, min, max, or one of STATISTICS
+    function: str  # one of AGGREGATE_FUNCTIONS
     arg: Term | None
     distinct: bool = False
 
     def __post_init__(self):
-        if self.function not in ("count", "sum", "avg", "min", "max", *STATISTICS):
+        if self.function not in AGGREGATE_FUNCTIONS:
             raise ValueError(f"unknown aggregate {self.function!r}")
         if self.arg is None and self.function != "count":
             raise ValueError(f"{self.function}(*) is not an aggregate")

@@ -360,11 +360,11 @@ class TermBuilder(ABC):
                 raise SemanticError(f"{e.name} needs a collection, got {at}", e.args[0].span)
             fn = _COLLECTION_FUNCTIONS[e.name]
             el = at.element if isinstance(at, T.CollectionType) else T.ANY
-            counts = fn.endswith("_count")
-            if isinstance(el, T.TupleType) and len(el.fields) == 1 and not counts:
+            what = fn.split("_", 1)[1]
+            if isinstance(el, T.TupleType) and len(el.fields) == 1 and what != "count":
                 el = el.fields[0][1]
-            ty = T.INT if counts else T.DOUBLE if fn.split("_", 1)[1] in O.DOUBLE_AGGREGATES else el
-            var = self.fresh(fn.split("_", 1)[1], ty)
+            ty = T.INT if what == "count" else T.DOUBLE if what in O.DOUBLE_AGGREGATES else el
+            var = self.fresh(what, ty)
             ctx.plan = O.FunctionCall(ctx.plan, fn, (arg,), var, span=e.span)
             return Var(var, span=e.span)
         if e.name == "GET_OBJECT_FIELD_VALUE":

@@ -520,19 +520,28 @@ def _integral(t) -> bool:
 class StoredMaps:
     """The maps of one run as stored (``paths``: map -> table) by the storage ``engine``: each
     version read at most once, consolidated (:func:`read_map_arrow`, :func:`read_map_spark`),
-    and a run's increments stored (:meth:`store`)."""
+    and a run's increments stored (:meth:`store`).  A version this run stored from Arrow rows is
+    not read back: it is the version before plus those rows."""
 
     def __init__(self, spark: "SparkSession", mp: MapsPlan, paths: Mapping, engine) -> None:
         self.spark, self.mp, self.paths, self.engine = spark, mp, paths, engine
         self._arrow: dict[tuple[str, int], "pa.Table"] = {}
         self._spark: dict[tuple[str, int], "DataFrame"] = {}
+        #: (map, version) -> (the version before, the Arrow increments stored after it)
+        self._stored: dict[tuple[str, int], tuple[int, "pa.Table"]] = {}
 
     def keys(self, m: str) -> Sequence[str]:
         return self.mp.program.maps[m].keys
 
     def arrow(self, m: str, version: int) -> "pa.Table":
         if (m, version) not in self._arrow:
-            self._arrow[(m, version)] = read_map_arrow(self.paths[m], version, self.keys(m))
+            if (m, version) in self._stored:
+                from idivm.agca import arrow
+
+                before, increments = self._stored[(m, version)]
+                self._arrow[(m, version)] = arrow.plus(self.arrow(m, before), increments, self.keys(m))
+            else:
+                self._arrow[(m, version)] = read_map_arrow(self.paths[m], version, self.keys(m))
         return self._arrow[(m, version)]
 
     def frame(self, m: str, version: int) -> "DataFrame":
@@ -558,10 +567,13 @@ class StoredMaps:
                 meta = {**metadata, APPENDED_TO: str(base)}
                 new = delta.write_arrow(path, increments, mode="append", commit_metadata=meta) if local else \
                     delta.write_spark(increments, path, mode="append", engine=self.engine, commit_metadata=meta)
+                if local:
+                    self._stored[(m, new)] = (version, increments)
                 return new, delta.row_count(path, new) - delta.row_count(path, version)
             if local:
-                new = delta.write_arrow(path, arrow.plus(self.arrow(m, version), increments, keys), mode="overwrite",
-                                        commit_metadata=metadata)
+                value = arrow.plus(self.arrow(m, version), increments, keys)
+                new = delta.write_arrow(path, value, mode="overwrite", commit_metadata=metadata)
+                self._arrow[(m, new)] = value
             else:
                 new = delta.write_spark(summed([self.frame(m, version), increments], keys), path, mode="overwrite",
                                         engine=self.engine, deletion_vectors=True, commit_metadata=metadata)
