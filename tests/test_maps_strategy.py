@@ -484,3 +484,43 @@ def test_maps_take_increments_appended_and_are_consolidated_now_and_then(cost, t
             duplicated |= stored.num_rows > entries.num_rows
             assert entries.num_rows == entries.group_by(keys).aggregate([]).num_rows, m  # each key once
     assert appended and consolidated and duplicated, (appended, consolidated, duplicated)
+
+
+def test_a_process_reads_each_map_once_and_holds_its_later_versions(cost, tmp_path, monkeypatch):
+    """Runs in one process read a map's table in one run at most: later versions are the held
+    value plus the increments a run appended (or the value it wrote consolidated).  What is held equals
+    what the table holds (read back afresh), run after run, through appends and consolidations."""
+    import random
+
+    from idivm.exec import maps as mapping
+
+    monkeypatch.setattr(mapping, "CONSOLIDATE_ROWS", 6)
+    monkeypatch.setattr(mapping, "MAX_APPENDS", 3)
+    wh = cost
+    paths = {m: wh.catalog.root / rel for m, rel in wh.catalog.view("stats").extra["maps"].items()}
+    rng = random.Random(3)
+
+    def batch() -> None:
+        _ingest(wh, tmp_path, "parts", *[{"pid": pid, "price": round(rng.uniform(1, 99), 2)}
+                                         for pid in rng.sample(range(1, 11), 3)])
+
+    reads: list[tuple[int, str]] = []  # (run, map)
+    real = mapping.read_map_arrow
+    monkeypatch.setattr(mapping, "read_map_arrow", lambda *a, **k: reads.append((run, str(a[0]))) or real(*a, **k))
+    for run in range(4):
+        batch()
+        (result,) = wh.maintain("stats")
+        assert result.strategy == "maps"
+        for m, p in paths.items():
+            keys = [c for c in delta.schema(p).names if c != mapping.M]
+            key = delta.version_key(p, delta.version(p))
+            value = mapping._HELD.get(key)
+            if isinstance(value, tuple):  # the increments of a version held: its value when read
+                value = mapping.held(p, delta.version(p), keys)
+            if value is not None:
+                expected = real(p, delta.version(p), keys)
+                order = [(k, "ascending") for k in keys]
+                assert value.sort_by(order).equals(expected.sort_by(order)), m
+    again = sorted({m for r, m in reads if any(q == m and s < r for s, q in reads)})
+    assert reads and not again, f"maps read again from their tables: {reads}"
+    assert wh.verify("stats").ok

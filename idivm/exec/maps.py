@@ -42,6 +42,7 @@ Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`U
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -519,29 +520,20 @@ def _integral(t) -> bool:
 
 class StoredMaps:
     """The maps of one run as stored (``paths``: map -> table) by the storage ``engine``: each
-    version read at most once, consolidated (:func:`read_map_arrow`, :func:`read_map_spark`),
-    and a run's increments stored (:meth:`store`).  A version this run stored from Arrow rows is
-    not read back: it is the version before plus those rows."""
+    version read at most once, consolidated (:func:`held`, :func:`read_map_spark`), and a run's
+    increments stored (:meth:`store`)."""
 
     def __init__(self, spark: "SparkSession", mp: MapsPlan, paths: Mapping, engine) -> None:
         self.spark, self.mp, self.paths, self.engine = spark, mp, paths, engine
         self._arrow: dict[tuple[str, int], "pa.Table"] = {}
         self._spark: dict[tuple[str, int], "DataFrame"] = {}
-        #: (map, version) -> (the version before, the Arrow increments stored after it)
-        self._stored: dict[tuple[str, int], tuple[int, "pa.Table"]] = {}
 
     def keys(self, m: str) -> Sequence[str]:
         return self.mp.program.maps[m].keys
 
     def arrow(self, m: str, version: int) -> "pa.Table":
         if (m, version) not in self._arrow:
-            if (m, version) in self._stored:
-                from idivm.agca import arrow
-
-                before, increments = self._stored[(m, version)]
-                self._arrow[(m, version)] = arrow.plus(self.arrow(m, before), increments, self.keys(m))
-            else:
-                self._arrow[(m, version)] = read_map_arrow(self.paths[m], version, self.keys(m))
+            self._arrow[(m, version)] = held(self.paths[m], version, self.keys(m))
         return self._arrow[(m, version)]
 
     def frame(self, m: str, version: int) -> "DataFrame":
@@ -568,16 +560,102 @@ class StoredMaps:
                 new = delta.write_arrow(path, increments, mode="append", commit_metadata=meta) if local else \
                     delta.write_spark(increments, path, mode="append", engine=self.engine, commit_metadata=meta)
                 if local:
-                    self._stored[(m, new)] = (version, increments)
+                    hold_appended(path, version, new, increments)
                 return new, delta.row_count(path, new) - delta.row_count(path, version)
             if local:
                 value = arrow.plus(self.arrow(m, version), increments, keys)
                 new = delta.write_arrow(path, value, mode="overwrite", commit_metadata=metadata)
+                hold(path, new, value)
                 self._arrow[(m, new)] = value
             else:
                 new = delta.write_spark(summed([self.frame(m, version), increments], keys), path, mode="overwrite",
                                         engine=self.engine, deletion_vectors=True, commit_metadata=metadata)
             return new, delta.row_count(path, new)
+
+
+# --- the maps a process holds --------------------------------------------------------------------
+
+#: the values of map versions this process read or wrote, by :func:`idivm.storage.delta.version_key`
+#: (a version's value never changes), or, for a version a run of this process appended to, the
+#: key of a held version it follows and the Arrow increments appended since: a process that
+#: maintains a view run after run (``maintain --every``) reads each map from its table once,
+#: as DBToaster's maps stay in memory.  Per map the two versions held last (and the one the
+#: increments follow), up to :data:`HELD_MAX_ROWS` rows in all, the oldest dropped first.
+_HELD: dict[tuple, "pa.Table | tuple[tuple, pa.Table]"] = {}
+_HELD_LOCK = threading.Lock()
+HELD_MAX_ROWS = 20_000_000
+
+
+def held(path, version: int, keys: Sequence[str]) -> "pa.Table":
+    """The value of the map stored at ``path`` (keyed by ``keys``) at ``version``: held by this
+    process, or the value of a held version plus the increments appended since, or read
+    (:func:`read_map_arrow`); held from then on."""
+    from idivm.agca import arrow
+    from idivm.storage import delta
+
+    key = delta.version_key(path, version)
+    with _HELD_LOCK:
+        entry = _HELD.get(key) if key is not None else None
+        if isinstance(entry, tuple):
+            base = _HELD.get(entry[0])
+            entry = None if base is None or isinstance(base, tuple) else (base, entry[1])
+    if isinstance(entry, tuple):
+        value = arrow.plus(entry[0], entry[1], keys)
+    else:
+        value = entry if entry is not None else read_map_arrow(path, version, keys)
+    if key is not None:
+        _hold(key, value)
+    return value
+
+
+def hold(path, version: int, value: "pa.Table") -> None:
+    """Hold ``value`` as the map stored at ``path`` at ``version`` (which this process wrote)."""
+    from idivm.storage import delta
+
+    key = delta.version_key(path, version)
+    if key is not None:
+        _hold(key, value)
+
+
+def hold_appended(path, version: int, new: int, increments: "pa.Table") -> None:
+    """Hold version ``new`` of the map stored at ``path`` as version ``version`` plus the
+    ``increments`` appended to it (when this process holds ``version``, or holds it so)."""
+    import pyarrow as pa
+
+    from idivm.storage import delta
+
+    before, key = delta.version_key(path, version), delta.version_key(path, new)
+    with _HELD_LOCK:
+        entry = _HELD.get(before) if before is not None else None
+        if key is None or entry is None:
+            return
+        if isinstance(entry, tuple):  # appended to twice since the value held: the increments of both
+            before, increments = entry[0], pa.concat_tables([entry[1], increments])
+        _HELD[key] = (before, increments)
+        _evict(key, keep=before)
+
+
+def _hold(key: tuple, value: "pa.Table") -> None:
+    with _HELD_LOCK:
+        _HELD[key] = value
+        _evict(key)
+
+
+def _evict(key: tuple, keep: tuple | None = None) -> None:
+    """Drop what ``_HELD`` holds of the same map as ``key`` at older versions but the latest of
+    them (a run reads its maps after its writes as well as before) and ``keep``, then the
+    oldest values while they pass :data:`HELD_MAX_ROWS` rows (under ``_HELD_LOCK``)."""
+    path, version = key[0], key[1]
+    older = sorted((k for k in _HELD if k[0] == path and k[1] < version and k != keep), key=lambda k: k[1])
+    for other in older[:-1]:
+        del _HELD[other]
+    rows = sum(v.num_rows for v in _HELD.values() if not isinstance(v, tuple))
+    for other in list(_HELD):
+        if rows <= HELD_MAX_ROWS:
+            break
+        if other != key and other != keep:
+            value = _HELD.pop(other)
+            rows -= 0 if isinstance(value, tuple) else value.num_rows
 
 
 #: the commit metadata of a commit that appended increments to a map: the version of the map's
