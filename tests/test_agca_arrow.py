@@ -58,19 +58,25 @@ def _apply_batch(program, maps: dict, updates: dict) -> None:
                        arrow.compile_term(s.rhs, arrow.unit(), {f"Δ{rel}": updates[rel]}, maps, constants, _no_lift))
                       for s in trigger.increments]
         for target, keys, inc in increments:
-            maps[target] = arrow.summed([maps[target], inc.select([*keys, M])], keys)
+            if isinstance(maps[target], arrow.Lookup):  # on the same consolidated rows and indexes
+                maps[target] = maps[target].added(inc.select([*keys, M]))
+            else:
+                maps[target] = arrow.summed([maps[target], inc.select([*keys, M])], keys)
         values = [(s.target, arrow.compile_term(s.rhs, arrow.unit(), {}, maps, constants, _no_lift))
                   for s in trigger.reevaluations]
         for target, value in values:
             keys = list(program.maps[target].keys)
-            maps[target] = arrow.summed([value.select([*keys, M])], keys)
+            value = arrow.summed([value.select([*keys, M])], keys)
+            maps[target] = arrow.Lookup(value, keys) if isinstance(maps[target], arrow.Lookup) else value
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("narrow", [arrow.NARROW_RATIO, 1], ids=["narrowed-when-large", "narrowed-always"])
-def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed, narrow, monkeypatch):
-    # narrowed always: every join first keeps the larger side's rows whose keys the other holds
+@pytest.mark.parametrize("narrow,lookups", [(arrow.NARROW_RATIO, False), (1, False), (1, True)],
+                         ids=["narrowed-when-large", "narrowed-always", "looked-up"])
+def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed, narrow, lookups, monkeypatch):
+    # narrowed always: every join first keeps the larger side's rows whose keys the other holds;
+    # looked up: the maps are held as consolidated rows plus increments, joins look their rows up
     monkeypatch.setattr(arrow, "NARROW_RATIO", narrow)
     rnd = random.Random(1000 + seed)
     query = PROGRAMS[name]
@@ -78,6 +84,8 @@ def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed
     rels = {r: _random_relation(rnd, COLUMNS[r], 6) for r in relations(query)}
     reference = initial_maps(program, Database(rels))
     maps = {n: _map_table(g, program.maps[n].keys) for n, g in reference.items()}
+    if lookups:
+        maps = {n: arrow.Lookup(t, program.maps[n].keys) for n, t in maps.items()}
     for _ in range(3):
         updates = {r: _random_relation(rnd, COLUMNS[r], rnd.randint(1, 4), negative=True) for r in rels}
         _apply_batch(program, maps, {r: _table(d.rows, d.columns) for r, d in updates.items()})
@@ -88,7 +96,7 @@ def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed
         for m in program.maps.values():
             want = evaluate(m.definition, db)
             assert reference[m.name] == want
-            got = _gmr(maps[m.name])
+            got = _gmr(maps[m.name].value if lookups else maps[m.name])
             want = {tuple(sorted(k)): float(v) for k, v in want.items()}
             assert set(got) == set(want), m.name
             assert all(got[k] == pytest.approx(v) for k, v in want.items()), m.name
@@ -188,3 +196,36 @@ def test_plus_adds_increments_to_a_consolidated_map_as_a_sum_per_key_would():
         rows = [(tuple(r[k] for k in keys), r["__m"]) for r in got.to_pylist()]
         assert len({e for e, _ in rows}) == len(rows)  # each key once
         assert dict(rows) == {e: m for e, m in expected.items() if abs(m) > 1e-9}
+
+
+@pytest.mark.parametrize("kind", ["int", "string", "date"])
+def test_a_lookup_finds_the_entries_of_the_values_asked_as_a_filter_of_its_value_would(kind):
+    """``Lookup.matching`` (binary search in a sorted index of the consolidated rows, the
+    increments since added) equals the filter of the map's value on the values asked, on random
+    maps with NULL keys, repeated values and increments that cancel entries."""
+    rng = random.Random(5)
+    make = {"int": (pa.int64(), lambda v: v), "string": (pa.string(), lambda v: f"s{v}"),
+            "date": (pa.date32(), lambda v: datetime.date(2020, 1, 1) + datetime.timedelta(days=v))}
+    typ, of = make[kind]
+    for _ in range(30):
+        def value():
+            return None if rng.random() < 0.1 else of(rng.randint(0, 9))
+
+        entries = {(value(), rng.randint(0, 3)): float(rng.choice([-1, 1, 2])) for _ in range(rng.randint(0, 40))}
+        base = pa.table({"a": pa.array([e[0] for e in entries], typ), "b": pa.array([e[1] for e in entries], pa.int64()),
+                         M: pa.array(list(entries.values()), pa.float64())})
+        lookup = arrow.Lookup(base, ["a", "b"])
+        for _ in range(rng.randint(0, 3)):
+            incs = [((value(), rng.randint(0, 3)), float(rng.choice([-2, -1, 1]))) for _ in range(rng.randint(0, 6))]
+            lookup = lookup.added(pa.table({"a": pa.array([e[0] for e, _ in incs], typ),
+                                            "b": pa.array([e[1] for e, _ in incs], pa.int64()),
+                                            M: pa.array([m for _, m in incs], pa.float64())}))
+        for column in ("a", "b"):
+            asked = list({lookup.value.column(column)[i].as_py() for i in range(lookup.value.num_rows)
+                          if rng.random() < 0.5} - {None}) + ([of(11)] if column == "a" else [7])
+            values = pa.array(asked, lookup.schema.field(column).type)
+            got = lookup.matching(column, values)
+            assert got is not None
+            want = [r for r in lookup.value.to_pylist() if r[column] in asked]
+            key = lambda r: (str(r["a"]), r["b"], r[M])  # noqa: E731
+            assert sorted(got.to_pylist(), key=key) == sorted(want, key=key)

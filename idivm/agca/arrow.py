@@ -14,6 +14,11 @@ A GMR is a :class:`pyarrow.Table` with one column per variable and the multiplic
   itself, over the rows as a local relation (``lift``), so that their functions, NULLs and
   casts are exactly the Spark path's.
 
+A map may be given as a :class:`Lookup` instead of a table: its consolidated rows, sorted
+indexes of their columns, and the increments since.  A join with it then reads the rows of the
+keys the contexts hold by binary search, as DBToaster's triggers look up its in-memory maps,
+rather than a pass over the whole map.
+
 A term Arrow cannot evaluate (a nested value carried through a join: Acero joins scalars only)
 raises :class:`pyarrow.ArrowException`; the caller then runs the statements on Spark.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from itertools import takewhile
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -45,6 +51,130 @@ def unit() -> pa.Table:
     return pa.table({M: pa.array([1.0], pa.float64())})
 
 
+class Lookup:
+    """A map's value (a GMR keyed by ``keys``) as its consolidated rows ``base`` (each key once,
+    none 0) plus the summed ``increments`` since, with a sorted index of a column of ``base``
+    built on the first lookup in it and shared by every later value with the same base:
+    :meth:`matching` finds the rows of some values of a key column by binary search.  A value
+    is immutable; :meth:`added` gives the next one."""
+
+    __slots__ = ("base", "keys", "increments", "_value", "_indexes", "_matched")
+
+    def __init__(self, base: pa.Table, keys: Sequence[str], increments: pa.Table | None = None,
+                 indexes: dict | None = None) -> None:
+        self.base, self.keys, self.increments = base, tuple(keys), increments
+        self._value: pa.Table | None = base if increments is None or increments.num_rows == 0 else None
+        self._indexes = {} if indexes is None else indexes
+        self._matched: dict[tuple, pa.Table] = {}  # the last lookups: a trigger's monomials repeat them
+
+    @property
+    def value(self) -> pa.Table:
+        """The map's entries: each key once, none 0."""
+        if self._value is None:
+            self._value = plus(self.base, self.increments, self.keys, distinct=True)
+        return self._value
+
+    @property
+    def column_names(self) -> list[str]:
+        return self.base.column_names
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.base.schema
+
+    @property
+    def num_rows(self) -> int:
+        return self.base.num_rows + (self.increments.num_rows if self.increments is not None else 0)
+
+    @property
+    def increment_rows(self) -> int:
+        return self.increments.num_rows if self.increments is not None else 0
+
+    def added(self, increments: pa.Table) -> "Lookup":
+        """This value plus ``increments`` (a GMR over the same keys), on the same base."""
+        parts = [increments] if self.increments is None else [self.increments, increments]
+        summed_ = summed([p.select([*self.keys, M]) for p in parts], self.keys).cast(self.base.select([*self.keys, M]).schema)
+        return Lookup(self.base, self.keys, summed_, self._indexes)
+
+    def consolidated(self) -> "Lookup":
+        """The same value with the increments summed into a new base."""
+        return self if self.increments is None or self.increments.num_rows == 0 else Lookup(self.value, self.keys)
+
+    def matching(self, column: str, values: pa.Array) -> pa.Table | None:
+        """The entries whose key ``column`` holds one of ``values`` (distinct, not NULL); None
+        when the index cannot say (a type numpy does not order)."""
+        index = self._index(column)
+        if index is None:
+            return None
+        ordered, order = index
+        try:
+            wanted = pc.cast(values, self.base.schema.field(column).type).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        asked = (column, wanted.dtype.str, wanted.tobytes()) if wanted.dtype != object else None
+        if asked in self._matched:
+            return self._matched[asked]
+        part = self._looked_up(column, values, ordered, order, wanted)
+        if asked is not None:
+            if len(self._matched) >= 16:
+                self._matched.pop(next(iter(self._matched)))
+            self._matched[asked] = part
+        return part
+
+    def _looked_up(self, column: str, values: pa.Array, ordered, order, wanted) -> pa.Table:
+        lo, hi = ordered.searchsorted(wanted, "left"), ordered.searchsorted(wanted, "right")
+        lengths = hi - lo
+        total = int(lengths.sum())
+        ends = lengths.cumsum()
+        positions = order[(lo - (ends - lengths)).repeat(lengths) + np.arange(total)] if total else order[:0]
+        part = self.base.take(pa.array(positions))
+        if self.increments is None or self.increments.num_rows == 0:
+            return part
+        named = self.increments.filter(pc.fill_null(pc.is_in(self.increments.column(column), value_set=values), False))
+        return plus(part, named, self.keys, distinct=True) if named.num_rows else part
+
+    def _index(self, column: str):
+        """(the column's values but NULL, in order; their rows), built once per base."""
+        if column not in self._indexes:
+            values = self.base.column(column)
+            index = None
+            if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or \
+                    pa.types.is_temporal(values.type) or pa.types.is_string(values.type):
+                order = pc.sort_indices(values, null_placement="at_end")
+                order = order.slice(0, len(values) - values.null_count)
+                index = (values.take(order).to_numpy(zero_copy_only=False), order.to_numpy())
+            self._indexes[column] = index
+        return self._indexes[column]
+
+
+class _MapRows:
+    """A :class:`Lookup` as a map reference reads it: its columns renamed to the reference's
+    variables (``renames``: stored name -> variable)."""
+
+    __slots__ = ("lookup", "renames", "column_names", "schema")
+
+    def __init__(self, lookup: Lookup, renames: Mapping[str, str]) -> None:
+        self.lookup, self.renames = lookup, dict(renames)
+        names = [self.renames.get(c, c) if c != M else M for c in lookup.column_names]
+        self.column_names = names
+        self.schema = pa.schema([f.with_name(n) for f, n in zip(lookup.schema, names)])
+
+    def table(self) -> pa.Table:
+        return self.lookup.value.rename_columns(self.column_names)
+
+    def matching(self, variable: str, contexts: pa.Table, column: str) -> pa.Table:
+        """The rows whose ``variable`` holds a value of the contexts' ``column`` (all of them
+        when the index cannot say or the map is small beside the contexts)."""
+        stored = next(c for c, n in zip(self.lookup.column_names, self.column_names) if n == variable)
+        values = pc.unique(contexts.column(column)).drop_null()
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        rows = None
+        if self.lookup.base.num_rows >= NARROW_RATIO * max(len(values), 1):
+            rows = self.lookup.matching(stored, values)
+        return (rows if rows is not None else self.lookup.value).rename_columns(self.column_names)
+
+
 def summed(parts: Sequence[pa.Table], keys: Sequence[str] | None = None) -> pa.Table:
     """:func:`idivm.agca.spark.summed` over Arrow tables: the union of the parts (by column
     name, NULL where a part lacks a column), multiplicities summed per ``keys`` (default: every
@@ -55,12 +185,14 @@ def summed(parts: Sequence[pa.Table], keys: Sequence[str] | None = None) -> pa.T
     return total.filter(pc.greater(pc.abs(total.column(M)), EPSILON))
 
 
-def plus(base: pa.Table, increments: pa.Table, keys: Sequence[str]) -> pa.Table:
+def plus(base: pa.Table, increments: pa.Table, keys: Sequence[str], *, distinct: bool = False) -> pa.Table:
     """``base`` + ``increments`` as GMRs keyed by ``keys``, ``base`` holding each key once and no
     entry 0: its rows of keys no increment names as they are (no pass over ``base`` beyond the
-    joins that find them), the others summed with the increments; entries reaching 0 dropped."""
+    joins that find them), the others summed with the increments; entries reaching 0 dropped.
+    ``distinct``: the increments hold each key once already (in ``base``'s types)."""
     keys = list(keys)
-    increments = summed([increments.select([*keys, M])], keys).cast(base.select([*keys, M]).schema)
+    if not distinct:
+        increments = summed([increments.select([*keys, M])], keys).cast(base.select([*keys, M]).schema)
     if increments.num_rows == 0:
         return base
     if not keys or any(increments.column(k).null_count for k in keys):  # a join matches no NULL key
@@ -339,8 +471,10 @@ def _atom(rows: pa.Table, variables: Sequence[str]) -> pa.Table:
     return pa.table([out.column(c) for c in first.values()] + [out.column(M)], names=[*first, M])
 
 
-def _gmr_of(q: "Rel | MapRef", relations: Mapping[str, pa.Table], maps: Mapping[str, pa.Table]) -> pa.Table:
-    """The GMR a relation atom or a map reference reads, its columns named by its variables."""
+def _gmr_of(q: "Rel | MapRef", relations: Mapping[str, pa.Table],
+            maps: Mapping[str, "pa.Table | Lookup"]) -> "pa.Table | _MapRows":
+    """The GMR a relation atom or a map reference reads, its columns named by its variables
+    (a map given as a :class:`Lookup`: its rows to be looked up by the join)."""
     if isinstance(q, Rel):
         key = f"Δ{q.name}" if q.delta else q.name
         if key not in relations:
@@ -349,6 +483,8 @@ def _gmr_of(q: "Rel | MapRef", relations: Mapping[str, pa.Table], maps: Mapping[
     if q.name not in maps:
         raise AgcaError(f"no map {q.name}")
     stored, here = maps[q.name], dict(q.renames)
+    if isinstance(stored, Lookup):  # its rows read by :func:`_join`, looked up when it can
+        return _MapRows(stored, here)
     return stored.rename_columns([here.get(c, c) if c != M else M for c in stored.column_names])
 
 
@@ -374,11 +510,14 @@ def _equated(contexts: pa.Table, gmr: pa.Table, later: Sequence[Term]) -> tuple[
     return None
 
 
-def _join(contexts: pa.Table, gmr: pa.Table, on: tuple[str, str] | None = None) -> pa.Table:
+def _join(contexts: pa.Table, gmr: "pa.Table | _MapRows", on: tuple[str, str] | None = None) -> pa.Table:
     """The natural join of contexts and a GMR on their shared variables (equal values, never
     NULL), multiplicities multiplied; ``on=(a, b)``: sharing none, joined where the contexts'
     ``a`` equals the GMR's ``b`` (both kept), which a later factor requires."""
     shared = [x for x in _variables(gmr) if x in contexts.column_names]
+    if isinstance(gmr, _MapRows):
+        gmr = gmr.matching(shared[0], contexts, shared[0]) if shared else \
+            gmr.matching(on[1], contexts, on[0]) if on is not None else gmr.table()
     right = gmr.rename_columns([_M2 if c == M else c for c in gmr.column_names])
     if shared:
         right = _conformed(right, contexts, shared)

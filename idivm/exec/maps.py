@@ -56,6 +56,8 @@ from idivm.storage.delta.merge import quoted
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from idivm.agca.arrow import Lookup
     from pyspark.sql import Column, DataFrame, SparkSession
 
 #: the prefix of the name of a term's map (the others are ``M<n>``)
@@ -235,6 +237,8 @@ class ArrowTerms:
     def summed(self, parts, keys=None):
         from idivm.agca import arrow
 
+        if parts and isinstance(parts[0], arrow.Lookup):  # a map read by a later trigger: on its lookups
+            return parts[0].added(arrow.summed(parts[1:], keys)) if len(parts) > 1 else parts[0]
         return arrow.summed(parts, keys)
 
     def tagged(self, t, name: str, keys: Sequence[str]):
@@ -248,7 +252,7 @@ class ArrowTerms:
     def negated(self, t, keys: Sequence[str]):
         from idivm.agca import arrow
 
-        return arrow.negated(t, keys)
+        return arrow.negated(t.value if isinstance(t, arrow.Lookup) else t, keys)
 
 
 def increments(mp: MapsPlan, maps: Mapping[str, "DataFrame"], updates: Mapping[str, "DataFrame"],
@@ -416,7 +420,7 @@ def group_rows(mp: MapsPlan, maps: Mapping[str, "DataFrame"], keys: "DataFrame",
 
 def group_rows_of(mp: MapsPlan, maps: Mapping[str, "pa.Table"], keys: "pa.Table", schema) -> "pa.Table":
     """:func:`group_rows` in the driver, over Arrow tables: the rows of γ for the groups
-    ``keys`` read off the term maps ``maps``, in the Arrow types of γ's Spark ``schema``
+    ``keys`` (one row without columns for a GROUP BY without keys) read off the term maps ``maps``, in the Arrow types of γ's Spark ``schema``
     (integers rounded half away from zero, as Spark's ``round``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -437,9 +441,10 @@ def group_rows_of(mp: MapsPlan, maps: Mapping[str, "pa.Table"], keys: "pa.Table"
     def nonzero(t: "pa.Table") -> "pa.Table":
         return t.filter(pc.greater(pc.abs(t.column(M)), ZERO))
 
-    # the groups whose count is not 0, then each aggregate's map entries joined on (a join may
-    # reorder the rows: the values are read off the last table, by :func:`_aggregate_value`)
-    rows = nonzero(restricted(COUNT)).select(g)
+    # the groups whose count is not 0 (a GROUP BY without keys has its one row always), then
+    # each aggregate's map entries joined on (a join may reorder the rows: the values are read
+    # off the last table, by :func:`_aggregate_value`)
+    rows = nonzero(restricted(COUNT)).select(g) if group else wanted
     for i, (name, a) in enumerate(mp.group.aggregates):
         alias = f"__a{i}"
         by_value = [b for b in mp.core.by_value if b[0] == name]
@@ -525,16 +530,21 @@ class StoredMaps:
 
     def __init__(self, spark: "SparkSession", mp: MapsPlan, paths: Mapping, engine) -> None:
         self.spark, self.mp, self.paths, self.engine = spark, mp, paths, engine
-        self._arrow: dict[tuple[str, int], "pa.Table"] = {}
+        self._held: dict[tuple[str, int], "Lookup"] = {}
         self._spark: dict[tuple[str, int], "DataFrame"] = {}
 
     def keys(self, m: str) -> Sequence[str]:
         return self.mp.program.maps[m].keys
 
+    def lookup(self, m: str, version: int) -> "Lookup":
+        """Version ``version`` of map ``m`` in the driver, for lookups (:class:`~idivm.agca.arrow.Lookup`)."""
+        if (m, version) not in self._held:
+            self._held[(m, version)] = held(self.paths[m], version, self.keys(m))
+        return self._held[(m, version)]
+
     def arrow(self, m: str, version: int) -> "pa.Table":
-        if (m, version) not in self._arrow:
-            self._arrow[(m, version)] = held(self.paths[m], version, self.keys(m))
-        return self._arrow[(m, version)]
+        """Version ``version`` of map ``m`` as an Arrow table: each key once, none 0."""
+        return self.lookup(m, version).value
 
     def frame(self, m: str, version: int) -> "DataFrame":
         if (m, version) not in self._spark:
@@ -548,7 +558,7 @@ class StoredMaps:
         consolidated with them.  (the map's new version, the rows the commit wrote.)"""
         import pyarrow as pa
 
-        from idivm.agca import arrow
+        from idivm.agca.arrow import Lookup
         from idivm.storage import delta
 
         path, keys = self.paths[m], self.keys(m)
@@ -563,10 +573,10 @@ class StoredMaps:
                     hold_appended(path, version, new, increments)
                 return new, delta.row_count(path, new) - delta.row_count(path, version)
             if local:
-                value = arrow.plus(self.arrow(m, version), increments, keys)
+                value = self.lookup(m, version).added(increments).value
                 new = delta.write_arrow(path, value, mode="overwrite", commit_metadata=metadata)
-                hold(path, new, value)
-                self._arrow[(m, new)] = value
+                self._held[(m, new)] = Lookup(value, keys)
+                hold(path, new, self._held[(m, new)])
             else:
                 new = delta.write_spark(summed([self.frame(m, version), increments], keys), path, mode="overwrite",
                                         engine=self.engine, deletion_vectors=True, commit_metadata=metadata)
@@ -576,86 +586,85 @@ class StoredMaps:
 # --- the maps a process holds --------------------------------------------------------------------
 
 #: the values of map versions this process read or wrote, by :func:`idivm.storage.delta.version_key`
-#: (a version's value never changes), or, for a version a run of this process appended to, the
-#: key of a held version it follows and the Arrow increments appended since: a process that
-#: maintains a view run after run (``maintain --every``) reads each map from its table once,
-#: as DBToaster's maps stay in memory.  Per map the two versions held last (and the one the
-#: increments follow), up to :data:`HELD_MAX_ROWS` rows in all, the oldest dropped first.
-_HELD: dict[tuple, "pa.Table | tuple[tuple, pa.Table]"] = {}
+#: (a version's value never changes), as :class:`~idivm.agca.arrow.Lookup` values: a version a
+#: run of this process appended to is the held version before plus the run's increments, on the
+#: same consolidated rows and indexes.  A process that maintains a view run after run
+#: (``maintain --every``) thus reads each map from its table once and sorts its columns once
+#: per consolidation, as DBToaster's maps and their indexes stay in memory.  Per map the two
+#: versions held last, up to :data:`HELD_MAX_ROWS` consolidated rows in all, the oldest
+#: dropped first.
+_HELD: dict[tuple, "Lookup"] = {}
 _HELD_LOCK = threading.Lock()
 HELD_MAX_ROWS = 20_000_000
 
+#: a held value's increments are summed into new consolidated rows once they pass the larger of
+#: these rows and this share of those rows (a lookup filters the increments: a pass over them)
+HELD_INCREMENT_ROWS = 10_000
+HELD_INCREMENT_SHARE = 1 / 32
 
-def held(path, version: int, keys: Sequence[str]) -> "pa.Table":
+
+def held(path, version: int, keys: Sequence[str]) -> "Lookup":
     """The value of the map stored at ``path`` (keyed by ``keys``) at ``version``: held by this
-    process, or the value of a held version plus the increments appended since, or read
-    (:func:`read_map_arrow`); held from then on."""
-    from idivm.agca import arrow
+    process, or read (:func:`read_map_arrow`) and held from then on."""
+    from idivm.agca.arrow import Lookup
     from idivm.storage import delta
 
     key = delta.version_key(path, version)
     with _HELD_LOCK:
-        entry = _HELD.get(key) if key is not None else None
-        if isinstance(entry, tuple):
-            base = _HELD.get(entry[0])
-            entry = None if base is None or isinstance(base, tuple) else (base, entry[1])
-    if isinstance(entry, tuple):
-        value = arrow.plus(entry[0], entry[1], keys)
-    else:
-        value = entry if entry is not None else read_map_arrow(path, version, keys)
-    if key is not None:
-        _hold(key, value)
+        value = _HELD.get(key) if key is not None else None
+    if value is None:
+        value = Lookup(read_map_arrow(path, version, keys), keys)
+        if key is not None:
+            with _HELD_LOCK:
+                _HELD[key] = value
+                _evict(key)
     return value
 
 
-def hold(path, version: int, value: "pa.Table") -> None:
+def hold(path, version: int, value: "Lookup") -> None:
     """Hold ``value`` as the map stored at ``path`` at ``version`` (which this process wrote)."""
     from idivm.storage import delta
 
     key = delta.version_key(path, version)
     if key is not None:
-        _hold(key, value)
+        with _HELD_LOCK:
+            _HELD[key] = value
+            _evict(key)
 
 
 def hold_appended(path, version: int, new: int, increments: "pa.Table") -> None:
     """Hold version ``new`` of the map stored at ``path`` as version ``version`` plus the
-    ``increments`` appended to it (when this process holds ``version``, or holds it so)."""
-    import pyarrow as pa
-
+    ``increments`` appended to it, when this process holds ``version``."""
     from idivm.storage import delta
 
-    before, key = delta.version_key(path, version), delta.version_key(path, new)
+    before = delta.version_key(path, version)
     with _HELD_LOCK:
-        entry = _HELD.get(before) if before is not None else None
-        if key is None or entry is None:
-            return
-        if isinstance(entry, tuple):  # appended to twice since the value held: the increments of both
-            before, increments = entry[0], pa.concat_tables([entry[1], increments])
-        _HELD[key] = (before, increments)
-        _evict(key, keep=before)
+        value = _HELD.get(before) if before is not None else None
+    if value is None:
+        return
+    value = value.added(increments)
+    if value.increment_rows > max(HELD_INCREMENT_ROWS, HELD_INCREMENT_SHARE * value.base.num_rows):
+        value = value.consolidated()
+    hold(path, new, value)
 
 
-def _hold(key: tuple, value: "pa.Table") -> None:
-    with _HELD_LOCK:
-        _HELD[key] = value
-        _evict(key)
-
-
-def _evict(key: tuple, keep: tuple | None = None) -> None:
+def _evict(key: tuple) -> None:
     """Drop what ``_HELD`` holds of the same map as ``key`` at older versions but the latest of
-    them (a run reads its maps after its writes as well as before) and ``keep``, then the
-    oldest values while they pass :data:`HELD_MAX_ROWS` rows (under ``_HELD_LOCK``)."""
+    them (a run reads its maps after its writes as well as before), then the oldest values
+    while their consolidated rows pass :data:`HELD_MAX_ROWS` (under ``_HELD_LOCK``)."""
     path, version = key[0], key[1]
-    older = sorted((k for k in _HELD if k[0] == path and k[1] < version and k != keep), key=lambda k: k[1])
+    older = sorted((k for k in _HELD if k[0] == path and k[1] < version), key=lambda k: k[1])
     for other in older[:-1]:
         del _HELD[other]
-    rows = sum(v.num_rows for v in _HELD.values() if not isinstance(v, tuple))
+    bases = {id(v.base): v.base.num_rows for v in _HELD.values()}
+    rows = sum(bases.values())
     for other in list(_HELD):
         if rows <= HELD_MAX_ROWS:
             break
-        if other != key and other != keep:
+        if other != key:
             value = _HELD.pop(other)
-            rows -= 0 if isinstance(value, tuple) else value.num_rows
+            if id(value.base) in bases and not any(v.base is value.base for v in _HELD.values()):
+                rows -= bases.pop(id(value.base))
 
 
 #: the commit metadata of a commit that appended increments to a map: the version of the map's

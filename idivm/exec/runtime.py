@@ -693,6 +693,10 @@ class Runtime:
             keys = key_rows = None
             if not ids:  # a GROUP BY without keys: its one row, computed from the maps and written whole
                 keys = spark.range(1).select()
+                if packed is not None and rows is not None:
+                    import pyarrow as pa
+
+                    key_rows = pa.table({"_": [0]}).select([])
             elif packed is not None and (rows is None or any(m.startswith(mapping.TERM_PREFIX) for m in changed)):
                 with meter.phase("evaluate"):
                     if rows is None:
@@ -776,7 +780,7 @@ class Runtime:
             try:
                 with meter.phase("changes"):
                     updates = {t: mapping.changes_gmr(changes[t], columns[t]) for t in relations}
-                    read = {m: stored.arrow(m, reflected[m]) for m in needed}
+                    read = {m: stored.lookup(m, reflected[m]) for m in needed}
                 with meter.phase("evaluate"):
                     rows = mapping.increments(mp, read, updates, mapping.ArrowTerms(spark))
                 increments = (rows, rows)  # the packed increments are the rows the driver holds
