@@ -35,7 +35,9 @@ which every reader computes (:func:`read_map_arrow`, summing only the entries of
 appended rows name, and :func:`read_map_spark`).  A run thus writes the entries it changed, not its maps;
 once the appended rows pass a share of the consolidated ones (or after some appends) the run
 writes the map consolidated instead (:func:`appendable`).  An appending commit names the
-consolidated write it follows (:data:`APPENDED_TO`).
+consolidated write it follows (:data:`APPENDED_TO`).  A process holds the values of the map
+versions it read or wrote (:func:`held`), as :class:`~idivm.agca.arrow.Lookup` values whose
+joins look entries up in sorted indexes: its later runs read no map table.
 
 Multiplicities are doubles: SUM and AVG of DECIMAL values are refused (:class:`Untranslatable`).
 """
