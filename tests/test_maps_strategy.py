@@ -448,6 +448,15 @@ def test_auto_records_its_definition_as_the_views_own_write_without_building_its
     assert 0 < defined.seconds < maps * slow  # the maps' writes are not in it
 
 
+def _consolidated_often(wh, monkeypatch) -> dict:
+    """The paths of view ``stats``'s maps, which runs write consolidated after a few appends."""
+    from idivm.exec import maps as mapping
+
+    monkeypatch.setattr(mapping, "CONSOLIDATE_ROWS", 6)
+    monkeypatch.setattr(mapping, "MAX_APPENDS", 3)
+    return {m: wh.catalog.root / rel for m, rel in wh.catalog.view("stats").extra["maps"].items()}
+
+
 @pytest.mark.parametrize("spark_terms", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["arrow", "spark"])
 def test_maps_take_increments_appended_and_are_consolidated_now_and_then(cost, tmp_path, monkeypatch, spark_terms):
     """A run appends each changed map's increments (a map then holds a key in several rows, which
@@ -461,10 +470,8 @@ def test_maps_take_increments_appended_and_are_consolidated_now_and_then(cost, t
 
     if spark_terms:
         monkeypatch.setattr(runtime, "LOCAL_MAPS_MAX_ROWS", 0)
-    monkeypatch.setattr(mapping, "CONSOLIDATE_ROWS", 6)
-    monkeypatch.setattr(mapping, "MAX_APPENDS", 3)
     wh = cost
-    paths = {m: wh.catalog.root / rel for m, rel in wh.catalog.view("stats").extra["maps"].items()}
+    paths = _consolidated_often(wh, monkeypatch)
     rng = random.Random(7)
     appended = consolidated = 0
     duplicated = False
@@ -495,11 +502,9 @@ def test_a_process_reads_each_map_once_and_holds_its_later_versions(cost, tmp_pa
 
     from idivm.exec import maps as mapping
 
-    monkeypatch.setattr(mapping, "CONSOLIDATE_ROWS", 6)
-    monkeypatch.setattr(mapping, "MAX_APPENDS", 3)
     monkeypatch.setattr(mapping, "HELD_INCREMENT_ROWS", 4)
     wh = cost
-    paths = {m: wh.catalog.root / rel for m, rel in wh.catalog.view("stats").extra["maps"].items()}
+    paths = _consolidated_often(wh, monkeypatch)
     rng = random.Random(3)
 
     def batch() -> None:
