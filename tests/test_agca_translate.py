@@ -212,7 +212,12 @@ def test_on_a_price_change_phone_cost_reads_one_map_of_phone_uses_by_part():
     assert relations(program.maps[ref.name].definition) == {"devices", "devices_parts"}
 
 
-@pytest.mark.parametrize("name", [v for v in VIEWS if v != "two subqueries compared"])  # (its compilation is slow)
+#: the views whose programs take long to compile (10-20 s each): in the ``--runslow`` run only
+SLOW_TO_COMPILE = ("SQL's scalar subquery", "above the average")
+
+
+@pytest.mark.parametrize("name", [pytest.param(v, marks=pytest.mark.slow) if v in SLOW_TO_COMPILE else v
+                                  for v in VIEWS if v != "two subqueries compared"])  # (its compilation is slow)
 def test_no_two_maps_are_equal_up_to_the_names_of_their_variables(name):
     from idivm.agca.terms import canonical
     core = translate_group_by(_core(VIEWS[name][0]), COLUMNS)

@@ -140,7 +140,7 @@ class Lookup:
             index = None
             if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or \
                     pa.types.is_temporal(values.type) or pa.types.is_string(values.type):
-                order = pc.sort_indices(values, null_placement="at_end")
+                order = pc.sort_indices(values)  # NULLs last
                 order = order.slice(0, len(values) - values.null_count)
                 index = (values.take(order).to_numpy(zero_copy_only=False), order.to_numpy())
             self._indexes[column] = index
