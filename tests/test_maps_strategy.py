@@ -529,3 +529,36 @@ def test_a_process_reads_each_map_once_and_holds_its_later_versions(cost, tmp_pa
     again = sorted({m for r, m in reads if any(q == m and s < r for s, q in reads)})
     assert reads and not again, f"maps read again from their tables: {reads}"
     assert wh.verify("stats").ok
+
+
+def test_the_rows_above_the_group_by_are_computed_in_the_driver_where_arrow_evaluates_them(tables, tmp_path,
+                                                                                           monkeypatch):
+    """In a run evaluated in the driver, the operators above γ (a HAVING, arithmetic on the
+    aggregates, the returned tuple) are evaluated over γ's rows there, without a Spark plan;
+    a function Arrow might evaluate otherwise than Spark (LOWER) sends them to the plan
+    compiler.  Both views equal their recomputation batch after batch."""
+    import random
+
+    from idivm.exec import compiler
+
+    wh = tables
+    wh.define("""CREATE VIEW doubled AS SELECT did, SUM(price) * 2 AS twice, COUNT(*) AS n, SUM(price) / COUNT(*) AS mean
+                 FROM parts NATURAL JOIN devices_parts GROUP BY did HAVING SUM(price) > 120""", strategy="maps")
+    wh.define("""CREATE VIEW lowered AS SELECT category, LOWER(category) AS low, COUNT(*) AS n FROM devices
+                 GROUP BY category""", strategy="maps")
+    planned = []
+    real = compiler.PlanCompiler.evaluate
+    monkeypatch.setattr(compiler.PlanCompiler, "evaluate", lambda self, *a, **k: planned.append(1) or real(self, *a, **k))
+    rng = random.Random(11)
+    for _ in range(3):
+        _ingest(wh, tmp_path, "parts", *[{"pid": pid, "price": round(rng.uniform(1, 99), 2)}
+                                         for pid in rng.sample(range(1, 11), 3)])
+        _ingest(wh, tmp_path, "devices", {"did": rng.randint(1, 8), "category": rng.choice(["phone", "Tablet", "TV"])})
+        counts = {}
+        for view in ("doubled", "lowered"):
+            planned.clear()
+            (result,) = wh.maintain(view)
+            assert result.strategy == "maps" and result.cost.total_jobs == 0, result.cost.summary()
+            counts[view] = len(planned)
+            assert wh.verify(view).ok, view
+        assert counts["doubled"] == 0 and counts["lowered"] > 0, counts

@@ -328,6 +328,17 @@ class _BySpark(Exception):
     """A scalar expression :func:`_scalar` leaves to Spark."""
 
 
+def scalar_column(t, table: pa.Table) -> "pa.Array | pa.ChunkedArray | None":
+    """The value of the scalar term ``t`` (:mod:`idivm.algebra.expressions`) in every row of
+    ``table`` as a column (a constant repeated), or None when Arrow might give it otherwise
+    than Spark (:func:`_scalar`)."""
+    try:
+        value = _scalar(t, table)
+    except _BySpark:
+        return None
+    return pa.repeat(value, table.num_rows) if isinstance(value, pa.Scalar) else value
+
+
 #: functions of :mod:`idivm.exec.terms` evaluated here, on numbers (not decimals) and booleans
 _ARITHMETIC = {"add": pc.add_checked, "sub": pc.subtract_checked, "mul": pc.multiply_checked}
 _COMPARISON = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}

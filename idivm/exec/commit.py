@@ -52,8 +52,8 @@ def land(script: "DeltaScript | Target", path: Path, version: int, result: "View
             if result.direct is not None:
                 statement, query = result.direct
                 rows = to_arrow(query)
-            else:
-                upserts = to_arrow(result.upserts)
+            else:  # rows the driver computed already, or a DataFrame to collect
+                upserts = result.upserts if isinstance(result.upserts, pa.Table) else to_arrow(result.upserts)
                 deletes = result.deletes(upserts)
     finally:
         result.release()

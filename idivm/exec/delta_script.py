@@ -190,10 +190,11 @@ def _at(value, path: tuple[str, ...]):
 class ViewChanges:
     """What a run does to the view: full rows to upsert, full IDs to delete."""
 
-    upserts: DataFrame
+    #: a DataFrame, or rows the driver computed (with :attr:`deleted_rows`, and no ``deleted``)
+    upserts: "DataFrame | pa.Table"
     #: the ID columns of the rows the replaces delete, computed (an upsert may insert a row
     #: again): in memory, or cached by Spark when they are many (:meth:`Caches.computed`)
-    deleted: DataFrame
+    deleted: "DataFrame | None"
     cached: Caches = field(default_factory=Caches)  # to release once the changes are collected
     #: instead of rows: the single update/increment statement of the run and its i-diff rows
     direct: tuple[Statement, DataFrame] | None = None

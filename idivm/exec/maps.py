@@ -487,6 +487,39 @@ def group_rows_of(mp: MapsPlan, maps: Mapping[str, "pa.Table"], keys: "pa.Table"
     return pa.table(out, schema=out_schema)
 
 
+def rows_above(plan: O.Operator, group: O.GroupBy, rows: "pa.Table") -> "pa.Table | None":
+    """The rows of ``plan`` with its γ ``group`` bound to ``rows`` (Arrow, γ's rows) in the
+    driver: when every operator above γ is a projection, a selection (HAVING) or the return of
+    a tuple, over terms the Arrow evaluator computes as Spark does
+    (:func:`idivm.agca.arrow.scalar_column`); else None (the plan compiler evaluates them)."""
+    import pyarrow as pa
+
+    from idivm.agca.arrow import scalar_column
+    from idivm.algebra.expressions import TupleExpr
+
+    chain = []
+    op = plan
+    while op is not group:
+        if not isinstance(op, (O.Project, O.Select, O.ReturnBag)) or isinstance(op, O.ReturnBag) and (
+                op is not plan or not isinstance(op.element, TupleExpr)):
+            return None
+        chain.append(op)
+        op = op.input
+    for op in reversed(chain):
+        if isinstance(op, O.Select):
+            kept = scalar_column(op.condition, rows)
+            if kept is None or not (pa.types.is_boolean(kept.type) or pa.types.is_null(kept.type)):
+                return None
+            rows = rows.filter(kept, null_selection_behavior="drop")
+            continue
+        outputs = op.outputs if isinstance(op, O.Project) else op.element.fields
+        columns = [scalar_column(term, rows) for _, term in outputs]
+        if any(c is None for c in columns):
+            return None
+        rows = pa.table(columns, names=[n for n, _ in outputs]) if outputs else rows.select([])
+    return rows
+
+
 def _aggregate_value(rows: "pa.Table", alias: str, a, mp: MapsPlan, name: str):
     """The value of aggregate ``a`` (named ``name``) in :func:`group_rows_of`'s joined ``rows``."""
     import pyarrow as pa

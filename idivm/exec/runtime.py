@@ -641,6 +641,7 @@ class Runtime:
         first; maps behind it (an ``auto`` run recomputed the view alone) catch up first.  The
         commit's statistics (``version``, ``inserted``, ``updated``, ``deleted``,
         ``rows_written``: the maps' rows included)."""
+        import pyarrow as pa
         from pyspark.sql import functions as F
 
         from idivm.exec import maps as mapping
@@ -705,16 +706,17 @@ class Runtime:
                         key_rows = mapping.changed_groups_of(mp, rows)
                         keys = spark.createDataFrame(key_rows)
             metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
-            view = delta.read_spark(spark, path, engine=self.storage)
+            view = delta.read_spark(spark, path, engine=self.storage) if keys is None or by_spark else None
             if keys is None:
                 upserts, deleted = view.where(F.lit(False)), view.select(*by_name(ids)).where(F.lit(False))
             else:
                 schema = self.group_schema(mp, self.reader(catalog, new), tables, new)
 
-                def view_rows(at: Mapping[str, int]) -> "DataFrame":
-                    """The view's rows of the changed groups by the term maps at versions ``at``:
-                    γ's rows computed in the driver when it holds the changed groups (a local
-                    relation, so that the operators above γ run without a job), else by Spark."""
+                def view_rows(at: Mapping[str, int], columns: Sequence[str]) -> "DataFrame | pa.Table":
+                    """The view's rows (their ``columns``) of the changed groups by the term maps
+                    at versions ``at``: computed in the driver when it holds the changed groups
+                    and the view is written there (Arrow rows, or γ's rows as a local relation
+                    when the operators above γ need Spark), else by Spark."""
                     import pyarrow as pa
 
                     from idivm.exec.compiler import PlanCompiler
@@ -723,18 +725,22 @@ class Runtime:
                     grouped = None
                     if key_rows is not None:
                         try:
-                            grouped = spark.createDataFrame(mapping.group_rows_of(
-                                mp, {m: stored.arrow(m, at[m]) for m in terms}, key_rows, schema), schema)
+                            grouped = mapping.group_rows_of(mp, {m: stored.arrow(m, at[m]) for m in terms}, key_rows,
+                                                            schema)
                         except (pa.ArrowException, NotImplementedError):  # e.g. a nested group value
                             grouped = None
-                    if grouped is None:
-                        grouped = mapping.group_rows(mp, {m: stored.frame(m, at[m]) for m in terms}, keys, schema)
+                    if grouped is not None and ids and not by_spark:
+                        rows_ = mapping.rows_above(plan, mp.group, grouped)
+                        if rows_ is not None:
+                            return rows_.select(list(columns))
+                    grouped = spark.createDataFrame(grouped, schema) if grouped is not None else \
+                        mapping.group_rows(mp, {m: stored.frame(m, at[m]) for m in terms}, keys, schema)
                     compiler = PlanCompiler(spark, self.reader(catalog, new))
                     compiler.bind(mp.group, grouped)
-                    return compiler.evaluate(plan)
+                    return compiler.evaluate(plan).select(*by_name(columns))
 
-                upserts = view_rows(versions).select(*by_name(view.columns))
-                deleted = view_rows(reflected).select(*by_name(ids)) if ids else None
+                upserts = view_rows(versions, delta.schema(path, view_version).names)
+                deleted = view_rows(reflected, ids) if ids else None
             if not ids:
                 with meter.phase("write"), delta.pinned(path, view_version):
                     version = delta.write_spark(upserts, path, mode="overwrite", commit_metadata=metadata,
@@ -742,7 +748,12 @@ class Runtime:
                 return {"version": version, "inserted": 0, "updated": 1, "deleted": 0, "rows_written": 1 + written,
                         "built_seconds": built}
             target = commit.Target(name if table == "the view" else f"{name}: {table}", tuple(ids))
-            changes_ = ViewChanges(upserts, deleted, cached)
+            if isinstance(upserts, pa.Table) and isinstance(deleted, pa.Table):  # computed in the driver
+                changes_ = ViewChanges(upserts, None, cached, deleted_rows=deleted)
+            else:
+                upserts, deleted = (spark.createDataFrame(t) if isinstance(t, pa.Table) else t
+                                    for t in (upserts, deleted))
+                changes_ = ViewChanges(upserts, deleted, cached)
             with meter.phase("write"), delta.pinned(path, view_version):
                 if by_spark:
                     stats = commit.merge_by_spark(target, path, view, changes_, metadata, progress, (), self.storage)
