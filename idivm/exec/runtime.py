@@ -695,8 +695,6 @@ class Runtime:
             if not ids:  # a GROUP BY without keys: its one row, computed from the maps and written whole
                 keys = spark.range(1).select()
                 if packed is not None and rows is not None:
-                    import pyarrow as pa
-
                     key_rows = pa.table({"_": [0]}).select([])
             elif packed is not None and (rows is None or any(m.startswith(mapping.TERM_PREFIX) for m in changed)):
                 with meter.phase("evaluate"):
@@ -704,10 +702,10 @@ class Runtime:
                         keys = cached.computed(mapping.changed_groups(mp, packed))[1]
                     else:  # the driver holds the increments: the groups are found there, without a job
                         key_rows = mapping.changed_groups_of(mp, rows)
-                        keys = spark.createDataFrame(key_rows)
             metadata = {**metadata, "idivm.strategy": "maps", "idivm.maps": json.dumps(versions, sort_keys=True)}
-            view = delta.read_spark(spark, path, engine=self.storage) if keys is None or by_spark else None
-            if keys is None:
+            unchanged = keys is None and key_rows is None
+            view = delta.read_spark(spark, path, engine=self.storage) if unchanged or by_spark else None
+            if unchanged:
                 upserts, deleted = view.where(F.lit(False)), view.select(*by_name(ids)).where(F.lit(False))
             else:
                 schema = self.group_schema(mp, self.reader(catalog, new), tables, new)
@@ -734,7 +732,8 @@ class Runtime:
                         if rows_ is not None:
                             return rows_.select(list(columns))
                     grouped = spark.createDataFrame(grouped, schema) if grouped is not None else \
-                        mapping.group_rows(mp, {m: stored.frame(m, at[m]) for m in terms}, keys, schema)
+                        mapping.group_rows(mp, {m: stored.frame(m, at[m]) for m in terms},
+                                           keys if keys is not None else spark.createDataFrame(key_rows), schema)
                     compiler = PlanCompiler(spark, self.reader(catalog, new))
                     compiler.bind(mp.group, grouped)
                     return compiler.evaluate(plan).select(*by_name(columns))
