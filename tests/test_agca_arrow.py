@@ -212,7 +212,8 @@ def test_a_lookup_finds_the_entries_of_the_values_asked_as_a_filter_of_its_value
             return None if rng.random() < 0.1 else of(rng.randint(0, 9))
 
         entries = {(value(), rng.randint(0, 3)): float(rng.choice([-1, 1, 2])) for _ in range(rng.randint(0, 40))}
-        base = pa.table({"a": pa.array([e[0] for e in entries], typ), "b": pa.array([e[1] for e in entries], pa.int64()),
+        base = pa.table({"a": pa.array([e[0] for e in entries], typ),
+                         "b": pa.array([e[1] for e in entries], pa.int64()),
                          M: pa.array(list(entries.values()), pa.float64())})
         lookup = arrow.Lookup(base, ["a", "b"])
         for _ in range(rng.randint(0, 3)):

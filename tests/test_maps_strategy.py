@@ -542,13 +542,15 @@ def test_the_rows_above_the_group_by_are_computed_in_the_driver_where_arrow_eval
     from idivm.exec import compiler
 
     wh = tables
-    wh.define("""CREATE VIEW doubled AS SELECT did, SUM(price) * 2 AS twice, COUNT(*) AS n, SUM(price) / COUNT(*) AS mean
+    wh.define("""CREATE VIEW doubled AS
+                 SELECT did, SUM(price) * 2 AS twice, COUNT(*) AS n, SUM(price) / COUNT(*) AS mean
                  FROM parts NATURAL JOIN devices_parts GROUP BY did HAVING SUM(price) > 120""", strategy="maps")
     wh.define("""CREATE VIEW lowered AS SELECT category, LOWER(category) AS low, COUNT(*) AS n FROM devices
                  GROUP BY category""", strategy="maps")
     planned = []
     real = compiler.PlanCompiler.evaluate
-    monkeypatch.setattr(compiler.PlanCompiler, "evaluate", lambda self, *a, **k: planned.append(1) or real(self, *a, **k))
+    monkeypatch.setattr(compiler.PlanCompiler, "evaluate",
+                        lambda self, *a, **k: planned.append(1) or real(self, *a, **k))
     rng = random.Random(11)
     for _ in range(3):
         _ingest(wh, tmp_path, "parts", *[{"pid": pid, "price": round(rng.uniform(1, 99), 2)}

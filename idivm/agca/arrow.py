@@ -83,18 +83,14 @@ class Lookup:
         return self.base.schema
 
     @property
-    def num_rows(self) -> int:
-        return self.base.num_rows + (self.increments.num_rows if self.increments is not None else 0)
-
-    @property
     def increment_rows(self) -> int:
         return self.increments.num_rows if self.increments is not None else 0
 
     def added(self, increments: pa.Table) -> "Lookup":
         """This value plus ``increments`` (a GMR over the same keys), on the same base."""
         parts = [increments] if self.increments is None else [self.increments, increments]
-        summed_ = summed([p.select([*self.keys, M]) for p in parts], self.keys).cast(self.base.select([*self.keys, M]).schema)
-        return Lookup(self.base, self.keys, summed_, self._indexes)
+        total = summed([p.select([*self.keys, M]) for p in parts], self.keys)
+        return Lookup(self.base, self.keys, total.cast(self.base.select([*self.keys, M]).schema), self._indexes)
 
     def consolidated(self) -> "Lookup":
         """The same value with the increments summed into a new base."""

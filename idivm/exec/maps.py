@@ -21,11 +21,11 @@ as the earlier ones left them; a map's increments are summed per key and appende
 table (:class:`StoredMaps`).  The view's changed groups are the keys the term maps'
 increments name: their rows are read off the maps before and after (a group exists while its
 count is not 0), the operators above γ are evaluated over both by the plan compiler (γ bound to
-those rows; in the driver, :func:`rows_above`, when Arrow evaluates them), and the view gets the new rows and loses the old ones that are not new, by ID,
-in one commit whose metadata names the map versions it reflects (``idivm.maps``).  A run that
-crashed between a map's commit and the view's leaves maps ahead of the view; the next run
-finds their versions differ from those the view names and rebuilds every map at the view's
-watermark first.  The statements and the changed groups are evaluated either by Spark
+those rows; in the driver, :func:`rows_above`, when Arrow evaluates them), and the view gets
+the new rows and loses the old ones that are not new, by ID, in one commit whose metadata
+names the map versions it reflects (``idivm.maps``).  A run that crashed between a map's
+commit and the view's leaves maps ahead of the view; the next run finds their versions differ
+from those the view names and rebuilds every map at the view's watermark first.  The statements and the changed groups are evaluated either by Spark
 (:class:`SparkTerms`, :func:`group_rows`) or, for a small run whose maps delta-rs writes, in the
 driver over Arrow tables (:class:`ArrowTerms`, :func:`group_rows_of`); the runtime chooses.
 

@@ -715,8 +715,6 @@ class Runtime:
                     at versions ``at``: computed in the driver when it holds the changed groups
                     and the view is written there (Arrow rows, or γ's rows as a local relation
                     when the operators above γ need Spark), else by Spark."""
-                    import pyarrow as pa
-
                     from idivm.exec.compiler import PlanCompiler
 
                     terms = [m for m in paths if m.startswith(mapping.TERM_PREFIX)]
