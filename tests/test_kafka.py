@@ -210,7 +210,10 @@ def broker(tmp_path_factory):
     (home / "server.properties").write_text(SERVER.format(port=port, controller=controller, data=home / "data"))
     (home / "log4j2.properties").write_text(LOG4J)
     run = [path, *JVM, f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}", "-cp", f"{libs}/*"]
-    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    # a cluster id as kafka-storage random-uuid makes them; one starting with "-" would read as an option
+    cluster = "-"
+    while cluster.startswith("-"):
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
     formatted = subprocess.run([*run, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster,
                                 "-c", str(home / "server.properties")], capture_output=True, text=True, timeout=120)
     if formatted.returncode != 0:
