@@ -62,8 +62,10 @@ class Lookup:
 
     def __init__(self, base: pa.Table, keys: Sequence[str], increments: pa.Table | None = None,
                  indexes: dict | None = None) -> None:
+        if increments is not None and increments.num_rows == 0:
+            increments = None
         self.base, self.keys, self.increments = base, tuple(keys), increments
-        self._value: pa.Table | None = base if increments is None or increments.num_rows == 0 else None
+        self._value: pa.Table | None = base if increments is None else None
         self._indexes = {} if indexes is None else indexes
         self._matched: dict[tuple, pa.Table] = {}  # the last lookups: a trigger's monomials repeat them
 
@@ -94,7 +96,7 @@ class Lookup:
 
     def consolidated(self) -> "Lookup":
         """The same value with the increments summed into a new base."""
-        return self if self.increments is None or self.increments.num_rows == 0 else Lookup(self.value, self.keys)
+        return self if self.increments is None else Lookup(self.value, self.keys)
 
     def matching(self, column: str, values: pa.Array) -> pa.Table | None:
         """The entries whose key ``column`` holds one of ``values`` (distinct, not NULL); None
@@ -124,7 +126,7 @@ class Lookup:
         ends = lengths.cumsum()
         positions = order[(lo - (ends - lengths)).repeat(lengths) + np.arange(total)] if total else order[:0]
         part = self.base.take(pa.array(positions))
-        if self.increments is None or self.increments.num_rows == 0:
+        if self.increments is None:
             return part
         named = self.increments.filter(pc.fill_null(pc.is_in(self.increments.column(column), value_set=values), False))
         return plus(part, named, self.keys, distinct=True) if named.num_rows else part
@@ -147,11 +149,11 @@ class _MapRows:
     """A :class:`Lookup` as a map reference reads it: its columns renamed to the reference's
     variables (``renames``: stored name -> variable)."""
 
-    __slots__ = ("lookup", "renames", "column_names", "schema")
+    __slots__ = ("lookup", "column_names", "schema")
 
     def __init__(self, lookup: Lookup, renames: Mapping[str, str]) -> None:
-        self.lookup, self.renames = lookup, dict(renames)
-        names = [self.renames.get(c, c) if c != M else M for c in lookup.column_names]
+        self.lookup = lookup
+        names = [renames.get(c, c) if c != M else M for c in lookup.column_names]
         self.column_names = names
         self.schema = pa.schema([f.with_name(n) for f, n in zip(lookup.schema, names)])
 

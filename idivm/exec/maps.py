@@ -25,15 +25,16 @@ those rows; in the driver, :func:`rows_above`, when Arrow evaluates them), and t
 the new rows and loses the old ones that are not new, by ID, in one commit whose metadata
 names the map versions it reflects (``idivm.maps``).  A run that crashed between a map's
 commit and the view's leaves maps ahead of the view; the next run finds their versions differ
-from those the view names and rebuilds every map at the view's watermark first.  The statements and the changed groups are evaluated either by Spark
-(:class:`SparkTerms`, :func:`group_rows`) or, for a small run whose maps delta-rs writes, in the
-driver over Arrow tables (:class:`ArrowTerms`, :func:`group_rows_of`); the runtime chooses.
+from those the view names and rebuilds every map at the view's watermark first.  The
+statements and the changed groups are evaluated either by Spark (:class:`SparkTerms`,
+:func:`group_rows`) or, for a small run whose maps delta-rs writes, in the driver over Arrow
+tables (:class:`ArrowTerms`, :func:`group_rows_of`); the runtime chooses.
 
 **Storage.**  Maps are additive: a map's table holds the rows of its last consolidated write
 (each key once, none 0) and the increments appended since, and its value is their sum per key,
 which every reader computes (:func:`read_map_arrow`, summing only the entries of the keys the
-appended rows name, and :func:`read_map_spark`).  A run thus writes the entries it changed, not its maps;
-once the appended rows pass a share of the consolidated ones (or after some appends) the run
+appended rows name, and :func:`read_map_spark`).  A run thus writes the entries it changed, not
+its maps; once the appended rows pass a share of the consolidated ones (or after some appends) the run
 writes the map consolidated instead (:func:`appendable`).  An appending commit names the
 consolidated write it follows (:data:`APPENDED_TO`).  A process holds the values of the map
 versions it read or wrote (:func:`held`), as :class:`~idivm.agca.arrow.Lookup` values whose
@@ -223,7 +224,8 @@ class ArrowTerms:
         return arrow.compile_term(q, contexts, relations, maps, constants, self.lift)
 
     def lift(self, contexts: "pa.Table", q) -> "pa.Table":
-        """The contexts the :class:`~idivm.agca.terms.Lift` (or :class:`~idivm.agca.terms.Cmp`) ``q`` leaves, by Spark."""
+        """The contexts the :class:`~idivm.agca.terms.Lift` (or :class:`~idivm.agca.terms.Cmp`)
+        ``q`` leaves, by Spark."""
         from idivm.storage.spark import collect, to_arrow
 
         if contexts.num_rows == 0:
@@ -422,8 +424,9 @@ def group_rows(mp: MapsPlan, maps: Mapping[str, "DataFrame"], keys: "DataFrame",
 
 def group_rows_of(mp: MapsPlan, maps: Mapping[str, "pa.Table"], keys: "pa.Table", schema) -> "pa.Table":
     """:func:`group_rows` in the driver, over Arrow tables: the rows of γ for the groups
-    ``keys`` (one row without columns for a GROUP BY without keys) read off the term maps ``maps``, in the Arrow types of γ's Spark ``schema``
-    (integers rounded half away from zero, as Spark's ``round``)."""
+    ``keys`` (one row without columns for a GROUP BY without keys) read off the term maps
+    ``maps``, in the Arrow types of γ's Spark ``schema`` (integers rounded half away from zero,
+    as Spark's ``round``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -500,8 +503,11 @@ def rows_above(plan: O.Operator, group: O.GroupBy, rows: "pa.Table") -> "pa.Tabl
     chain = []
     op = plan
     while op is not group:
-        if not isinstance(op, (O.Project, O.Select, O.ReturnBag)) or isinstance(op, O.ReturnBag) and (
-                op is not plan or not isinstance(op.element, TupleExpr)):
+        if isinstance(op, O.ReturnBag):  # the plan's result: a tuple per row
+            evaluable = op is plan and isinstance(op.element, TupleExpr)
+        else:
+            evaluable = isinstance(op, (O.Project, O.Select))
+        if not evaluable:
             return None
         chain.append(op)
         op = op.input
@@ -649,10 +655,7 @@ def held(path, version: int, keys: Sequence[str]) -> "Lookup":
         value = _HELD.get(key) if key is not None else None
     if value is None:
         value = Lookup(read_map_arrow(path, version, keys), keys)
-        if key is not None:
-            with _HELD_LOCK:
-                _HELD[key] = value
-                _evict(key)
+        _put(key, value)
     return value
 
 
@@ -660,7 +663,11 @@ def hold(path, version: int, value: "Lookup") -> None:
     """Hold ``value`` as the map stored at ``path`` at ``version`` (which this process wrote)."""
     from idivm.storage import delta
 
-    key = delta.version_key(path, version)
+    _put(delta.version_key(path, version), value)
+
+
+def _put(key: tuple | None, value: "Lookup") -> None:
+    """Hold ``value`` under ``key`` (None: a version no longer named: not held)."""
     if key is not None:
         with _HELD_LOCK:
             _HELD[key] = value
