@@ -148,6 +148,41 @@ def test_write_arrow_append_and_overwrite(table):
     assert v == 2 and delta.read_arrow(table).to_pylist() == [{"x": "only"}]
 
 
+def test_a_writer_kept_after_a_commit_is_not_reused_once_another_writer_committed(table, monkeypatch):
+    """Commits through delta-rs start from the writer of this process's last commit to the table
+    (no log replay), but only while that commit is the table's version to write on: after
+    another writer's commit the table is opened afresh (an unpinned append lands on it), and a
+    run pinned at the older version is refused rather than overwriting it."""
+    import deltalake
+
+    from idivm.errors import ConcurrentWriteError
+    from idivm.storage.delta import table as tables
+
+    row = pa.Table.from_pylist([{**ROWS[0], "id": 7}], schema=NESTED)
+    v = delta.write_arrow(table, row)
+    opened = []
+    monkeypatch.setattr(deltalake, "DeltaTable", _counting(deltalake.DeltaTable, opened))
+    assert delta.write_arrow(table, row) == v + 1 and opened == []  # the kept writer
+    deltalake.write_deltalake(str(table), pa.Table.from_pylist([{**ROWS[1], "id": 8}], schema=NESTED),
+                              mode="append")  # another writer: version v + 2
+    assert tables._writer(table, None, take=False) is None  # the kept one is at v + 1, now not the latest
+    delta.write_arrow(table, row)
+    kept = tables._WRITERS[os.path.abspath(table)][1]
+    assert kept.version() == v + 3 and delta.row_count(table) == len(ROWS) + 4
+    deltalake.write_deltalake(str(table), row, mode="append")  # v + 4
+    with pytest.raises(ConcurrentWriteError), delta.pinned(table, v + 3):
+        delta.write_arrow(table, row)
+    assert delta.row_count(table) == len(ROWS) + 5
+
+
+def _counting(cls, opened: list):
+    class Counting(cls):
+        def __init__(self, *args, **kwargs):
+            opened.append(args)
+            super().__init__(*args, **kwargs)
+    return Counting
+
+
 # --- schemas ------------------------------------------------------------------------------------
 
 def test_delta_schema_normalizes_what_delta_cannot_store():

@@ -39,6 +39,7 @@ from idivm.storage.delta.table import (
     _read_file,
     exists,
     committing,
+    keep_writer,
     repin,
     open_table,
     version,
@@ -93,6 +94,7 @@ def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, *,
                             commit_properties=_commit_properties(commit_metadata, path))
         count()
         repin(path, dt.version())
+        keep_writer(path, dt)
         return dt.version()
     write_deltalake(str(path), schemas.conform(data, schemas.delta_schema(data.schema)), mode=mode,
                     configuration=TABLE_CONFIGURATION,
@@ -216,6 +218,7 @@ def merge_arrow(path: PathLike, source: pa.Table, predicate: str, clauses: Seque
     metrics["version"] = dt.version()
     count(metrics["version"] - before)
     repin(path, metrics["version"])
+    keep_writer(path, dt)
     return metrics
 
 

@@ -209,6 +209,9 @@ def open_table(path: PathLike, version: int | None = None, *, to_write: bool = F
     key = None
     if to_write:
         version = pin_of(path)
+        reused = _writer(path, version)
+        if reused is not None:
+            return reused
     elif version is None and Path(path, "_delta_log").is_dir():
         version = _latest(path)
     if version is not None and not to_write:
@@ -232,11 +235,38 @@ def open_table(path: PathLike, version: int | None = None, *, to_write: bool = F
         raise
 
 
+#: per table, the ``DeltaTable`` this process last committed through, by the version key it
+#: committed (its state is that version's): the next commit to the table at that version starts
+#: from it instead of replaying the log again.  A writer is taken out while in use.
+_WRITERS: dict[str, tuple[tuple, "DeltaTable"]] = {}
+_WRITERS_LOCK = threading.Lock()
+
+
+def keep_writer(path: PathLike, dt: "DeltaTable") -> None:
+    """After a commit through ``dt`` (opened by :func:`open_table` ``to_write``): the next
+    writer of ``path`` at that version may be ``dt``."""
+    key = version_key(path, dt.version())
+    if key is not None:
+        with _WRITERS_LOCK:
+            remember(_WRITERS, key[0], (key, dt), _OPENED_MAX)
+
+
+def _writer(path: PathLike, version: int | None, *, take: bool = True) -> "DeltaTable | None":
+    """The writer :func:`keep_writer` kept for ``path`` at ``version`` (default: the latest), if
+    that version's commit is still the one it made; taken out unless not ``take``."""
+    with _WRITERS_LOCK:
+        kept = (_WRITERS.pop if take else _WRITERS.get)(os.path.abspath(path), None)
+    if kept is None:
+        return None
+    key = version_key(path, version)
+    return kept[1] if key is not None and key == kept[0] else None
+
+
 def needs_delta_spark(path: PathLike, dt: "DeltaTable | None" = None) -> bool:
     """Whether the table at ``path`` must be read (and written) through delta-spark: it has
     deletion vectors, partitions or column mapping, which a reader of its Parquet files (and
     the driver-side rewrite of :func:`rewrite_clustered`) would get wrong."""
-    dt = dt if dt is not None else open_table(path)
+    dt = dt if dt is not None else _writer(path, None, take=False) or open_table(path)
     meta = dt.metadata()
     return bool(meta.partition_columns) \
         or meta.configuration.get("delta.columnMapping.mode", "none") != "none" \
