@@ -38,6 +38,12 @@ VIEWS = {
                                  "parts p WHERE dp.pid = p.pid AND p.price > 40 GROUP BY dp.did",
                                  "SELECT dp.did, SUM(2 * p.price - p.pid) FROM devices_parts dp, parts p "
                                  "WHERE dp.pid = p.pid AND p.price > 40 GROUP BY dp.did"),
+    "two tuples' fields multiplied": ("CREATE VIEW w AS SELECT d.category, SUM(p.price * dp.did - dp.pid) AS s "
+                                      "FROM devices d, devices_parts dp, parts p WHERE d.did = dp.did "
+                                      "AND dp.pid = p.pid GROUP BY d.category",
+                                      "SELECT d.category, SUM(p.price * dp.did - dp.pid) FROM devices d, "
+                                      "devices_parts dp, parts p WHERE d.did = dp.did AND dp.pid = p.pid "
+                                      "GROUP BY d.category"),
     # subqueries in WHERE: nested aggregates
     "exists": ("CREATE VIEW e AS SELECT d.category, COUNT(*) AS n FROM devices d WHERE EXISTS (SELECT VALUE dp "
                "FROM devices_parts dp JOIN parts p ON p.pid = dp.pid WHERE dp.did = d.did AND p.price < 30) "
@@ -210,6 +216,20 @@ def test_on_a_price_change_phone_cost_reads_one_map_of_phone_uses_by_part():
     (ref,) = [t for t in stmt.rhs.term.terms if isinstance(t, MapRef)]
     assert len(ref.inputs) == 1 and len(ref.outputs) == 1
     assert relations(program.maps[ref.name].definition) == {"devices", "devices_parts"}
+
+
+def test_arithmetic_over_one_tuple_is_one_value_of_one_map():
+    """``SUM(2 * p.price - p.pid)`` is not expanded into a monomial per field (a map of parts
+    per monomial, each looked up by every trigger): the argument is one lifted value, so one map
+    of parts' values by pid serves the trigger on devices_parts."""
+    from idivm.agca import relations
+    from idivm.agca.terms import map_refs
+    core = translate_group_by(_core(VIEWS["weighted expensive parts"][0]), COLUMNS)
+    program = compile_program(core.terms["sum"], "s")
+    (stmt,) = [s for s in program.triggers[("devices_parts", 1)].statements if s.target == "s"]
+    (ref,) = map_refs(stmt.rhs.term)
+    assert relations(program.maps[ref.name].definition) == {"parts"}
+    assert [relations(m.definition) for m in program.maps.values()].count(frozenset({"parts"})) == 1
 
 
 #: the views whose programs take long to compile (10-20 s each): in the ``--runslow`` run only

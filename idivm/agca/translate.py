@@ -327,6 +327,13 @@ def _variable(t: E.Term) -> str:
 
 
 def _value(t: E.Term | None) -> Term:
+    """An aggregate's argument ``t`` as an AGCA value: arithmetic over the fields of more than
+    one scanned tuple as sums and products of their variables (polynomial expansion, §5.1:
+    each factor goes to the map of its relation), arithmetic over one tuple's fields as one
+    lifted value (as DBToaster keeps ``L_EXTENDEDPRICE * (1 + -1 * L_DISCOUNT)`` a single
+    factor: expanding it would give a map per monomial, all over the same relation)."""
+    if isinstance(t, E.Call) and t.function in _ARITHMETIC and len(_scans(t)) == 1:
+        return _lifted(t, condition=False)
     match t:
         case E.Field(base=E.Var()):
             return _operand(t)  # type: ignore[return-value]
@@ -343,6 +350,15 @@ def _value(t: E.Term | None) -> Term:
     if t is None:
         raise Untranslatable("an aggregate without an argument has no value")
     return _lifted(t, condition=False)
+
+
+#: the arithmetic :func:`_value` spells as AGCA sums and products
+_ARITHMETIC = frozenset({"add", "sub", "mul", "neg"})
+
+
+def _scans(t: E.Term) -> set[str]:
+    """The scan variables whose fields ``t`` reads (``x`` of each ``x.c``)."""
+    return {f.base.name for f in t.walk() if isinstance(f, E.Field) and isinstance(f.base, E.Var)}
 
 
 def _defined(value: Term) -> tuple[Term, ...]:

@@ -289,15 +289,16 @@ def _variables(t: Term) -> set[str]:
 
 def _placed(components: list[list[Rel]], rest: list[Term], bound: set[str], needed: set[str]
             ) -> tuple[list[list[Term]], list[Term], set[str]]:
-    """Where the factors ``rest`` go: a condition or factor over one component's free variables
-    into that component's map (per component), the others stay in the statement (they add their
-    variables to ``needed``, the variables the maps must be keyed by)."""
+    """Where the factors ``rest`` go: a condition or factor over one component's variables, some
+    of them free, into that component's map (per component; its bound variables are keys of
+    the map, as every bound variable is ``needed``), the others stay in the statement (they add
+    their variables to ``needed``, the variables the maps must be keyed by)."""
     local: list[list[Term]] = [[] for _ in components]
     kept: list[Term] = []
     needed = set(needed)
     for f in rest:
         vs = _variables(f)
-        home = [i for i, c in enumerate(components) if vs and vs <= _atom_variables(c) - bound]
+        home = [i for i, c in enumerate(components) if vs - bound and vs <= _atom_variables(c)]
         if home and not isinstance(f, Assign):
             local[home[0]].append(f)
         else:
