@@ -564,3 +564,22 @@ def test_the_rows_above_the_group_by_are_computed_in_the_driver_where_arrow_eval
             counts[view] = len(planned)
             assert wh.verify(view).ok, view
         assert counts["doubled"] == 0 and counts["lowered"] > 0, counts
+
+
+def test_a_maps_view_is_clustered_by_its_groups_and_a_run_rewrites_only_the_files_of_the_groups_it_changes(
+        make_warehouse, tmp_path):
+    """A maps view is stored ordered by its group keys in small files (4 KiB in tests), and a
+    run replaces the rows of the groups it changes by rewriting the one file holding them
+    (:func:`~idivm.storage.delta.rewrite_clustered`), not by a MERGE over the view."""
+    wh = make_warehouse("maps")
+    wh.create_table("t", ["k"], [{"k": i, "g": i % 300, "x": i} for i in range(900)])
+    wh.define("CREATE VIEW v AS SELECT t.g, SUM(t.x) AS s, COUNT(*) AS n FROM t GROUP BY t.g", strategy="maps")
+    path = wh.catalog.path_of(wh.catalog.view("v"))
+    assert len(delta.open_table(path).file_uris()) > 2
+    _ingest(wh, tmp_path, "t", {"k": 5, "g": 5, "x": 1000})  # group 5: rows 5, 305, 605
+    (result,) = wh.maintain("v")
+    assert result.strategy == "maps"
+    rewrite = json.loads(delta.commit_at(path, result.version)["idivm.rewrite"])
+    assert rewrite["num_target_files_removed"] == 1 and rewrite["num_target_rows_updated"] == 1
+    assert {r["g"]: (r["s"], r["n"]) for r in wh.rows("v")}[5] == (1000 + 305 + 605, 3)
+    assert wh.verify("v").ok

@@ -411,7 +411,7 @@ class Runtime:
             extra["maps"] = written
             metadata["idivm.maps"] = json.dumps({n: 0 for n in written}, sort_keys=True)
         ids = [c for c, _ in prov.view_ids]
-        maintained_by = script.strategy if script is not None else None
+        maintained_by = "maps" if "maps" in extra else script.strategy if script is not None else None
         writes.insert(0, (rel, _timed(catalog.root / rel, lambda p: layouts.write_view(df, p, "error", metadata, ids,
                                                                               maintained_by, self.storage))))
         return writes, extra, metadata
@@ -755,7 +755,9 @@ class Runtime:
                 if by_spark:
                     stats = commit.merge_by_spark(target, path, view, changes_, metadata, progress, (), self.storage)
                 else:
-                    stats = commit.land(target, path, view_version, changes_, metadata, progress, (), None,
+                    layout = layouts.view_layout(delta.schema(path, view_version).names, ids, "maps") \
+                        if table == "the view" else None
+                    stats = commit.land(target, path, view_version, changes_, metadata, progress, (), layout,
                                         self.storage)
         finally:
             cached.release()

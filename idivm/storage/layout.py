@@ -122,10 +122,11 @@ def clustering_columns(schema: "StructType", order: Sequence[str], engine: "delt
 
 def view_layout(columns: Sequence[str], id_columns: Sequence[str], strategy: str | None) -> Layout | None:
     """The layout of a view of ``strategy`` with ``columns`` whose ID columns are ``id_columns``
-    (None: one write, files of the engine's default size): a view maintained by ID with ID
-    columns is clustered by them."""
+    (None: one write, files of the engine's default size): a view maintained by ID or by maps
+    with ID columns (the maps' group keys) is clustered by them, so that a run rewrites the
+    files holding the rows it changes (:func:`idivm.storage.delta.rewrite_clustered`)."""
     ids = tuple(c for c in id_columns if c in columns)
-    return Layout(ids, CLUSTERED_ROW_GROUP, CLUSTERED_FILE_BYTES) if strategy == "id" and ids else None
+    return Layout(ids, CLUSTERED_ROW_GROUP, CLUSTERED_FILE_BYTES) if strategy in ("id", "maps") and ids else None
 
 
 def write_view(df: "DataFrame", path, mode: str, commit_metadata, id_columns: Sequence[str], strategy: str | None,

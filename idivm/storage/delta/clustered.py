@@ -31,6 +31,7 @@ from idivm.storage.delta.table import (
     _sorted_values,
     open_table,
     committing,
+    keep_writer,
     repin,
 )
 
@@ -397,8 +398,10 @@ def rewrite_clustered(path: PathLike, upserts: pa.Table, deletes: pa.Table, keys
             dt.create_write_transaction([*removed, *new.actions], mode="append", schema=dt.schema(),
                                         commit_properties=_commit_properties(metadata, path))
         count()
-    stats["version"] = open_table(path).version()
+    dt.update_incremental()
+    stats["version"] = dt.version()
     repin(path, stats["version"])
+    keep_writer(path, dt)
     return Rewrite(stats, removed_rows, patched_rows)
 
 
