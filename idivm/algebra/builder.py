@@ -151,7 +151,7 @@ class PlanBuilder(TermBuilder):
         if q.where is not None:
             self.where(q.where, sc, ctx)
         out_scope = sc
-        aggs = self.aggregate_calls(q)
+        aggs = self.aggregate_calls(q, sub)
         if q.group_by or aggs or q.group_as:
             out_scope = self.group_by(q, sc, ctx, aggs)
             self.lets(q.group_lets, out_scope, ctx)
@@ -474,9 +474,9 @@ class PlanBuilder(TermBuilder):
 
     # ------------------------------------------------------------------ GROUP BY
 
-    def aggregate_calls(self, q: A.SelectQuery) -> list[A.FunctionCall]:
-        """SQL aggregate calls of SELECT, HAVING and the LETs after GROUP BY, not inside
-        subqueries or other aggregates."""
+    def aggregate_calls(self, q: A.SelectQuery, sub: A.Subquery | None = None) -> list[A.FunctionCall]:
+        """SQL aggregate calls of SELECT, HAVING, the LETs after GROUP BY and the ORDER BY of
+        ``sub`` (the subquery ``q`` is the query of), not inside subqueries or other aggregates."""
         found: list[A.FunctionCall] = []
 
         def visit(n: A.Node) -> None:
@@ -492,6 +492,7 @@ class PlanBuilder(TermBuilder):
                 visit(ch)
 
         roots: list[A.Node] = list(q.items) + [let.expr for let in q.group_lets]
+        roots += [k.expr for k in sub.order] if sub is not None else []
         if q.value is not None:
             roots.append(q.value)
         if q.having is not None:
