@@ -118,6 +118,15 @@ def test_an_ordered_subquery_is_an_array_numbered_by_order_by():
     assert format_term(limit.condition) == f"{order.var} <= 2"
 
 
+def test_an_order_by_key_naming_a_select_alias_orders_by_its_expression():
+    # the alias ``id`` hides the column u.id: the key is u.w
+    p = plan("SELECT t.id, (SELECT u.w AS id FROM u ORDER BY id DESC) AS ws FROM t")
+    assign = next(op for op in O.walk(p) if isinstance(op, O.Assign))
+    assert format_term(assign.term) == "u.w"
+    with pytest.raises(SemanticError, match="an ORDER BY key must be a scalar, not"):
+        plan("SELECT t.id, (SELECT VALUE {'w': u.w} FROM u ORDER BY {'w': u.w}) AS ws FROM t")
+
+
 @pytest.mark.parametrize("query, line, column, message", [
     ("SELECT x.id, p FROM (SELECT VALUE u FROM u) AS x AT p", 1, 38,
      "AT needs an ordered collection; the result of a subquery without ORDER BY is a bag"),

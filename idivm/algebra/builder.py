@@ -176,7 +176,7 @@ class PlanBuilder(TermBuilder):
             t = self.expr(resolve(k.expr), sc, ctx)
             ty = self.type_of(t)
             if isinstance(ty, (T.TupleType, T.CollectionType)):
-                raise SemanticError(f"ORDER BY {t}: a key must be a scalar, not {T.brief(ty)}", k.span)
+                raise SemanticError(f"an ORDER BY key must be a scalar, not {T.brief(ty)}", k.span)
             var = self.fresh("order", ty)
             ctx.plan = O.Assign(ctx.plan, t, var, span=k.span)
             keys.append((var, k.descending))
