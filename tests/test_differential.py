@@ -12,8 +12,9 @@ subqueries, [NOT] IN over arrays, ORDER BY in a FROM subquery.  Each is
 defined once per maintenance strategy of :data:`STRATEGIES` (``id`` and ``tuple``), under the
 names ``<view>_id`` and ``<view>_tuple``.  The nested views over the Yelp tables (the thesis'
 V and V1, an unnest of ``users.elite``, a GROUP AS with ARRAY_COUNT, [NOT] IN over a
-collection-valued variable and field) are defined once, with
-the default strategy.  Views of scalars (``SELECT VALUE p.price``, ``SELECT VALUE COUNT(*)``,
+collection-valued variable and field, and :data:`ORDERED`'s subqueries with ORDER BY, LIMIT, OFFSET
+and AT, whose nested arrays are compared in order) are defined once, with the default strategy.
+Views of scalars (``SELECT VALUE p.price``, ``SELECT VALUE COUNT(*)``,
 ``SELECT VALUE u.elite``) are among both.  Then, batch after batch, the changes are ingested (one file per
 table), every view is maintained and checked:
 
@@ -890,6 +891,60 @@ def _elite_lists_expected(o: Oracle) -> Counter:
     return Counter(tuple(sorted(u["elite"] or [])) for u in o.rows("users") if u["fans"] >= 10)
 
 
+def _desc_nulls_last(v) -> tuple:
+    return (v is None, -(v or 0))
+
+
+def _top_reviews_expected(o: Oracle) -> Counter:
+    """Per business, its two reviews of most stars (then smallest id), in that order."""
+    def top(b):
+        mine = [r for r in o.rows("reviews") if r["business_id"] == b]
+        mine.sort(key=lambda r: (_desc_nulls_last(r["stars"]), r["review_id"]))
+        return tuple((r["review_id"], r["stars"]) for r in mine[:2])
+    return Counter((b["business_id"], top(b["business_id"])) for b in o.rows("businesses"))
+
+
+def _ranked_users_expected(o: Oracle) -> Counter:
+    """The users after the first by fans (most first, then by id), with their rank from 1, the
+    first three kept."""
+    users = sorted(o.rows("users"), key=lambda u: (_desc_nulls_last(u["fans"]), u["user_id"]))
+    return Counter((u["user_id"], rank) for rank, u in enumerate(users[1:4], start=1))
+
+
+def _review_counts_expected(o: Oracle) -> Counter:
+    """Per user with reviews, the number of them up to 2 (LIMIT without ORDER BY keeps any 2)."""
+    n = Counter(r["user_id"] for r in o.rows("reviews"))
+    return Counter({(u, min(k, 2)): 1 for u, k in n.items()})
+
+
+#: subqueries with ORDER BY, LIMIT and OFFSET: nested arrays in order (compared in order), top-k
+#: per parent, AT positions over an ordered FROM subquery, LIMIT without ORDER BY under a count
+ORDERED = [
+    NestedView("top_reviews",
+               """CREATE VIEW top_reviews AS
+                  SELECT b.business_id,
+                         (FROM reviews r WHERE r.business_id = b.business_id
+                          SELECT r.review_id, r.stars ORDER BY r.stars DESC, r.review_id LIMIT 2) AS top
+                  FROM businesses b""",
+               frozenset({"businesses", "reviews"}), _top_reviews_expected,
+               lambda rows: Counter((r["business_id"], tuple((x["review_id"], x["stars"]) for x in r["top"]))
+                                    for r in rows)),
+    NestedView("ranked_users",
+               """CREATE VIEW ranked_users AS
+                  FROM (SELECT u.user_id, u.fans FROM users u ORDER BY u.fans DESC, u.user_id LIMIT 3 OFFSET 1)
+                       AS x AT rank
+                  SELECT x.user_id, rank""",
+               frozenset({"users"}), _ranked_users_expected,
+               lambda rows: Counter((r["user_id"], r["rank"]) for r in rows)),
+    NestedView("review_counts",
+               """CREATE VIEW review_counts AS
+                  SELECT r.user_id, ARRAY_COUNT((FROM g SELECT VALUE g.r.review_id LIMIT 2)) AS n
+                  FROM reviews r GROUP BY r.user_id GROUP AS g""",
+               frozenset({"reviews"}), _review_counts_expected,
+               lambda rows: Counter((r["user_id"], r["n"]) for r in rows)),
+]
+
+
 NESTED = [
     NestedView("sf_reviews", str(VIEWS_DIR / "sf_reviews.sqlpp"),
                frozenset({"businesses", "reviews", "users"}), _sf_reviews_expected, _sf_reviews_actual),
@@ -922,6 +977,7 @@ NESTED = [
     NestedView("elite_lists", "CREATE VIEW elite_lists AS SELECT VALUE u.elite FROM users u WHERE u.fans >= 10",
                frozenset({"users"}), _elite_lists_expected,
                lambda rows: Counter(tuple(sorted(v or [])) for v in rows)),
+    *ORDERED,
 ]
 
 
@@ -1426,6 +1482,19 @@ def test_maintained_views_match_over_long_random_sequences(make_warehouse, tmp_p
                          yel.random_batch() if which != "devices" else yel.batch([]))
 
     run_batches(corpus, batches(), tmp_path, f"seed {seed}, ")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ordered_subqueries_match_over_random_sequences(make_warehouse, tmp_path, seed):
+    """The views of ORDER BY / LIMIT / OFFSET / AT subqueries alone (``auto``: recomputed, as no
+    i-diff rules cover them), through random batches of every kind of change."""
+    scenario = Scenario(SMALL.devices, SMALL.yelp, seed=seed, batches=4)
+    corpus = build(make_warehouse, scenario, [], ORDERED)
+    _, yel = generators(corpus.oracle, seed)
+    dev_tables = frozenset(DEVICE_TABLES)
+    assert not any(v.tables & dev_tables for v in corpus.views)
+    batches = (yel.random_batch() if i % 2 == 0 else yel.batch() for i in range(scenario.batches))
+    run_batches(corpus, batches, tmp_path, f"seed {seed}, ")
 
 
 def test_duckdb_answers_are_not_trivial():

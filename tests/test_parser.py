@@ -426,8 +426,25 @@ def test_with_inlined_nodes_keep_their_positions():
 def test_order_by_in_a_subquery_is_recorded_on_the_subquery():
     q = parse_query("SELECT s.a FROM (SELECT VALUE x FROM t x ORDER BY x.a DESC, x.b asc) AS s")
     sub = q.from_items[0].expr
-    assert sub == A.Subquery(select(value=I("x"), from_=(table("t", "x"),)), ordered=True)
-    assert parse_query("SELECT VALUE (SELECT VALUE 1 FROM t)").value.ordered is False
+    keys = (A.OrderKey(path("x", "a"), True), A.OrderKey(path("x", "b"), False))
+    assert sub == A.Subquery(select(value=I("x"), from_=(table("t", "x"),)), keys)
+    assert sub.ordered and sub.sequenced
+    plain = parse_query("SELECT VALUE (SELECT VALUE 1 FROM t)").value
+    assert plain.ordered is False and plain.sequenced is False
+
+
+@pytest.mark.parametrize("tail, order, limit, offset", [
+    ("ORDER BY x LIMIT 3", ("x",), 3, None),
+    ("ORDER BY x LIMIT 3 OFFSET 2", ("x",), 3, 2),
+    ("LIMIT 1", (), 1, None),
+    ("OFFSET 4", (), None, 4),
+])
+def test_limit_and_offset_end_a_subquery(tail, order, limit, offset):
+    sub = parse_query(f"SELECT VALUE (FROM t SELECT VALUE x {tail})").value
+    assert [k.expr for k in sub.order] == [I(n) for n in order]
+    assert (sub.limit, sub.offset) == (num(limit) if limit is not None else None,
+                                       num(offset) if offset is not None else None)
+    assert sub.sequenced and sub.ordered == bool(order)
 
 
 def test_in_and_exists_ignore_the_order_of_their_subquery():
@@ -437,12 +454,13 @@ def test_in_and_exists_ignore_the_order_of_their_subquery():
 
 
 @pytest.mark.parametrize("text, column, message", [
-    ("SELECT * FROM (SELECT a FROM t LIMIT 3) AS s", 32, "LIMIT is not supported in a subquery"),
-    ("SELECT * FROM (SELECT a FROM t ORDER BY a OFFSET 3) AS s", 43, "OFFSET is not supported in a subquery"),
+    ("SELECT 1 FROM t WHERE t.a IN (SELECT VALUE a FROM u LIMIT 3)", 53, "LIMIT is not supported here"),
+    ("SELECT 1 FROM t WHERE EXISTS (SELECT a FROM u ORDER BY a OFFSET 3)", 58, "OFFSET is not supported here"),
+    ("SELECT * FROM (SELECT a FROM t LIMIT 3 ORDER BY a) AS s", 40, "unexpected 'ORDER'"),
     ("SELECT * FROM (SELECT a FROM t ORDER BY a upward) AS s", 43,
      "unexpected 'upward' after an ORDER BY key; expected ASC, DESC, ',' or ')'"),
 ])
-def test_limit_in_a_subquery_and_bad_order_directions_are_refused(text, column, message):
+def test_limit_in_in_and_exists_and_bad_order_directions_are_refused(text, column, message):
     e = syntax_error(text)
     assert e.message.startswith(message)
     assert (e.span.line, e.span.column) == (1, column)

@@ -9,6 +9,7 @@ import pytest
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.builder import build_view
+from idivm.algebra.expressions import Var, format_term
 from idivm.errors import SemanticError, UnsupportedError
 from idivm.sqlpp import parse_view
 
@@ -108,15 +109,31 @@ def test_in_over_a_let_variable_that_holds_a_collection():
     assert any(isinstance(op, O.ScanCollection) and op.source.variables() for op in O.walk(p))
 
 
+def test_an_ordered_subquery_is_an_array_numbered_by_order_by():
+    p = plan("SELECT t.id, (SELECT VALUE u.w FROM u WHERE u.tid = t.id ORDER BY u.w DESC LIMIT 2) AS ws FROM t")
+    ret = next(op for op in O.walk(p) if isinstance(op, O.ReturnBag) and op.order is not None)
+    order = next(op for op in O.walk(p) if isinstance(op, O.OrderBy))
+    assert ret.order == Var(order.var) and [d for _, d in order.keys] == [True]
+    limit = next(op for op in O.walk(p) if isinstance(op, O.Select) and op.input is order)
+    assert format_term(limit.condition) == f"{order.var} <= 2"
+
+
+def test_an_order_by_key_naming_a_select_alias_orders_by_its_expression():
+    # the alias ``id`` hides the column u.id: the key is u.w
+    p = plan("SELECT t.id, (SELECT u.w AS id FROM u ORDER BY id DESC) AS ws FROM t")
+    assign = next(op for op in O.walk(p) if isinstance(op, O.Assign))
+    assert format_term(assign.term) == "u.w"
+    with pytest.raises(SemanticError, match="an ORDER BY key must be a scalar, not"):
+        plan("SELECT t.id, (SELECT VALUE {'w': u.w} FROM u ORDER BY {'w': u.w}) AS ws FROM t")
+
+
 @pytest.mark.parametrize("query, line, column, message", [
-    ("SELECT t.id, (SELECT VALUE u.w FROM u WHERE u.tid = t.id ORDER BY u.w) AS ws FROM t", 1, 31,
-     "ORDER BY in a subquery used as a value is not supported"),
-    ("FROM t LET first = (FROM u SELECT VALUE u.w ORDER BY u.w)[0] SELECT t.id, first", 1, 37,
-     "ORDER BY in a subquery used as a value is not supported"),
-    ("SELECT x.id, p FROM (SELECT VALUE u FROM u ORDER BY u.w) AS x AT p", 1, 38,
-     "AT needs an ordered collection; the result of a subquery is a bag (its ORDER BY is not kept)"),
     ("SELECT x.id, p FROM (SELECT VALUE u FROM u) AS x AT p", 1, 38,
-     "AT needs an ordered collection; the result of a subquery is a bag"),
+     "AT needs an ordered collection; the result of a subquery without ORDER BY is a bag"),
+    ("SELECT x.id FROM (SELECT VALUE u FROM u ORDER BY u.w LIMIT -1) AS x", 1, 77,
+     "LIMIT needs a non-negative integer literal"),
+    ("SELECT x.id FROM (SELECT VALUE u FROM u ORDER BY u.w LIMIT 1 OFFSET u.w) AS x", 1, 86,
+     "OFFSET needs a non-negative integer literal"),
 ])
 def test_order_that_would_be_lost_is_refused(query, line, column, message):
     with pytest.raises(UnsupportedError) as info:

@@ -34,11 +34,13 @@ from typing import Mapping
 
 from idivm import types as T
 from idivm.algebra import operators as O
-from idivm.algebra.expressions import ABSENT, FALSE, NULL, TRUE, Call, Field, TableRef, Term, TupleExpr, Var, conjunction
+from idivm.algebra.expressions import (
+    ABSENT, FALSE, NULL, TRUE, Call, Const, Field, TableRef, Term, TupleExpr, Var, conjunction,
+)
 from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
 from idivm.errors import InternalError, SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
-from idivm.sqlpp.desugar import generated_names
+from idivm.sqlpp.desugar import generated_names, replace_names
 
 
 #: the one column of a view that returns scalars (``SELECT VALUE x.price``): a hidden name (the
@@ -63,6 +65,10 @@ class _Built:
     plan: O.Operator  # binding tuples
     element: Term  # per binding tuple, the element of the query's bag
     type: T.Type  # the element's type
+    #: with ORDER BY / LIMIT / OFFSET (:meth:`PlanBuilder.sequence`), the variable of the position
+    #: of each element before OFFSET, and OFFSET's count
+    position: str | None = None
+    offset: int = 0
 
 
 def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPlan:
@@ -112,13 +118,30 @@ class PlanBuilder(TermBuilder):
 
     # ------------------------------------------------------------------ queries
 
-    def query_plan(self, q: A.Query, parent: Scope | None = None) -> tuple[O.Operator, T.Type]:
-        built = self.query(q, parent)
-        return O.ReturnBag(built.plan, built.element, span=q.span), built.type
+    def query_plan(self, q: A.Query, parent: Scope | None = None,
+                   sub: A.Subquery | None = None) -> tuple[O.Operator, T.Type]:
+        """A query's plan, rooted at ReturnBag; with ``sub`` (the subquery ``q`` is the query
+        of) its ORDER BY / LIMIT / OFFSET: the value is then an array in that order."""
+        built = self.query(q, parent, sub)
+        order = None if built.position is None else Var(built.position)
+        return O.ReturnBag(built.plan, built.element, order, span=q.span), built.type
 
-    def query(self, q: A.Query, parent: Scope | None) -> _Built:
+    def query(self, q: A.Query, parent: Scope | None, sub: A.Subquery | None = None) -> _Built:
+        if sub is not None and not sub.sequenced:
+            sub = None
         if isinstance(q, A.UnionAll):
-            return self.union_all(q, parent)
+            built = self.union_all(q, parent)
+            if sub is not None:  # the keys name the columns of the result
+                sc = Scope(parent)
+                ctx = _Ctx(built.plan)
+                if isinstance(built.element, TupleExpr) and isinstance(built.type, T.TupleType):
+                    for (n, v), (_, ty) in zip(built.element.fields, built.type.fields):
+                        if isinstance(v, Var):
+                            sc.add(Binding(n, v.name, ty), q.span)
+                keys = self.order_keys(sub, sc, ctx, lambda e: e)
+                built = _Built(ctx.plan, built.element, built.type)
+                self.sequence(sub, built, keys)
+            return built
         assert isinstance(q, A.SelectQuery)
         sc = Scope(parent)
         ctx = _Ctx(O.Ground())
@@ -128,7 +151,7 @@ class PlanBuilder(TermBuilder):
         if q.where is not None:
             self.where(q.where, sc, ctx)
         out_scope = sc
-        aggs = self.aggregate_calls(q)
+        aggs = self.aggregate_calls(q, sub)
         if q.group_by or aggs or q.group_as:
             out_scope = self.group_by(q, sc, ctx, aggs)
             self.lets(q.group_lets, out_scope, ctx)
@@ -137,7 +160,42 @@ class PlanBuilder(TermBuilder):
                 ctx.plan = O.Select(ctx.plan, cond, span=q.having.span)
         elif q.having is not None:
             raise SemanticError("HAVING needs GROUP BY or an aggregate", q.having.span)
-        return self.select_clause(q, out_scope, ctx)
+        if sub is None:
+            return self.select_clause(q, out_scope, ctx)
+        keys = self.order_keys(sub, out_scope, ctx, _aliases_replaced(q, lambda n: self.is_variable(n, out_scope)))
+        built = self.select_clause(q, out_scope, ctx, keep=tuple(v for v, _ in keys))
+        self.sequence(sub, built, keys)
+        return built
+
+    def order_keys(self, sub: A.Subquery, sc: Scope, ctx: _Ctx, resolve) -> list[tuple[str, bool]]:
+        """The ORDER BY keys of ``sub``, each assigned to a variable (kept by the projection
+        that follows): (variable, descending).  ``resolve``: the key's expression with the
+        SELECT's aliases it names replaced by their expressions."""
+        keys = []
+        for k in sub.order:
+            t = self.expr(resolve(k.expr), sc, ctx)
+            ty = self.type_of(t)
+            if isinstance(ty, (T.TupleType, T.CollectionType)):
+                raise SemanticError(f"an ORDER BY key must be a scalar, not {T.brief(ty)}", k.span)
+            var = self.fresh("order", ty)
+            ctx.plan = O.Assign(ctx.plan, t, var, span=k.span)
+            keys.append((var, k.descending))
+        return keys
+
+    def sequence(self, sub: A.Subquery, built: _Built, keys: list[tuple[str, bool]]) -> None:
+        """``built`` numbered in the order of ``keys`` (:class:`~idivm.algebra.operators.OrderBy`),
+        and restricted to the positions LIMIT and OFFSET keep."""
+        pos = self.fresh("position", T.INT)
+        built.plan = O.OrderBy(built.plan, tuple((Var(v), d) for v, d in keys), pos, span=sub.span)
+        offset = _count(sub.offset, "OFFSET") if sub.offset is not None else 0
+        conds = []
+        if offset:
+            conds.append(Call("gt", (Var(pos), Const(offset, T.INT))))
+        if sub.limit is not None:
+            conds.append(Call("le", (Var(pos), Const(offset + _count(sub.limit, "LIMIT"), T.INT))))
+        if conds:
+            built.plan = O.Select(built.plan, conjunction(conds), span=sub.span)
+        built.position, built.offset = pos, offset
 
     def lets(self, lets: tuple[A.LetBinding, ...], sc: Scope, ctx: _Ctx) -> None:
         """``LET name = e, …``: each value assigned to a new variable of the block, in order."""
@@ -263,18 +321,27 @@ class PlanBuilder(TermBuilder):
         return O.ScanCollection(plan, source, var, pos, span=item.span)
 
     def subquery_bindings(self, item: A.FromExpr, sc: Scope) -> O.Operator:
-        """``FROM (subquery) AS s``: the subquery's binding tuples with ``s`` bound to each element.
-        The order of the elements is not observable here, so an ORDER BY of the subquery is
-        ignored; with ``AT`` it would be, and a subquery's result is a bag."""
-        if item.at:
-            why = " (its ORDER BY is not kept)" if item.expr.ordered else ""  # type: ignore[attr-defined]
+        """``FROM (subquery) AS s [AT p]``: the subquery's binding tuples with ``s`` bound to each
+        element (and ``p`` to its position in the subquery's ORDER BY).  Without AT and LIMIT/OFFSET
+        the order of the elements is not observable, and an ORDER BY is ignored."""
+        sq = item.expr
+        assert isinstance(sq, A.Subquery)
+        if item.at and not sq.ordered:
             raise UnsupportedError(
-                f"AT needs an ordered collection; the result of a subquery is a bag{why}", item.span)
-        sub = self.query(item.expr.query, sc)  # type: ignore[attr-defined]
+                "AT needs an ordered collection; the result of a subquery without ORDER BY is a bag", item.span)
+        numbered = item.at or sq.limit is not None or sq.offset is not None
+        sub = self.query(sq.query, sc, sq if numbered else None)
         alias = item.alias or "s"
         var = self.fresh(alias, sub.type)
         sc.add(Binding(alias, var, sub.type), item.span)
-        return O.Project(sub.plan, ((var, sub.element),), span=item.span)
+        outputs: tuple[tuple[str, Term], ...] = ((var, sub.element),)
+        if item.at:
+            assert sub.position is not None
+            at = self.fresh(item.at, T.INT)
+            pos: Term = Var(sub.position)
+            outputs += ((at, Call("sub", (pos, Const(sub.offset, T.INT))) if sub.offset else pos),)
+            sc.add(Binding(item.at, at, T.INT), item.span)
+        return O.Project(sub.plan, outputs, span=item.span)
 
     def join(self, j: A.Join, part: Scope, block: Scope) -> O.Operator:
         left_scope, right_scope = Scope(part.parent), Scope(part.parent)
@@ -407,9 +474,9 @@ class PlanBuilder(TermBuilder):
 
     # ------------------------------------------------------------------ GROUP BY
 
-    def aggregate_calls(self, q: A.SelectQuery) -> list[A.FunctionCall]:
-        """SQL aggregate calls of SELECT, HAVING and the LETs after GROUP BY, not inside
-        subqueries or other aggregates."""
+    def aggregate_calls(self, q: A.SelectQuery, sub: A.Subquery | None = None) -> list[A.FunctionCall]:
+        """SQL aggregate calls of SELECT, HAVING, the LETs after GROUP BY and the ORDER BY of
+        ``sub`` (the subquery ``q`` is the query of), not inside subqueries or other aggregates."""
         found: list[A.FunctionCall] = []
 
         def visit(n: A.Node) -> None:
@@ -425,6 +492,7 @@ class PlanBuilder(TermBuilder):
                 visit(ch)
 
         roots: list[A.Node] = list(q.items) + [let.expr for let in q.group_lets]
+        roots += [k.expr for k in sub.order] if sub is not None else []
         if q.value is not None:
             roots.append(q.value)
         if q.having is not None:
@@ -495,13 +563,15 @@ class PlanBuilder(TermBuilder):
 
     # ------------------------------------------------------------------ SELECT
 
-    def select_clause(self, q: A.SelectQuery, sc: Scope, ctx: _Ctx) -> _Built:
+    def select_clause(self, q: A.SelectQuery, sc: Scope, ctx: _Ctx, keep: tuple[str, ...] = ()) -> _Built:
+        """The SELECT clause's element; ``keep``: variables its projection keeps (ORDER BY keys)."""
+        kept = tuple((v, Var(v)) for v in keep)
         if q.value is not None:
             t = self.expr(q.value, sc, ctx)
             ty = self.type_of(t)
             if q.distinct:
                 var = self.fresh("value", ty)
-                ctx.plan = O.Distinct(O.Project(ctx.plan, ((var, t),), span=q.value.span))
+                ctx.plan = O.Distinct(O.Project(ctx.plan, ((var, t),) + kept, span=q.value.span))
                 t = Var(var)
             return _Built(ctx.plan, t, ty)
         fields_: list[tuple[str, Term]] = []
@@ -526,7 +596,7 @@ class PlanBuilder(TermBuilder):
             outputs.append((var, t))
             element.append((name, Var(var)))
             tys.append((name, self.var_types[var]))
-        ctx.plan = O.Project(ctx.plan, tuple(outputs), span=q.span)
+        ctx.plan = O.Project(ctx.plan, tuple(outputs) + kept, span=q.span)
         if q.distinct:
             ctx.plan = O.Distinct(ctx.plan, span=q.span)
         return _Built(ctx.plan, TupleExpr(tuple(element)), T.TupleType(tuple(tys)))
@@ -558,6 +628,20 @@ class PlanBuilder(TermBuilder):
         return [(n, Field(t, n)) for n, _ in ty.fields if n != ABSENT]
 
     # ------------------------------------------------------------------ expressions
+
+
+def _count(e: A.Expr, clause: str) -> int:
+    """The count of a subquery's LIMIT or OFFSET: an integer literal, not negative."""
+    if isinstance(e, A.Literal) and isinstance(e.value, int) and not isinstance(e.value, bool) and e.value >= 0:
+        return e.value
+    raise UnsupportedError(f"{clause} needs a non-negative integer literal", e.span)
+
+
+def _aliases_replaced(q: A.SelectQuery, is_variable):
+    """For an ORDER BY key of ``q``: the key with each name of a SELECT alias that is no variable
+    (``SELECT x.a + 1 AS b … ORDER BY b``) replaced by the aliased expression."""
+    aliases = {i.alias: i.expr for i in q.items if isinstance(i, A.ExprItem) and i.alias is not None}
+    return lambda e: replace_names(e, lambda name: None if is_variable(name) else aliases.get(name))
 
 
 def _union_type(what: str, left: T.Type, right: T.Type, span) -> T.Type:

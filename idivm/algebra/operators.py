@@ -383,6 +383,22 @@ class GroupBy(Operator):
 
 
 @_ops("input")
+class OrderBy(Operator):
+    """The ``ORDER BY`` of a subquery: binds ``var`` to the position (from 1) of each binding
+    tuple among those of its environment, in the order of ``keys`` ((term, descending) pairs;
+    NULL and MISSING first when ascending, last when descending).  Tuples that tie on the keys
+    are ordered by their values, so that the positions are a function of the bag of tuples
+    (and LIMIT without ORDER BY, no keys, keeps the tuples of smallest values)."""
+
+    input: Operator
+    keys: tuple[tuple[Term, bool], ...]
+    var: str
+
+    def output_variables(self) -> tuple[str, ...]:
+        return self.input.output_variables() + (self.var,)
+
+
+@_ops("input")
 class Distinct(Operator):
     """δ: remove duplicate binding tuples."""
 
@@ -397,10 +413,13 @@ class Distinct(Operator):
 
 @_ops("input")
 class ReturnBag(Operator):
-    """``SELECT VALUE element``: the bag of ``element`` over the input tuples (App. D item 8)."""
+    """``SELECT VALUE element``: the bag of ``element`` over the input tuples (App. D item 8);
+    with ``order`` (a subquery's ORDER BY, the position an :class:`OrderBy` binds), the array of
+    them in the order of ``order``."""
 
     input: Operator
     element: Term
+    order: Term | None = None
 
     def output_variables(self) -> tuple[str, ...]:
         return ()

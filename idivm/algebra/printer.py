@@ -56,10 +56,13 @@ def describe(op: O.Operator) -> str:
             if g:
                 parts.append(f"GROUP AS {g}({', '.join(_assign(n, v) for n, v in gf)})")
             return "GroupBy " + "; ".join(parts)
+        case O.OrderBy(keys=keys, var=v):
+            by = ", ".join(ft(t) + (" DESC" if d else "") for t, d in keys)
+            return f"OrderBy {v} := POSITION BY {by or 'value'}"
         case O.Distinct():
             return "Distinct"
-        case O.ReturnBag(element=e):
-            return f"ReturnBag {ft(e)}"
+        case O.ReturnBag(element=e, order=o):
+            return f"ReturnBag {ft(e)}" + ("" if o is None else f" ORDER BY {ft(o)}")
     raise TypeError(f"no printer for {type(op).__name__}")
 
 

@@ -158,8 +158,10 @@ class TermBuilder(ABC):
     # ------------------------------------------------------------------ queries
 
     @abstractmethod
-    def query_plan(self, q: A.Query, parent: Scope | None = None) -> tuple[O.Operator, T.Type]:
-        """The plan of a (sub)query in scope ``parent``, rooted at ReturnBag, and its element type."""
+    def query_plan(self, q: A.Query, parent: Scope | None = None,
+                   sub: A.Subquery | None = None) -> tuple[O.Operator, T.Type]:
+        """The plan of a (sub)query in scope ``parent``, rooted at ReturnBag, and its element type;
+        ``sub``: the subquery ``q`` is the query of (its ORDER BY, LIMIT and OFFSET)."""
 
     # ------------------------------------------------------------------ expressions
 
@@ -268,13 +270,8 @@ class TermBuilder(ABC):
                         "write SELECT VALUE in the subquery", q.span)
                 t = self.call("contains", (coll, xt), span=e.span)
                 return self.call("not", (t,), span=e.span) if neg else t
-            case A.Subquery(query=q, ordered=ordered):
-                if ordered:
-                    raise UnsupportedError(
-                        "ORDER BY in a subquery used as a value is not supported: idivm's nested "
-                        "collections are bags, so the order would be lost (ORDER BY is accepted in a "
-                        "FROM subquery without AT, and in IN and EXISTS subqueries)", e.span)
-                return Var(self.apply(q, sc, ctx, e.span), span=e.span)
+            case A.Subquery(query=q):
+                return Var(self.apply(q, sc, ctx, e.span, e), span=e.span)
             case A.TupleConstructor(fields=fs):
                 names = [n for n, _ in fs]
                 if len(set(names)) != len(names):
@@ -336,9 +333,11 @@ class TermBuilder(ABC):
             return single
         return t
 
-    def apply(self, q: A.Query, sc: Scope, ctx: _Ctx, span: Span | None) -> str:
-        plan, ty = self.query_plan(q, sc)
-        var = self.fresh("subquery", T.CollectionType(ty))
+    def apply(self, q: A.Query, sc: Scope, ctx: _Ctx, span: Span | None, sub: A.Subquery | None = None) -> str:
+        """``q``'s value, a bag (an array when ``sub``, the subquery ``q`` is the query of, has ORDER
+        BY, LIMIT or OFFSET), assigned to a new variable of ``ctx``'s plan."""
+        plan, ty = self.query_plan(q, sc, sub)
+        var = self.fresh("subquery", T.CollectionType(ty, sub is not None and sub.sequenced))
         ctx.plan = O.ApplyPlan(ctx.plan, plan, var, span=span)
         return var
 

@@ -275,6 +275,13 @@ class _Analysis:
                     out[g] = BagOf(Record(tuple((n, val) for n, t in gf
                                                 if (val := self.value(t, b, projected=True)) is not None)))
                 return out
+            case O.OrderBy(input=i, keys=keys, var=v):
+                # the keys, and on ties every variable, decide each tuple's position (and LIMIT's)
+                b = self.plan(i, env)
+                terms = [t for t, _ in keys] + [Var(x) for x in i.output_variables()]
+                self.condition_terms(terms, b, op)
+                b[v] = Derived(frozenset(o for t in terms for o in _origins(self.value(t, b))))
+                return b
             case O.Distinct(input=i):
                 # δ behaves as γ over all its variables (§2.4): they decide which tuples remain
                 b = self.plan(i, env)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
@@ -528,12 +528,36 @@ def _return_bag(pc: PlanCompiler, op: O.ReturnBag, env: Env) -> DataFrame:
     collected inside a one-field struct (never null) and unwrapped afterwards.
     """
     df = pc.compile(op.input, env)
-    wrapped = _bag(F.struct(compile_term(op.element).alias("e")))
+    if op.order is None:
+        wrapped = _bag(F.struct(compile_term(op.element).alias("e")))
+    else:  # an array in the order of the positions (distinct in each environment)
+        wrapped = _bag(F.struct(compile_term(op.order).alias("o"), compile_term(op.element).alias("e")))
     bag = F.transform(wrapped, lambda w: w.getField("e")).alias("__bag")
     if not env.cols:
         return df.agg(bag)
     grouped = df.groupBy(*[col(c) for c in env.cols]).agg(bag)
     return grouped
+
+
+def _order_by(pc: PlanCompiler, op: O.OrderBy, env: Env) -> DataFrame:
+    """The position of each binding tuple in its environment: ``row_number`` over a window
+    partitioned by the environment, ordered by the keys and then by the tuple's values (those
+    Spark can order), so that tuples that tie get positions that do not depend on how Spark
+    partitions the work."""
+    df = pc.compile(op.input, env)
+    keys = [compile_term(t).desc_nulls_last() if d else compile_term(t).asc_nulls_first() for t, d in op.keys]
+    ties = [col(v).asc_nulls_first() for v in dict.fromkeys(op.input.output_variables())
+            if v in df.columns and v not in env.cols and _orderable(df.schema[v].dataType)]
+    window = Window.partitionBy(*[col(c) for c in env.cols]).orderBy(*keys, *ties)
+    return df.select("*", F.row_number().over(window).alias(op.var))
+
+
+def _orderable(dtype: ST.DataType) -> bool:
+    if isinstance(dtype, ST.ArrayType):
+        return _orderable(dtype.elementType)
+    if isinstance(dtype, ST.StructType):
+        return all(_orderable(f.dataType) for f in dtype.fields)
+    return not isinstance(dtype, (ST.MapType, ST.VariantType, ST.NullType))
 
 
 def _bag(element: Column) -> Column:
@@ -691,6 +715,7 @@ _COMPILERS: dict[type, Callable[[PlanCompiler, O.Operator, Env], DataFrame]] = {
     O.GroupBy: _group_by,
     O.Distinct: _distinct,
     O.ReturnBag: _return_bag,
+    O.OrderBy: _order_by,
 }
 
 _missing = set(O.OPERATORS) - set(_COMPILERS)

@@ -290,6 +290,10 @@ class _Inference:
         ids = _copy_of_key(info.ids, op.term, Var(op.var))
         return replace(op, input=inp), _Info(ids, _alias_elements(info.elements, op.term, Var(op.var)))
 
+    def _OrderBy(self, op: O.OrderBy, env):
+        inp, info = self.infer(op.input, env)  # positions name no tuple: the IDs stay
+        return replace(op, input=inp), _Info(info.ids, info.elements)
+
     def _FunctionCall(self, op: O.FunctionCall, env):
         inp, info = self.infer(op.input, env)
         return replace(op, input=inp), _Info(info.ids, info.elements)

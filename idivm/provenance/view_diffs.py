@@ -534,6 +534,11 @@ class _Propagation:
         full = self.names(op)
         return [replace(d, kind=k, ids=full, nested=()) for d in self.run(op.input, scope) for k in (INSERT, DELETE)]
 
+    def _OrderBy(self, op: O.OrderBy, scope: _Scope) -> list[_Diff]:
+        # every change may move the positions of the tuples of its environment (and what LIMIT keeps)
+        full = self.names(op)
+        return [replace(d, kind=k, ids=full, nested=()) for d in self.run(op.input, scope) for k in (INSERT, DELETE)]
+
     def _ReturnBag(self, op: O.ReturnBag, scope: _Scope) -> list[_Diff]:
         """i-diffs of the returned elements: the element's provenance is its input's IDs
         (same names, ids.py's nested query); nested paths become paths below the element."""

@@ -144,14 +144,36 @@ class Exists(Expr):
 
 
 @dataclass(frozen=True, slots=True)
-class Subquery(Expr):
-    """A parenthesized query used as a value (scalar, bag or FROM source).
+class OrderKey(Node):
+    """A key of a subquery's ``ORDER BY``: ``expr [ASC|DESC]``."""
 
-    ``ordered``: the query ended with ORDER BY, which only a FROM source without AT may
-    ignore (the builder refuses it elsewhere: idivm's collections are bags)."""
+    expr: Expr
+    descending: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Subquery(Expr):
+    """A parenthesized query used as a value (scalar, collection or FROM source).
+
+    ``order``: the keys of the ORDER BY that ends it; then its value is an array in that
+    order (a FROM source numbers its elements for AT).  ``limit`` / ``offset``: LIMIT n /
+    OFFSET m (integer literals) keep the elements m+1 … m+n of that order; without ORDER BY,
+    of the order of their values (SQL++ leaves which elements unspecified)."""
 
     query: "Query"
-    ordered: bool = False
+    order: tuple[OrderKey, ...] = ()
+    limit: Expr | None = None
+    offset: Expr | None = None
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the query ends with ORDER BY."""
+        return bool(self.order)
+
+    @property
+    def sequenced(self) -> bool:
+        """Whether the query ends with ORDER BY, LIMIT or OFFSET (its elements are numbered)."""
+        return bool(self.order) or self.limit is not None or self.offset is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from typing import Callable
 from idivm.errors import SqlppSyntaxError
 from idivm.sqlpp import ast as A
 
-__all__ = ["free_names", "generated_names", "inline_lets"]
+__all__ = ["free_names", "generated_names", "inline_lets", "replace_names"]
 
 # (identifier, names bound around it) -> replacement
 _OnName = Callable[[A.Identifier, frozenset[str]], A.Expr]
@@ -49,6 +49,14 @@ def inline_lets(bindings: tuple[A.LetBinding, ...], query: A.Query) -> A.Query:
         expr = _Rewrite(on_name).expr(b.expr, frozenset())
         env[b.name] = (expr, free_names(expr))
     return _Rewrite(on_name).query(query, frozenset())
+
+
+def replace_names(e: A.Expr, by: Callable[[str], A.Expr | None]) -> A.Expr:
+    """``e`` with each free name ``n`` for which ``by(n)`` is an expression replaced by it."""
+    def on_name(ident: A.Identifier, bound: frozenset[str]) -> A.Expr:
+        return ident if ident.name in bound else by(ident.name) or ident
+
+    return _Rewrite(on_name).expr(e, frozenset())
 
 
 def free_names(e: A.Node) -> frozenset[str]:

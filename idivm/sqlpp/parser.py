@@ -10,8 +10,8 @@ Parsing is two steps: lark's LALR parser (grammar in ``grammars/sqlpp.lark``)
 builds a parse tree with positions, then :class:`_ToAst` turns it into AST
 nodes.  The grammar accepts a few constructs only to reject them here with a
 precise message (UNION without ALL, INTERSECT, EXCEPT); ORDER BY, LIMIT and
-OFFSET are reserved words that no rule accepts, and are explained when the
-parser meets them where a query could end.
+OFFSET end only a parenthesized subquery, and are explained when the parser
+meets them where a view or an IN/EXISTS subquery could end.
 """
 
 from __future__ import annotations
@@ -240,8 +240,8 @@ def _syntax_error(e: UnexpectedInput, text: str, start: str, context: str) -> Sq
     expected = _accepts_before(text, start, tok)
     if tok.type in ("LIMIT", "OFFSET") and _nesting(text, tok) > 0:
         return SqlppSyntaxError(
-            f"{tok.type} is not supported in a subquery: idivm's collections are unordered bags, "
-            f"so the elements {tok.type} would keep are not defined", span)
+            f"{tok.type} is not supported here: it may end a subquery used as a value or as a FROM "
+            f"source (after its ORDER BY), not an IN or EXISTS subquery", span)
     if tok.type in _NOT_IN_VIEWS and "UNION" in expected:
         clause, advice = _NOT_IN_VIEWS[tok.type]
         if start == "start_view":
@@ -434,8 +434,10 @@ _OP_SPELLING = {"==": "=", "<>": "!="}
 #: not an identifier a query can spell, so it hides none of the query's names
 _IN_ELEMENT = "$in"
 
-#: what an ORDER BY clause of a subquery leaves in the parse tree
+#: the tags of the (tag, payload) pairs an ORDER BY and a LIMIT/OFFSET clause of a subquery leave
+#: in the parse tree
 _ORDER_BY = "ORDER BY"
+_LIMIT = "LIMIT"
 
 #: what ``CREATE OR REPLACE`` leaves among the children of ``start_view``
 _OR_REPLACE = "OR REPLACE"
@@ -715,17 +717,28 @@ class _ToAst(Transformer_NonRecursive):
 
     def ordered_subquery(self, meta, ch):
         (query,) = _nodes(ch)
-        return ast.Subquery(query, ordered=True, span=_span(meta))
+        clauses = dict(c for c in ch if isinstance(c, tuple))
+        limit, offset = clauses.get(_LIMIT, (None, None))
+        return ast.Subquery(query, clauses.get(_ORDER_BY, ()), limit, offset, span=_span(meta))
 
     def order_clause(self, meta, ch):
-        return _ORDER_BY  # IN and EXISTS ignore it; a Subquery records it (ordered_subquery)
+        return (_ORDER_BY, tuple(_nodes(ch)))  # IN and EXISTS ignore it (it is no Node)
 
     def order_key(self, meta, ch):
         words = _tokens(ch)
         if words and words[-1].value.upper() not in ("ASC", "DESC"):
             raise SqlppSyntaxError(f"unexpected {words[-1].value!r} after an ORDER BY key; expected ASC, "
                                    "DESC, ',' or ')'", _token_span(words[-1]))
-        return _ORDER_BY
+        (expr,) = _nodes(ch)
+        return ast.OrderKey(expr, bool(words) and words[-1].value.upper() == "DESC", span=_span(meta))
+
+    def limit_clause(self, meta, ch):
+        limit, *offset = _nodes(ch)
+        return (_LIMIT, (limit, offset[0] if offset else None))
+
+    def offset_clause(self, meta, ch):
+        (offset,) = _nodes(ch)
+        return (_LIMIT, (None, offset))
 
     def exists(self, meta, ch):
         (query,) = _nodes(ch)
