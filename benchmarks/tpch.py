@@ -17,7 +17,9 @@ Views (their texts are SQL once their string literals are quoted as SQL's, which
 DuckDB gets them): ``tpch_q1`` (Q1, one table, 4 groups, every aggregate but MIN/MAX),
 ``tpch_q3`` (Q3, three tables, a group per order), ``tpch_q5`` (Q5, six tables, a group per
 nation of a region), ``tpch_q17`` (Q17, a global aggregate of the lines whose quantity is below
-a fifth of their part's average: a correlated scalar subquery) and ``tpch_urgent`` (the lines of urgent open orders with their customer:
+a fifth of their part's average: a correlated scalar subquery), ``tpch_q20`` (Q20's suppliers
+with parts in excess of half a year's shipments: a nested aggregate correlated on two
+equalities) and ``tpch_urgent`` (the lines of urgent open orders with their customer:
 select-project-join, no aggregate).
 """
 
@@ -37,7 +39,7 @@ import common
 from common import BenchmarkError, EventBatch, progress
 
 VIEWS = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_q6", "tpch_q10", "tpch_q11", "tpch_q12", "tpch_q14", "tpch_q17",
-         "tpch_q18", "tpch_q19", "tpch_q22", "tpch_urgent")
+         "tpch_q18", "tpch_q19", "tpch_q20", "tpch_q22", "tpch_urgent")
 
 #: the tables the views read, with their keys
 KEYS: dict[str, tuple[str, ...]] = {

@@ -27,7 +27,7 @@ import tpch  # noqa: E402
 DEFAULT = ("tpch_q22",)
 #: ``--runslow``: every TPC-H view the maps maintain
 EVERY = ("tpch_q1", "tpch_q3", "tpch_q5", "tpch_q6", "tpch_q10", "tpch_q11", "tpch_q12", "tpch_q14", "tpch_q17",
-         "tpch_q18", "tpch_q19", "tpch_q22")
+         "tpch_q18", "tpch_q19", "tpch_q20", "tpch_q22")
 #: the views of one tuple (no GROUP BY keys, so no IDs): ``id`` could only recompute them, and
 #: ``auto`` maintains them by maps or recomputes them, by its estimates
 ONE_TUPLE = ("tpch_q6", "tpch_q14", "tpch_q17", "tpch_q19")
