@@ -50,19 +50,20 @@ def _apply_batch(program, maps: dict, updates: dict) -> None:
     """The batch triggers of ``program`` over Arrow maps, one relation after the other (by
     name), as :func:`idivm.agca.spark.apply_batch` runs them over DataFrames."""
     constants: dict = {}
+    top = arrow.unit()  # one start for every statement, as maps.increments has it
     for rel in sorted(updates):
         trigger = program.triggers.get((rel, 0))
         if trigger is None:
             continue
         increments = [(s.target, list(program.maps[s.target].keys),
-                       arrow.compile_term(s.rhs, arrow.unit(), {f"Δ{rel}": updates[rel]}, maps, constants, _no_lift))
+                       arrow.compile_term(s.rhs, top, {f"Δ{rel}": updates[rel]}, maps, constants, _no_lift))
                       for s in trigger.increments]
         for target, keys, inc in increments:
             if isinstance(maps[target], arrow.Lookup):  # on the same consolidated rows and indexes
                 maps[target] = maps[target].added(inc.select([*keys, M]))
             else:
                 maps[target] = arrow.summed([maps[target], inc.select([*keys, M])], keys)
-        values = [(s.target, arrow.compile_term(s.rhs, arrow.unit(), {}, maps, constants, _no_lift))
+        values = [(s.target, arrow.compile_term(s.rhs, top, {}, maps, constants, _no_lift))
                   for s in trigger.reevaluations]
         for target, value in values:
             keys = list(program.maps[target].keys)
@@ -100,6 +101,35 @@ def test_arrow_batch_triggers_equal_the_reference_and_the_definitions(name, seed
             want = {tuple(sorted(k)): float(v) for k, v in want.items()}
             assert set(got) == set(want), m.name
             assert all(got[k] == pytest.approx(v) for k, v in want.items()), m.name
+
+
+def test_products_that_begin_alike_join_their_first_factors_once(monkeypatch):
+    """Two statements of a trigger, ``Δr * s * M1`` and ``Δr * s * M2``, evaluated over the same
+    tables with the same memo: the join of the batch with ``s`` is made once; both equal their
+    products evaluated apart.  After ``s`` changes, the join is made again."""
+    from idivm.agca.terms import MapRef, Mul, Rel, Sum
+
+    def table(columns, rows):
+        return pa.table({**{c: [r[i] for r in rows] for i, c in enumerate(columns)},
+                         M: [1.0] * len(rows)})
+
+    relations = {"Δr": table(["a", "b"], [(1, 10), (2, 20), (3, 30)]), "s": table(["b", "c"], [(10, 5), (20, 6)])}
+    maps = {"M1": table(["c"], [(5,), (6,)]), "M2": table(["c"], [(6,)])}
+    first = (Rel("r", ("a", "b"), delta=True), Rel("s", ("b", "c")))
+    q1, q2 = (Sum(("a",), Mul((*first, MapRef(m, ("c",), ())))) for m in ("M1", "M2"))
+    joins = []
+    counted = arrow._join
+    monkeypatch.setattr(arrow, "_join", lambda *a, **k: joins.append(1) or counted(*a, **k))
+    top, memo = arrow.unit(), {}
+    got = [arrow.compile_term(q, top, relations, maps, memo, _no_lift) for q in (q1, q2)]
+    assert len(joins) == 4  # Δr, s, M1; then M2 alone
+    apart = [arrow.compile_term(q, arrow.unit(), relations, maps, {}, _no_lift) for q in (q1, q2)]
+    assert [_gmr(t) for t in got] == [_gmr(t) for t in apart] == [{(("a", 1),): 1.0, (("a", 2),): 1.0},
+                                                                   {(("a", 2),): 1.0}]
+    relations["s"] = table(["b", "c"], [(30, 6)])
+    joins.clear()
+    assert _gmr(arrow.compile_term(q2, top, relations, maps, memo, _no_lift)) == {(("a", 3),): 1.0}
+    assert len(joins) == 2  # s and M2 again (Δr alone is remembered)
 
 
 def test_null_safe_matching_pairs_null_with_null_only():

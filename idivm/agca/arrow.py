@@ -249,10 +249,12 @@ def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table],
             return _union([compile_term(t, contexts, relations, maps, constants, lift) for t in ts])
         case Mul(terms=ts):
             pending = list(ts)
+            steps = _Steps(contexts, relations, maps, constants)
             while pending:
                 t = pending.pop(0)
                 if not isinstance(t, (Rel, MapRef)):
-                    contexts = compile_term(t, contexts, relations, maps, constants, lift)
+                    contexts = steps.after(t, None, lambda c=contexts, t=t: compile_term(t, c, relations, maps,
+                                                                                           constants, lift))
                     continue
                 gmr = _gmr_of(t, relations, maps)
                 # a relation or map sharing no variable with the contexts: joined on a later
@@ -268,7 +270,7 @@ def compile_term(q: Term, contexts: pa.Table, relations: Mapping[str, pa.Table],
                     if k is not None:
                         pending[0:0] = [pending.pop(k), t]
                         continue
-                contexts = _join(contexts, gmr, on)
+                contexts = steps.after(t, on, lambda c=contexts, g=gmr, o=on: _join(c, g, o))
             return contexts
         case Sum(group=g, term=t):
             keep = list(dict.fromkeys([*_variables(contexts), *g]))
@@ -604,6 +606,29 @@ def _sum_by(t: pa.Table, keys: Sequence[str], column: str) -> pa.Table:
         return pa.table({column: pa.array([pc.sum(t.column(column)).as_py()], pa.float64())})
     out = t.select([*keys, column]).group_by(keys, use_threads=False).aggregate([(column, "sum")])
     return out.select([*keys, f"{column}_sum"]).rename_columns([*keys, column])
+
+
+class _Steps:
+    """The contexts after each factor of a product evaluated from ``start``, remembered in
+    ``constants`` (the memo of one evaluation of a trigger program's statements) by the factors
+    taken so far and the identities of the tables they read: the statements of a trigger whose
+    products begin alike (the same batch, assignments and maps, then each its own map or
+    value) evaluate those first factors once."""
+
+    def __init__(self, start: pa.Table, relations, maps, constants: dict) -> None:
+        self.start, self.relations, self.maps = start, relations, maps
+        self.memo = constants.setdefault(_Steps, {})
+        self.done: tuple = ()
+
+    def after(self, t: Term, on, step: Callable[[], pa.Table]) -> pa.Table:
+        """The contexts after ``t`` (joined ``on``): remembered, or ``step()``."""
+        self.done += ((t, on),)
+        (_, ids), read = constant_key(Mul(tuple(f for f, _ in self.done)), self.relations, self.maps)
+        key = (id(self.start), self.done, ids)
+        if key not in self.memo:
+            # the start and the tables read stay held, so that their identities stay theirs
+            self.memo[key] = (step(), self.start, read)
+        return self.memo[key][0]
 
 
 def _nested(x: str, q: Term, contexts: pa.Table, relations, maps, constants: dict, lift: Lifter) -> pa.Table:
