@@ -609,9 +609,21 @@ def test_comments_are_ignored():
         -- a view
         CREATE VIEW v AS /* block
         comment */ SELECT a -- trailing
-        FROM t /**/ WHERE a > 1 /* last */
+        FROM t /**/ WHERE a > 1 // to the end of the line
+        /* last */
     """
     assert parse_view(text) == parse_view("CREATE VIEW v AS SELECT a FROM t WHERE a > 1")
+
+
+def test_left_outer_unnest():
+    outer = parse_query("SELECT * FROM a LEFT OUTER UNNEST a.l AS x LEFT UNNEST x.m y UNNEST y.n AS z")
+    assert [(f.alias, f.unnest, f.outer) for f in outer.from_items] == [
+        (None, False, False), ("x", True, True), ("y", True, True), ("z", True, False)]
+
+
+def test_a_slash_alone_is_division():
+    q = parse_query("SELECT a / b AS r FROM t")
+    assert q.items[0].expr == op("/", I("a"), I("b"))
 
 
 def test_backquoted_identifiers():
@@ -701,8 +713,7 @@ def test_spans_do_not_affect_equality():
      "unexpected 'RIGHT': RIGHT JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
     ("SELECT * FROM a full outer JOIN b ON x", 1, 17,
      "unexpected 'full': FULL JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
-    ("SELECT * FROM a LEFT OUTER UNNEST a.l AS x", 1, 28,
-     "unexpected 'UNNEST': LEFT [OUTER] UNNEST is not supported; only [INNER] UNNEST is"),
+    ("SELECT * FROM a LEFT OUTER UNNEST", 1, 34, "unexpected end of input; expected an expression"),
     ("SELECT a FROM t UNION SELECT b FROM u", 1, 17,
      "UNION without ALL is not supported; only UNION ALL is (wrap it in SELECT DISTINCT to remove duplicates)"),
     ("SELECT a FROM t INTERSECT SELECT b FROM u", 1, 17, "INTERSECT is not supported; only UNION ALL is"),

@@ -60,6 +60,14 @@ class IndexAccess(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class ArrayStar(Expr):
+    """``base[*]``: the parser turns ``base[*].f`` into ``(SELECT VALUE v.f FROM base AS v)``;
+    alone it stays this node, which the plan builder refuses."""
+
+    base: Expr
+
+
+@dataclass(frozen=True, slots=True)
 class UnaryOp(Expr):
     op: str  # '-', '+', 'NOT'
     operand: Expr
@@ -210,13 +218,15 @@ class FromItem(Node):
 class FromExpr(FromItem):
     """``expr [AS] alias [AT pos]``: a table, a path over earlier variables, or a subquery.
 
-    ``unnest`` is true for the ``UNNEST expr`` spelling (same meaning).
+    ``unnest`` is true for the ``UNNEST expr`` spelling (same meaning); ``outer`` for ``LEFT
+    [OUTER] UNNEST expr``, which keeps a tuple whose collection is empty (the variable MISSING).
     """
 
     expr: Expr
     alias: str | None = None
     at: str | None = None
     unnest: bool = False
+    outer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
