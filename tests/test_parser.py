@@ -406,11 +406,11 @@ def test_with_inside_a_subquery():
     assert q == parse_query("SELECT t.a FROM t WHERE t.b IN (FROM u WHERE u.c > 3 SELECT VALUE u.b)")
 
 
-def test_with_refuses_to_inline_where_its_own_names_are_hidden():
-    e = syntax_error("WITH c AS (SELECT VALUE p FROM parts p) FROM devices AS parts, c SELECT *")
-    assert e.message == ("'c' cannot be inlined here: its definition uses 'parts', which a variable of the "
-                         "query hides at this point; rename that variable")
-    assert (e.span.line, e.span.column) == (1, 64)
+def test_with_marks_the_names_a_variable_hides_where_it_is_inlined_as_tables():
+    q = parse_query("WITH c AS (SELECT VALUE p FROM parts p) FROM devices AS parts, c SELECT *")
+    inlined = q.from_items[1]
+    assert inlined.alias == "c" and inlined.expr.query.from_items[0].expr == A.Identifier("parts", table=True)
+    assert q.from_items[0].expr == I("devices")
 
 
 def test_with_inlined_nodes_keep_their_positions():

@@ -230,6 +230,9 @@ class PlanBuilder(TermBuilder):
         return any(name in s.columns() for s in _enclosing(sc))
 
     def is_table(self, e: A.Expr, sc: Scope) -> bool:
+        if isinstance(e, A.Identifier) and e.table:
+            self.hidden_table(e, sc)
+            return True
         return isinstance(e, A.Identifier) and e.name in self.tables and not self.is_variable(e.name, sc)
 
     def standalone(self, item: A.FromItem, part: Scope, block: Scope) -> O.Operator:

@@ -180,11 +180,14 @@ class TermBuilder(ABC):
                     return MISSING
                 return Const(None if k == "null" else v, ty, span=e.span)
             case A.Identifier(name=n):
-                term = self.resolve(n, sc, e.span)
+                if e.table:
+                    self.hidden_table(e, sc)
+                term = None if e.table else self.resolve(n, sc, e.span)
                 if term is None:  # a table as a value: the bag of its rows
                     alias = f"${n}"
                     rows = A.SelectQuery(False, A.Identifier(alias, span=e.span), (),
-                                         (A.FromExpr(A.Identifier(n, span=e.span), alias, span=e.span),), span=e.span)
+                                         (A.FromExpr(A.Identifier(n, e.table, span=e.span), alias, span=e.span),),
+                                         span=e.span)
                     return self.expr(A.Subquery(rows, span=e.span), sc, ctx)
                 return term
             case A.FieldAccess(base=b, name=n):
@@ -525,6 +528,23 @@ class TermBuilder(ABC):
         if name in self.tables:
             return None
         raise SemanticError(f"unknown name '{name}'", span)
+
+    def hidden_table(self, e: A.Identifier, sc: Scope) -> None:
+        """Check that ``e``, a name an inlined WITH/LET definition uses where a variable of the
+        query hides it (``e.table``), names a table: that the name is a table's and that the
+        scopes around (a grouped block's FROM variables included) give it no other meaning than
+        the hiding variable's, so no enclosing query's variable was meant."""
+        n = e.name
+        meanings = 0
+        s: Scope | None = sc
+        while s is not None:
+            for x in (s, s.group.pre_scope) if s.group is not None else (s,):
+                meanings += (x.lookup(n) is not None) + (n in x.natural) + sum(
+                    1 for b in x.bindings if isinstance(b.type, T.TupleType) and b.type.field(n) is not None)
+            s = s.parent
+        if n not in self.tables or meanings > 1:
+            raise SemanticError(f"'{n}' of a WITH definition cannot be inlined here: a variable of the query "
+                                "hides it; rename that variable", e.span)
 
     def grouping(self, e: A.FunctionCall, sc: Scope) -> Term:
         """``GROUPING(k1, …, kn)`` after GROUP BY: a bit per key, the first the highest, 1 where

@@ -38,9 +38,13 @@ class Literal(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Identifier(Expr):
-    """A bare name: a variable, a table, or an unqualified column."""
+    """A bare name: a variable, a table, or an unqualified column.
+
+    ``table``: a table's name in an inlined WITH/LET definition, used where a variable of the
+    query hides that name (:func:`idivm.sqlpp.desugar.inline_lets`): it names the table."""
 
     name: str
+    table: bool = False
 
 
 @dataclass(frozen=True, slots=True)
