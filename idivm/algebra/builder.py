@@ -343,6 +343,8 @@ class PlanBuilder(TermBuilder):
                 rest.append(c)
         if not rest:
             return plan, None
+        if len(rest) == len(_split_and(on)):
+            return plan, on  # nothing moved: the condition as written
         cond = rest[0]
         for c in rest[1:]:
             cond = A.BinaryOp("AND", cond, c, span=cond.span)
