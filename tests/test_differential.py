@@ -8,10 +8,10 @@ CASE), 2- and 3-way joins (comma + WHERE, JOIN ON, NATURAL JOIN), LEFT JOIN, sel
 GROUP BY with HAVING, aggregates of aggregates through FROM subqueries, global aggregates,
 EXISTS and IN (semijoins), NOT EXISTS (antijoins), UNION ALL and SELECT DISTINCT, and AsterixDB's
 spellings: FROM-first blocks, LET after FROM and after GROUP BY, WITH, CROSS JOIN, comma joins of
-subqueries, [NOT] IN over arrays, ORDER BY in a FROM subquery.  Each is
+subqueries, [NOT] IN over arrays, ORDER BY in a FROM subquery, a subquery in LEFT JOIN … ON.  Each is
 defined once per maintenance strategy of :data:`STRATEGIES` (``id`` and ``tuple``), under the
 names ``<view>_id`` and ``<view>_tuple``.  The nested views over the Yelp tables (the thesis'
-V and V1, an unnest of ``users.elite``, a GROUP AS with ARRAY_COUNT, [NOT] IN over a
+V and V1, an unnest of ``users.elite`` (also LEFT OUTER), a GROUP AS with ARRAY_COUNT, [NOT] IN over a
 collection-valued variable and field, and :data:`ORDERED`'s subqueries with ORDER BY, LIMIT, OFFSET
 and AT, whose nested arrays are compared in order) are defined once, with the default strategy.
 Views of scalars (``SELECT VALUE p.price``, ``SELECT VALUE COUNT(*)``,
@@ -541,6 +541,12 @@ RELATIONAL = [
              FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
              WHERE p.pid IS NULL OR p.price IS NULL OR p.price < 20""",
           {P, DP}),
+    _view("links_to_parts_an_even_device_uses",  # a subquery in ON over the right side's variable only
+          """SELECT dp.did, dp.pid, p.price FROM devices_parts dp LEFT JOIN parts p
+             ON p.pid = dp.pid AND EXISTS (SELECT 1 FROM devices_parts x WHERE x.pid = p.pid AND x.did % 2 = 0)""",
+          """SELECT dp.did, dp.pid, p.price FROM devices_parts dp LEFT JOIN parts p
+             ON p.pid = dp.pid AND EXISTS (SELECT 1 FROM devices_parts x WHERE x.pid = p.pid AND x.did % 2 = 0)""",
+          {P, DP}),
     # --- self-joins
     _view("same_band_part_pairs",
           """SELECT p1.pid AS pid1, p2.pid AS pid2, FLOOR(p1.price / 25) AS band
@@ -970,6 +976,12 @@ NESTED = [
                lambda o: Counter((u["user_id"], u["fans"]) for u in o.rows("users")
                                  if 2015 in (u["elite"] or []) and 2010 not in (u["elite"] or [])),
                lambda rows: Counter((r["user_id"], r["fans"]) for r in rows)),
+    NestedView("elite_years_or_none",  # LEFT OUTER UNNEST: a user without elite years once, the year MISSING
+               """CREATE VIEW elite_years_or_none AS
+                  SELECT u.user_id, y AS year FROM users u LEFT OUTER UNNEST u.elite AS y""",
+               frozenset({"users"}),
+               lambda o: Counter((u["user_id"], y) for u in o.rows("users") for y in u["elite"] or [None]),
+               lambda rows: Counter((r["user_id"], r.get("year")) for r in rows)),
     # views of values: nested scalars unnested, and a nested array column as it is
     NestedView("elite_year_values", "CREATE VIEW elite_year_values AS SELECT VALUE y FROM users u, u.elite AS y",
                frozenset({"users"}), lambda o: Counter(y for u in o.rows("users") for y in u["elite"] or []),

@@ -95,6 +95,12 @@ BY_HAND = {
     "s_max": ("COLL_MAX(t.l)", {1: None, 2: 5, 3: None, 4: None}, {1: None, 5: 3}),
     "s_sum_sub": ("STRICT_SUM((SELECT VALUE v * 2 FROM t.l AS v WHERE v > 1))",
                   {1: 4, 2: 18, 3: None, 4: None}, {1: None, 5: 12}),
+    # a collection aggregate of a value that is not a collection is NULL
+    "a_count_scalar": ("ARRAY_COUNT(t.x)", {1: None, 2: None, 3: None, 4: None}, {1: None, 5: None}),
+    "s_avg_scalar": ("STRICT_AVG(t.s)", {1: None, 2: None, 3: None, 4: None}, {1: None, 5: None}),
+    "obj_remove": ("OBJECT_REMOVE({'a': t.x, 'b': t.s, 'c': t.id}, 'b')",
+                   {1: {"a": 7, "c": 1}, 2: {"a": -3, "c": 2}, 3: {"a": None, "c": 3}, 4: {"a": 0, "c": 4}},
+                   {1: {"a": 2, "c": 1}, 5: {"a": 3, "c": 5}}),
     "len": ("LEN(t.l)", {1: 3, 2: 2, 3: None, 4: 0}, {1: 1, 5: 2}),
     "field": ("GET_OBJECT_FIELD_VALUE(t, 'x')", {1: 7, 2: -3, 3: None, 4: 0}, {1: 2, 5: 3}),
 }
@@ -203,9 +209,10 @@ def _plan(query: str):
 @pytest.mark.parametrize("query, error, message", [
     ("SELECT NO_SUCH_FUNCTION(t.s) AS y FROM t", SemanticError, "unknown function NO_SUCH_FUNCTION"),
     ("SELECT INT32(t.s, 2) AS y FROM t", SemanticError, "INT32 takes 1 arguments, got 2"),
-    ("SELECT STRICT_SUM(t.s) AS y FROM t", SemanticError, "STRICT_SUM needs a collection"),
     ("SELECT GET_OBJECT_FIELD_VALUE(t, t.s) AS y FROM t", UnsupportedError, "GET_OBJECT_FIELD_VALUE needs a string"),
     ("SELECT GET_OBJECT_FIELD_VALUE(t, 'zz') AS y FROM t", SemanticError, "unknown field 'zz'"),
+    ("SELECT OBJECT_REMOVE(t.s, 's') AS y FROM t", SemanticError, "OBJECT_REMOVE needs a tuple, got string"),
+    ("SELECT OBJECT_REMOVE(t, t.s) AS y FROM t", UnsupportedError, "OBJECT_REMOVE needs a string literal"),
 ])
 def test_misused_functions_are_refused_at_define(query, error, message):
     with pytest.raises(error) as info:

@@ -59,6 +59,18 @@ VIEWS = {
         [{"id": 1, "m": -1, "mn": -3, "c": -4, "mx": 10, "nx": 10},
          {"id": 2, "n": False, "m": 4, "nn": 4, "mn": 4, "c": 4, "y1": 5, "nx": None},
          {"id": 3, "n": False, "m": 7, "nn": 7, "mn": 7, "c": 7, "y1": 8, "mx": 30, "nx": 30}]),
+    "left_unnest": (  # LEFT UNNEST keeps a tuple whose collection is empty, the variable MISSING
+        "SELECT a.id, u.y FROM a LEFT OUTER UNNEST (SELECT VALUE b FROM b WHERE b.aid = a.id) AS u",
+        [{"id": 1, "y": 5}, {"id": 2, "y": None}, {"id": 3}],
+        [{"id": 1}, {"id": 2, "y": 4}, {"id": 3, "y": 7}]),
+    "left_unnest_missing": (
+        "SELECT a.id FROM a LEFT UNNEST (SELECT VALUE b FROM b WHERE b.aid = a.id) u WHERE u IS MISSING",
+        [{"id": 3}],
+        [{"id": 1}]),
+    "on_subquery": (  # a subquery of ON over the right side's variables only: b2 (y NULL) never matches
+        "SELECT l.id, b.y FROM a AS l LEFT JOIN b ON l.id = b.aid AND EXISTS (SELECT 1 FROM a WHERE a.x >= b.y * 4)",
+        [{"id": 1, "y": 5}, {"id": 2}, {"id": 3}],
+        [{"id": 1}, {"id": 2, "y": 4}, {"id": 3, "y": 7}]),
     "star": (
         f"SELECT * {LJ}",
         [{"a": {"id": 1, "x": 10}, "b": {"bid": 1, "aid": 1, "y": 5}},

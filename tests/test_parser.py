@@ -406,11 +406,11 @@ def test_with_inside_a_subquery():
     assert q == parse_query("SELECT t.a FROM t WHERE t.b IN (FROM u WHERE u.c > 3 SELECT VALUE u.b)")
 
 
-def test_with_refuses_to_inline_where_its_own_names_are_hidden():
-    e = syntax_error("WITH c AS (SELECT VALUE p FROM parts p) FROM devices AS parts, c SELECT *")
-    assert e.message == ("'c' cannot be inlined here: its definition uses 'parts', which a variable of the "
-                         "query hides at this point; rename that variable")
-    assert (e.span.line, e.span.column) == (1, 64)
+def test_with_marks_the_names_a_variable_hides_where_it_is_inlined_as_tables():
+    q = parse_query("WITH c AS (SELECT VALUE p FROM parts p) FROM devices AS parts, c SELECT *")
+    inlined = q.from_items[1]
+    assert inlined.alias == "c" and inlined.expr.query.from_items[0].expr == A.Identifier("parts", table=True)
+    assert q.from_items[0].expr == I("devices")
 
 
 def test_with_inlined_nodes_keep_their_positions():
@@ -627,9 +627,21 @@ def test_comments_are_ignored():
         -- a view
         CREATE VIEW v AS /* block
         comment */ SELECT a -- trailing
-        FROM t /**/ WHERE a > 1 /* last */
+        FROM t /**/ WHERE a > 1 // to the end of the line
+        /* last */
     """
     assert parse_view(text) == parse_view("CREATE VIEW v AS SELECT a FROM t WHERE a > 1")
+
+
+def test_left_outer_unnest():
+    outer = parse_query("SELECT * FROM a LEFT OUTER UNNEST a.l AS x LEFT UNNEST x.m y UNNEST y.n AS z")
+    assert [(f.alias, f.unnest, f.outer) for f in outer.from_items] == [
+        (None, False, False), ("x", True, True), ("y", True, True), ("z", True, False)]
+
+
+def test_a_slash_alone_is_division():
+    q = parse_query("SELECT a / b AS r FROM t")
+    assert q.items[0].expr == op("/", I("a"), I("b"))
 
 
 def test_backquoted_identifiers():
@@ -719,8 +731,7 @@ def test_spans_do_not_affect_equality():
      "unexpected 'RIGHT': RIGHT JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
     ("SELECT * FROM a full outer JOIN b ON x", 1, 17,
      "unexpected 'full': FULL JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN or CROSS JOIN"),
-    ("SELECT * FROM a LEFT OUTER UNNEST a.l AS x", 1, 28,
-     "unexpected 'UNNEST': LEFT [OUTER] UNNEST is not supported; only [INNER] UNNEST is"),
+    ("SELECT * FROM a LEFT OUTER UNNEST", 1, 34, "unexpected end of input; expected an expression"),
     ("SELECT a FROM t UNION SELECT b FROM u", 1, 17,
      "UNION without ALL is not supported; only UNION ALL is (wrap it in SELECT DISTINCT to remove duplicates)"),
     ("SELECT a FROM t INTERSECT SELECT b FROM u", 1, 17, "INTERSECT is not supported; only UNION ALL is"),

@@ -173,6 +173,27 @@ def test_grouping_sets_are_a_union_of_groupings(make_warehouse, grouping, expect
     assert sorted(got, key=str) == sorted(expected, key=str)
 
 
+def test_a_with_definition_reads_the_table_that_a_variable_hides_where_it_is_used(make_warehouse, tmp_path):
+    """``WITH total AS (… FROM t)[0] … FROM t``: the definition reads table t, though the
+    query's variable t hides that name where ``total`` is inlined; computed and maintained."""
+    wh = make_warehouse()
+    wh.create_table("t", ["id"], GROUPING_ROWS)
+    wh.define("CREATE VIEW w AS WITH total AS (SELECT VALUE SUM(v) FROM t)[0] "
+              "SELECT t.a, SUM(t.v) AS s, total FROM t GROUP BY t.a")
+    assert sorted((r["a"], r["s"], r["total"]) for r in wh.rows("w")) == [("x", 3, 7), ("y", 4, 7)]
+    batch = tmp_path / "b.jsonl"
+    batch.write_text('{"id": 4, "a": "y", "b": 2, "v": 10}\n')
+    wh.ingest("t", batch, format="rows")
+    wh.maintain("w")
+    assert wh.verify("w").ok
+    assert sorted((r["a"], r["s"], r["total"]) for r in wh.rows("w")) == [("x", 3, 17), ("y", 14, 17)]
+
+
+def test_a_with_definition_is_refused_where_its_names_could_mean_an_enclosing_variable():
+    with pytest.raises(SemanticError, match="'t' of a WITH definition cannot be inlined here"):
+        plan("SELECT VALUE (WITH c AS (SELECT VALUE COUNT(*) FROM t)[0] SELECT VALUE c FROM [1] AS t) FROM t")
+
+
 def test_grouping_needs_grouping_keys(make_warehouse):
     wh = make_warehouse()
     wh.create_table("t", ["id"], GROUPING_ROWS)

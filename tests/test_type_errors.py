@@ -36,8 +36,6 @@ MIXED = [
      2, 3, "CASE mixes values of types double and string (p.kind is string)"),
     ("case_records", "SELECT VALUE CASE WHEN p.n > 2 THEN p.dims ELSE p.label END FROM parts p",
      1, 14, "CASE mixes values of types {w: int} and {text: string}"),
-    ("case_simple_operand", "SELECT p.pid, CASE p.kind WHEN 1 THEN 'one' ELSE 'other' END AS c FROM parts p",
-     1, 32, "type mismatch in p.kind = 1: it compares string with int"),
     ("array_items", "SELECT p.pid, [p.price, p.kind] AS a FROM parts p", 1, 15,
      "the array constructor mixes values of types double and string"),
     ("bag_of_records", "SELECT p.pid, {{p.dims, p.label}} AS a FROM parts p", 1, 15,
@@ -50,8 +48,6 @@ MIXED = [
      "column x of UNION ALL mixes values of types int and string"),
     ("union_records", "SELECT VALUE a FROM (SELECT VALUE p FROM parts p UNION ALL SELECT VALUE o FROM other o) AS a",
      1, 22, "UNION ALL mixes values of types {pid: int"),
-    ("compare_string_number", "SELECT p.pid FROM parts p WHERE p.kind < 3", 1, 33,
-     "type mismatch in p.kind < 3: it compares string with int"),
     ("in_list", "SELECT p.pid FROM parts p WHERE p.n IN (1, 'two')", 1, 33,
      "it compares int with string"),
     ("arithmetic_on_string", "SELECT p.pid, p.price + p.kind AS x FROM parts p", 1, 15,
@@ -62,10 +58,6 @@ MIXED = [
      "type mismatch: the condition p.pid is int, not a boolean"),
     ("sum_of_strings", "SELECT p.n, SUM(p.kind) AS s FROM parts p GROUP BY p.n", 1, 13,
      "type mismatch in SUM(p.kind): its argument is string, not a number"),
-    ("natural_join_columns", "SELECT text FROM parts NATURAL JOIN labels", 1, 18,
-     "type mismatch in parts.pid = labels.pid: it compares int with string"),
-    ("in_subquery", "SELECT p.pid FROM parts p\nWHERE p.kind IN (SELECT VALUE o.oid FROM other o)", 2, 7,
-     "type mismatch in p.kind = o.oid: it compares string with int"),
     ("upper_of_number", "SELECT VALUE UPPER(p.n) FROM parts p", 1, 14, "its argument is int, not a string"),
 ]
 
@@ -121,6 +113,27 @@ def wh(make_warehouse):
     w.create_table("parts", "pid", [{"pid": 1, "price": 2.5, "kind": "a", "n": 1, "big": 3},
                                     {"pid": 2, "price": 7.0, "kind": "b", "n": 5, "big": 4}])
     return w
+
+
+def test_comparisons_of_incompatible_types_are_null(wh, tmp_path):
+    """As AsterixDB defines them: ``p.kind = 1`` (a string and a number) is NULL, so a CASE of
+    that operand takes its ELSE, a WHERE of it keeps no row and NOT of it is NULL too; maintained
+    through an insert, and equal to its recomputation."""
+    wh.define("""CREATE VIEW cmp AS SELECT p.pid, p.kind = 1 AS eq, p.kind < p.n AS lt, NOT (p.kind != 2) AS ne,
+                 CASE p.kind WHEN 1 THEN 'one' ELSE 'other' END AS c FROM parts p""", strategy="id")
+    wh.define("CREATE VIEW none_kept AS SELECT VALUE p.pid FROM parts p WHERE p.kind = 1 OR p.n = 5",
+              strategy="id")
+    row = {"eq": None, "lt": None, "ne": None, "c": "other"}
+    assert sorted(wh.rows("cmp"), key=lambda r: r["pid"]) == [{"pid": 1, **row}, {"pid": 2, **row}]
+    assert wh.rows("none_kept") == [2]  # NULL OR TRUE is TRUE
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({"pid": 3, "price": 1.0, "kind": "c", "n": 5, "big": 1}) + "\n")
+    wh.ingest("parts", batch, format="rows")
+    for v in ("cmp", "none_kept"):
+        wh.maintain(v)
+        assert wh.verify(v).ok
+    assert sorted(wh.rows("cmp"), key=lambda r: r["pid"]) == [{"pid": i, **row} for i in (1, 2, 3)]
+    assert sorted(wh.rows("none_kept")) == [2, 3]
 
 
 def test_a_refused_view_leaves_nothing_behind(wh):

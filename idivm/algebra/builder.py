@@ -40,7 +40,7 @@ from idivm.algebra.expressions import (
 from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
 from idivm.errors import InternalError, SemanticError, UnsupportedError
 from idivm.sqlpp import ast as A
-from idivm.sqlpp.desugar import generated_names, replace_names
+from idivm.sqlpp.desugar import free_names, generated_names, replace_names
 
 
 #: the one column of a view that returns scalars (``SELECT VALUE x.price``): a hidden name (the
@@ -247,6 +247,8 @@ class PlanBuilder(TermBuilder):
 
     def from_item(self, item: A.FromItem, sc: Scope, current: O.Operator | None) -> O.Operator:
         block_vars = {b.var for b in sc.bindings}
+        if isinstance(item, A.FromExpr) and item.outer and current is not None:
+            return self.outer_unnest(item, sc, current)
         if isinstance(item, A.FromExpr) and not isinstance(item.expr, A.Subquery) and block_vars:
             probe = _Ctx(current)
             if not self.is_table(item.expr, sc):
@@ -267,6 +269,16 @@ class PlanBuilder(TermBuilder):
             return part
         return O.InnerJoin(current, part, TRUE, span=item.span)
 
+    def outer_unnest(self, item: A.FromExpr, sc: Scope, current: O.Operator) -> O.Operator:
+        """``LEFT [OUTER] UNNEST e AS v``: each tuple so far with each element of ``e`` (evaluated
+        in its environment), and once with ``v`` MISSING when ``e`` has none."""
+        ctx = _Ctx(O.Ground())
+        t = self.expr(item.expr, sc, ctx)
+        before = len(sc.bindings)
+        nested = self.scan(item, t, sc, ctx.plan)
+        self.padded(sc.bindings[before:])
+        return O.LeftCorrelate(current, nested, span=item.span)
+
     def is_variable(self, name: str, sc: Scope) -> bool:
         return any(s.lookup(name) is not None for s in _enclosing(sc))
 
@@ -276,6 +288,9 @@ class PlanBuilder(TermBuilder):
         return any(name in s.columns() for s in _enclosing(sc))
 
     def is_table(self, e: A.Expr, sc: Scope) -> bool:
+        if isinstance(e, A.Identifier) and e.table:
+            self.hidden_table(e, sc)
+            return True
         return isinstance(e, A.Identifier) and e.name in self.tables and not self.is_variable(e.name, sc)
 
     def standalone(self, item: A.FromItem, part: Scope, block: Scope) -> O.Operator:
@@ -363,11 +378,12 @@ class PlanBuilder(TermBuilder):
             for c in common:
                 cond_scope.natural[c] = lcols[c]
         elif j.condition is not None:
+            right, on = self.right_conjuncts(j.condition, left_scope, right_scope, right)
             ctx = _Ctx(O.Ground())
-            cond = self.condition(j.condition, cond_scope, ctx)
+            cond = self.condition(on, cond_scope, ctx) if on is not None else TRUE
             if not isinstance(ctx.plan, O.Ground):
-                raise UnsupportedError("subqueries in JOIN … ON are not supported; move them to WHERE",
-                                       j.condition.span)
+                raise UnsupportedError("subqueries in JOIN … ON are supported only in conjuncts over the "
+                                       "right side's variables; move them to WHERE", on.span)
         else:
             cond = TRUE
         for b in cond_scope.bindings:
@@ -377,6 +393,29 @@ class PlanBuilder(TermBuilder):
             return O.InnerJoin(left, right, cond, span=j.span)
         self.padded(right_scope.bindings)
         return O.LeftJoin(left, right, cond, span=j.span)
+
+    def right_conjuncts(self, on: A.Expr, left: Scope, right: Scope, plan: O.Operator
+                        ) -> tuple[O.Operator, A.Expr | None]:
+        """The ON conjuncts with subqueries that use no variable of the join's left side, as
+        selections of its right input (for an inner and a left join alike, such a conjunct only
+        chooses the right tuples that can match), and the rest of the condition (None: none)."""
+        left_names = {b.name for b in left.bindings} | set(left.natural) | set(left.columns())
+        rest: list[A.Expr] = []
+        for c in _split_and(on):
+            if _has_subquery(c) and not (free_names(c) & left_names):
+                ctx = _Ctx(plan)
+                t = self.condition(c, right, ctx)
+                plan = O.Select(ctx.plan, t, span=c.span)
+            else:
+                rest.append(c)
+        if not rest:
+            return plan, None
+        if len(rest) == len(_split_and(on)):
+            return plan, on  # nothing moved: the condition as written
+        cond = rest[0]
+        for c in rest[1:]:
+            cond = A.BinaryOp("AND", cond, c, span=cond.span)
+        return plan, cond
 
     def padded(self, bindings: list[Binding]) -> None:
         """The variables of a LEFT JOIN's right side are MISSING where it has no match: the

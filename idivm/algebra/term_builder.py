@@ -45,6 +45,9 @@ _COLLECTION_FUNCTIONS = {
 }
 
 
+#: the comparison functions: of values of incompatible types they are NULL, not an error
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+
 #: why values of different types in one place (the results of a CASE, ...) are refused
 ONE_TYPE = "the values of one place (a column, a field, a collection's elements) must have one type"
 
@@ -179,11 +182,14 @@ class TermBuilder(ABC):
                     return MISSING
                 return Const(None if k == "null" else v, ty, span=e.span)
             case A.Identifier(name=n):
-                term = self.resolve(n, sc, e.span)
+                if e.table:
+                    self.hidden_table(e, sc)
+                term = None if e.table else self.resolve(n, sc, e.span)
                 if term is None:  # a table as a value: the bag of its rows
                     alias = f"${n}"
                     rows = A.SelectQuery(False, A.Identifier(alias, span=e.span), (),
-                                         (A.FromExpr(A.Identifier(n, span=e.span), alias, span=e.span),), span=e.span)
+                                         (A.FromExpr(A.Identifier(n, e.table, span=e.span), alias, span=e.span),),
+                                         span=e.span)
                     return self.expr(A.Subquery(rows, span=e.span), sc, ctx)
                 return term
             case A.FieldAccess(base=b, name=n):
@@ -206,6 +212,9 @@ class TermBuilder(ABC):
                 if isinstance(bt, T.ScalarType):
                     raise SemanticError(f"cannot navigate into {base}: it is {bt}, not a tuple", e.span)
                 return Field(base, n, span=e.span)
+            case A.ArrayStar():
+                raise UnsupportedError("x[*] is supported only before a field name: x[*].f, the f of each element "
+                                       "of x", e.span)
             case A.IndexAccess(base=b, index=i):
                 return Index(self.expr(b, sc, ctx), self.scalar_arg(i, sc, ctx), span=e.span)
             case A.UnaryOp(op=op, operand=x):
@@ -292,13 +301,18 @@ class TermBuilder(ABC):
                 return Var(var, span=e.span)
         raise SemanticError(f"unsupported expression {type(e).__name__}", e.span)
 
-    def call(self, function: str, args: tuple[Term, ...], span: Span | None = None) -> Call:
+    def call(self, function: str, args: tuple[Term, ...], span: Span | None = None) -> Term:
         """``function(args)``, refused when its arguments' types do not fit it (a string where
-        a number is needed, a comparison of a string with a number: Spark would fail on them,
-        or cast them silently): :attr:`~idivm.algebra.expressions.FunctionSpec.check`."""
+        a number is needed: Spark would fail on them, or cast them silently):
+        :attr:`~idivm.algebra.expressions.FunctionSpec.check`; but a comparison of values of
+        incompatible types (a string with a number) is NULL, as AsterixDB defines it."""
         t = Call(function, args, span=span)
         types = [self.type_of(a) for a in args]
         why = SCALAR_FUNCTIONS[function].check(types)
+        if why is not None and function in _COMPARISONS:
+            # as in AsterixDB: a comparison of values of incompatible types is NULL (MISSING where
+            # an operand is)
+            return _unless_missing(_or(*(self.missing(a) for a in args)), Const(None, T.BOOL, span=span))
         if why is not None:
             raise SemanticError(f"type mismatch in {t}: {why}", span)
         if function in ("eq", "ne") and all(isinstance(x, T.TupleType) for x in types):
@@ -356,7 +370,8 @@ class TermBuilder(ABC):
             arg = self.expr(e.args[0], sc, ctx)
             at = self.type_of(arg)
             if not isinstance(at, (T.CollectionType, T.AnyType)):
-                raise SemanticError(f"{e.name} needs a collection, got {at}", e.args[0].span)
+                # as in AsterixDB: NULL of a value that is not a collection (MISSING of MISSING)
+                return _unless_missing(self.missing(arg), Const(None, T.NULL, span=e.span))
             fn = _COLLECTION_FUNCTIONS[e.name]
             el = at.element if isinstance(at, T.CollectionType) else T.ANY
             what = fn.split("_", 1)[1]
@@ -368,6 +383,8 @@ class TermBuilder(ABC):
             return Var(var, span=e.span)
         if e.name == "GET_OBJECT_FIELD_VALUE":
             return self.field_value(e, sc, ctx)
+        if e.name == "OBJECT_REMOVE":
+            return self.object_remove(e, sc, ctx)
         if e.name in _UNKNOWN_FUNCTIONS:
             return self.unknown_function(e, sc, ctx)
         name = FUNCTION_ALIASES.get(e.name)
@@ -463,6 +480,25 @@ class TermBuilder(ABC):
             raise UnsupportedError(f"{e.name} needs a string literal as the field name", name.span)
         return self.expr(A.FieldAccess(e.args[0], name.value, span=e.span), sc, ctx)
 
+    def object_remove(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``OBJECT_REMOVE(t, 'name')``: tuple ``t`` without its field ``name`` (a string literal:
+        the fields of a tuple are known when the view is defined), as a new tuple of the others."""
+        if len(e.args) != 2:
+            raise SemanticError(f"{e.name} takes 2 arguments, got {len(e.args)}", e.span)
+        name = e.args[1]
+        if not (isinstance(name, A.Literal) and name.kind == "string"):
+            raise UnsupportedError(f"{e.name} needs a string literal as the field name", name.span)
+        base = self.expr(e.args[0], sc, ctx)
+        bt = self.type_of(base)
+        if not isinstance(bt, T.TupleType):
+            raise SemanticError(f"{e.name} needs a tuple, got {T.brief(bt)}", e.args[0].span)
+        kept = tuple((n, Field(base, n, span=e.span)) for n in bt.names if n not in (name.value, ABSENT))
+        terms = self.with_absent(kept)
+        ty = T.TupleType(tuple((n, self.type_of(v)) for n, v in terms), bt.open)
+        var = self.fresh("tuple", ty)
+        ctx.plan = O.ConstructTuple(ctx.plan, terms, var, span=e.span)
+        return Var(var, span=e.span)
+
     # ------------------------------------------------------------------ names
 
     def resolve(self, name: str, sc: Scope, span: Span | None) -> Term | None:
@@ -491,6 +527,23 @@ class TermBuilder(ABC):
         if name in self.tables:
             return None
         raise SemanticError(f"unknown name '{name}'", span)
+
+    def hidden_table(self, e: A.Identifier, sc: Scope) -> None:
+        """Check that ``e``, a name an inlined WITH/LET definition uses where a variable of the
+        query hides it (``e.table``), names a table: that the name is a table's and that the
+        scopes around (a grouped block's FROM variables included) give it no other meaning than
+        the hiding variable's, so no enclosing query's variable was meant."""
+        n = e.name
+        meanings = 0
+        s: Scope | None = sc
+        while s is not None:
+            for x in (s, s.group.pre_scope) if s.group is not None else (s,):
+                meanings += (x.lookup(n) is not None) + (n in x.natural) + sum(
+                    1 for b in x.bindings if isinstance(b.type, T.TupleType) and b.type.field(n) is not None)
+            s = s.parent
+        if n not in self.tables or meanings > 1:
+            raise SemanticError(f"'{n}' of a WITH definition cannot be inlined here: a variable of the query "
+                                "hides it; rename that variable", e.span)
 
     def grouping(self, e: A.FunctionCall, sc: Scope) -> Term:
         """``GROUPING(k1, …, kn)`` after GROUP BY: a bit per key, the first the highest, 1 where

@@ -18,6 +18,7 @@ from idivm.algebra.expressions import (
     ArrayExpr, BagExpr, Call, Case, Const, Field, Index, TableRef, Term, TupleExpr, Var,
 )
 from idivm.algebra import operators as O
+from idivm import types as T
 from idivm.errors import InternalError
 from idivm.provenance.ids import HIDDEN as HIDDEN_PREFIX
 from idivm.storage.delta.merge import quoted
@@ -34,6 +35,8 @@ def col(name: str) -> Column:
 def compile_term(t: Term) -> Column:
     """The Spark column of term ``t`` over a frame with one column per variable."""
     match t:
+        case Const(value=None, type=ty) if ty == T.BOOL:  # a condition: Spark needs a typed NULL
+            return F.lit(None).cast("boolean")
         case Const(value=v):
             return F.lit(v)
         case Var(name=n):

@@ -38,9 +38,13 @@ class Literal(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Identifier(Expr):
-    """A bare name: a variable, a table, or an unqualified column."""
+    """A bare name: a variable, a table, or an unqualified column.
+
+    ``table``: a table's name in an inlined WITH/LET definition, used where a variable of the
+    query hides that name (:func:`idivm.sqlpp.desugar.inline_lets`): it names the table."""
 
     name: str
+    table: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,14 @@ class IndexAccess(Expr):
 
     base: Expr
     index: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayStar(Expr):
+    """``base[*]``: the parser turns ``base[*].f`` into ``(SELECT VALUE v.f FROM base AS v)``;
+    alone it stays this node, which the plan builder refuses."""
+
+    base: Expr
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,13 +244,15 @@ class FromItem(Node):
 class FromExpr(FromItem):
     """``expr [AS] alias [AT pos]``: a table, a path over earlier variables, or a subquery.
 
-    ``unnest`` is true for the ``UNNEST expr`` spelling (same meaning).
+    ``unnest`` is true for the ``UNNEST expr`` spelling (same meaning); ``outer`` for ``LEFT
+    [OUTER] UNNEST expr``, which keeps a tuple whose collection is empty (the variable MISSING).
     """
 
     expr: Expr
     alias: str | None = None
     at: str | None = None
     unnest: bool = False
+    outer: bool = False
 
 
 @dataclass(frozen=True, slots=True)

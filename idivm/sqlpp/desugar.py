@@ -11,8 +11,9 @@ becomes ``FROM (SELECT …) AS c`` and ``x IN cheap`` an IN over the subquery::
 A reference is free when no FROM/UNNEST variable (explicit or implicit alias, AT position),
 LET, grouping key or GROUP AS variable of the blocks around it binds the name (the name rules
 of :mod:`idivm.algebra.builder`, variables only).  A binding's expression is inlined only where
-the names it uses itself mean the same as where it was written; otherwise the reference is an
-error (rename the variable that hides them).
+the names it uses itself mean the same as where it was written; a name it uses that a variable
+hides there is marked as a table's (``Identifier.table``), which the plan builder refuses when
+it could mean an enclosing query's variable.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from idivm.errors import SqlppSyntaxError
 from idivm.sqlpp import ast as A
 
 __all__ = ["free_names", "generated_names", "inline_lets", "replace_names"]
@@ -37,12 +37,10 @@ def inline_lets(bindings: tuple[A.LetBinding, ...], query: A.Query) -> A.Query:
         if ident.name in bound or ident.name not in env:
             return ident
         expr, uses = env[ident.name]
-        hidden = sorted(uses & bound)
-        if hidden:
-            raise SqlppSyntaxError(
-                f"'{ident.name}' cannot be inlined here: its definition uses "
-                + ", ".join(f"'{n}'" for n in hidden)
-                + ", which a variable of the query hides at this point; rename that variable", ident.span)
+        hidden = uses & bound
+        if hidden:  # names the definition uses that a variable hides here: tables (the builder checks)
+            return _Rewrite(lambda i, b: dataclasses.replace(i, table=True)
+                            if i.name in hidden and i.name not in b else i).expr(expr, frozenset())
         return expr
 
     for b in bindings:

@@ -249,8 +249,6 @@ def _syntax_error(e: UnexpectedInput, text: str, start: str, context: str) -> Sq
         else:
             why = f"{clause} is not supported {context}: results are unordered bags; {advice}"
         return SqlppSyntaxError(why, span)
-    if tok.type == "UNNEST" and expected == {"JOIN"}:
-        return SqlppSyntaxError(f"{found}: LEFT [OUTER] UNNEST is not supported; only [INNER] UNNEST is", span)
     if tok.type in {"RIGHT", "FULL"}:
         return SqlppSyntaxError(
             f"{found}: {tok.value.upper()} JOIN is not supported; use [INNER] JOIN, LEFT [OUTER] JOIN "
@@ -433,6 +431,7 @@ _OP_SPELLING = {"==": "=", "<>": "!="}
 #: the variable of the subquery that ``x IN coll`` reads as ``x IN (SELECT VALUE v FROM coll AS v)``;
 #: not an identifier a query can spell, so it hides none of the query's names
 _IN_ELEMENT = "$in"
+_STAR_ELEMENT = "$star"  # the element variable of base[*].f
 
 #: the tags of the (tag, payload) pairs an ORDER BY and a LIMIT/OFFSET clause of a subquery leave
 #: in the parse tree
@@ -550,7 +549,7 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Join("LEFT" if "LEFT" in types else "INNER", left, right, condition,
                         natural="NATURAL" in types, span=_span(meta))
 
-    def from_expr(self, meta, ch, unnest=False):
+    def from_expr(self, meta, ch, unnest=False, outer=False):
         expr = _nodes(ch)[0]
         alias = at = None
         after_at = False
@@ -562,10 +561,13 @@ class _ToAst(Transformer_NonRecursive):
                     at = str(c)
                 else:
                     alias = str(c)
-        return ast.FromExpr(expr, alias, at, unnest, span=_span(meta))
+        return ast.FromExpr(expr, alias, at, unnest, outer, span=_span(meta))
 
     def unnest(self, meta, ch):
         return self.from_expr(meta, ch, unnest=True)
+
+    def outer_unnest(self, meta, ch):
+        return self.from_expr(meta, ch, unnest=True, outer=True)
 
     # ---- LET, WHERE, GROUP BY, HAVING
 
@@ -697,7 +699,17 @@ class _ToAst(Transformer_NonRecursive):
 
     def field_access(self, meta, ch):
         base, name = ch
+        if isinstance(base, ast.ArrayStar):  # base[*].f: the f of each element, as a collection
+            element = ast.Identifier(_STAR_ELEMENT, span=base.span)
+            return ast.Subquery(ast.SelectQuery(
+                distinct=False, value=ast.FieldAccess(element, str(name), span=_span(meta)), items=(),
+                from_items=(ast.FromExpr(base.base, _STAR_ELEMENT, span=base.span),), span=_span(meta)),
+                span=_span(meta))
         return ast.FieldAccess(base, str(name), span=_span(meta))
+
+    def array_star(self, meta, ch):
+        (base,) = _nodes(ch)
+        return ast.ArrayStar(base, span=_span(meta))
 
     def index_access(self, meta, ch):
         base, index = _nodes(ch)
