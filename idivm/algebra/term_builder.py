@@ -21,7 +21,7 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
     ABSENT, FALSE, FUNCTION_ALIASES, MISSING, SCALAR_FUNCTIONS, TRUE, ArrayExpr, BagExpr, Call, Case,
-    Const, Field, Index, Term, TupleExpr, Var,
+    Const, Field, Index, Term, TupleExpr, Var, _anything,
 )
 from idivm.errors import SemanticError, Span, UnsupportedError
 from idivm.sqlpp import ast as A
@@ -137,6 +137,8 @@ class TermBuilder(ABC):
                 return ty
             case Field(base=b, name=n):
                 bt = self.type_of(b)
+                if isinstance(bt, T.UnionType) and n.startswith(T.UNION_PREFIX):
+                    return bt.alternative(n[len(T.UNION_PREFIX):]) or T.ANY
                 return (bt.field(n) or T.ANY) if isinstance(bt, T.TupleType) else T.ANY
             case Index(base=b):
                 bt = self.type_of(b)
@@ -193,6 +195,10 @@ class TermBuilder(ABC):
                                             "an aggregate", e.span) from None
                     raise
                 bt = self.type_of(base)
+                if isinstance(bt, T.UnionType):  # a field of the value if it is a record, else MISSING
+                    if bt.alternative("record") is None:
+                        return MISSING
+                    base, bt = _alternative(base, bt, "record"), bt.alternative("record")
                 if _undeclared(bt, n):
                     return MISSING
                 if isinstance(bt, T.TupleType) and bt.field(n) is None:
@@ -301,6 +307,8 @@ class TermBuilder(ABC):
         or cast them silently): :attr:`~idivm.algebra.expressions.FunctionSpec.check`."""
         t = Call(function, args, span=span)
         types = [self.type_of(a) for a in args]
+        if any(isinstance(x, T.UnionType) for x in types) and function not in _WHOLE_UNIONS:
+            return self.narrowed(t, types)
         why = SCALAR_FUNCTIONS[function].check(types)
         if why is not None:
             raise SemanticError(f"type mismatch in {t}: {why}", span)
@@ -308,6 +316,38 @@ class TermBuilder(ABC):
             same = _tuples_equal(args[0], args[1], types[0], types[1], span)  # type: ignore[arg-type]
             return same if function == "eq" else _not(same)  # type: ignore[return-value]
         return t
+
+    def narrowed(self, t: Call, types: list[T.Type]) -> Term:
+        """``t``, a call with an argument of mixed types (a :class:`~idivm.types.UnionType`), on the
+        alternatives of that argument that fit it, as AsterixDB evaluates it: NULL where the value
+        is of a type that does not fit.  A comparison (``=``, ``<``, ...) is the first non-NULL
+        comparison of the pairs of alternatives that compare (a pair of another type is NULL), a
+        function of numbers takes the number (an integer as a double where both occur), one of
+        strings the string; other functions of such a value are refused."""
+        spec = SCALAR_FUNCTIONS[t.function]
+        options = [_alternatives(a, ty) for a, ty in zip(t.args, types)]
+        if t.function in _COMPARISONS:
+            left, right = options
+            pairs = [(x, y) for x in left for y in right if T.comparable(self.type_of(x), self.type_of(y))]
+            if not pairs:
+                return Const(None, T.BOOL, span=t.span)
+            parts = tuple(self.call(t.function, pair, span=t.span) for pair in pairs)
+            return parts[0] if len(parts) == 1 else Call("coalesce", parts, span=t.span)
+        if spec.check is _anything:
+            mixed = next(x for x in types if isinstance(x, T.UnionType))
+            raise UnsupportedError(f"{t} of a value of mixed types ({mixed}) is not supported", t.span)
+        args = list(t.args)
+        for i, (a, ty) in enumerate(zip(t.args, types)):
+            if not isinstance(ty, T.UnionType):
+                continue
+            numbers = [x for x in options[i] if T.is_numeric(self.type_of(x))]
+            candidates = ([Call("coalesce", tuple(numbers))] if len(numbers) > 1 else []) + options[i]
+            fits = [c for c in candidates
+                    if spec.check([self.type_of(c) if j == i else self.type_of(x) for j, x in enumerate(args)]) is None]
+            if not fits:
+                raise SemanticError(f"type mismatch in {t}: no type of {a} ({ty}) fits it", t.span)
+            args[i] = fits[0]
+        return self.call(t.function, tuple(args), span=t.span)
 
     def unified(self, what: str, terms: Sequence[Term], span: Span | None) -> T.Type:
         """The one type of ``terms``, values of one place (the results of a CASE, the items of a
@@ -552,6 +592,22 @@ _UNKNOWN_FUNCTIONS = {
     "IF_MISSING_OR_NULL": "coalesce", "IFMISSINGORNULL": "coalesce", "COALESCE": "coalesce",
     "NULL_IF": "null_if", "NULLIF": "null_if", "MISSING_IF": "missing_if", "MISSINGIF": "missing_if",
 }
+
+
+#: functions that take a value of mixed types as it is (a :class:`~idivm.types.UnionType`: its
+#: NULL-ness, or the value itself, compared field by field with one of the same type)
+_WHOLE_UNIONS = frozenset({"is_null", "same", "coalesce", "missing", "absent_fields", "absent_in"})
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def _alternative(t: Term, ty: T.UnionType, tag: str) -> Term:
+    """The value of ``t`` if it is of ``ty``'s alternative ``tag``, else NULL."""
+    return Field(t, T.UNION_PREFIX + tag, span=t.span)
+
+
+def _alternatives(t: Term, ty: T.Type) -> list[Term]:
+    """The alternatives of a value of mixed types (each NULL where the value is another), or the value."""
+    return [_alternative(t, ty, tag) for tag in ty.tags] if isinstance(ty, T.UnionType) else [t]
 
 
 def _undeclared(t: T.Type, name: str) -> bool:
