@@ -223,6 +223,52 @@ def unify(a: Type, b: Type) -> Type | None:
     return None
 
 
+def widen(a: Type, b: Type) -> Type | None:
+    """The type of a place holding values of type ``a`` and of type ``b`` (the branches of a CASE,
+    the columns of a UNION ALL): :func:`unify` where that holds both, else a :class:`UnionType`
+    of their alternatives, one per tag: records of the same fields in another order (or whose
+    fields widen) are one record, collections whose elements widen one collection; None when
+    two of one tag do not merge (records of other fields)."""
+    u = unify(a, b)
+    if u is not None:
+        return u
+    merged: dict[str, Type] = {}
+    for t in _alternatives(a) + _alternatives(b):
+        if t in (NULL, ANY):
+            continue
+        try:
+            tag = union_tag(t)
+        except ValueError:
+            return None
+        if tag in merged:
+            m = _merge(merged[tag], t)
+            if m is None:
+                return None
+            t = m
+        merged[tag] = t
+    if len(merged) < 2:
+        return next(iter(merged.values()), None)
+    return UnionType(tuple(merged[tag] for tag in UNION_TAGS if tag in merged))
+
+
+def _alternatives(t: Type) -> list[Type]:
+    return list(t.alternatives) if isinstance(t, UnionType) else [t]
+
+
+def _merge(a: Type, b: Type) -> Type | None:
+    """One type for two of one union tag (see :func:`widen`)."""
+    u = unify(a, b)
+    if u is not None:
+        return u
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and sorted(a.names) == sorted(b.names):
+        fields = [(n, widen(t, b.field(n))) for n, t in a.fields]  # type: ignore[arg-type]
+        return None if any(t is None for _, t in fields) else TupleType(tuple(fields))  # type: ignore[arg-type]
+    if isinstance(a, CollectionType) and isinstance(b, CollectionType):
+        element = widen(a.element, b.element)
+        return None if element is None else CollectionType(element, a.ordered and b.ordered)
+    return None
+
+
 def common_type(a: Type, b: Type) -> Type:
     """:func:`unify`, or ``a`` for types that do not unify (where the builder has already
     refused such a mixture, or a plan of ours only needs a type for ``a``'s values)."""

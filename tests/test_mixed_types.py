@@ -69,6 +69,24 @@ VIEWS = {
         "SELECT m.id, m.a + 1 AS b FROM m WHERE m.id < 4",
         [{"id": 1, "b": 2.0}, {"id": 2, "b": None}, {"id": 3, "b": 3.5}],
         [{"id": 1, "b": None}, {"id": 3, "b": 3.5}]),
+    "case": (  # the branches of a CASE, IF_MISSING and UNION ALL may have different types
+        "SELECT m.id, CASE WHEN m.id < 3 THEN m.id ELSE 'big' END AS c FROM m WHERE m.id IN [1, 6]",
+        [{"id": 1, "c": 1}, {"id": 6, "c": "big"}],
+        [{"id": 1, "c": 1}, {"id": 6, "c": "big"}]),
+    "if_missing": (
+        "SELECT m.id, IF_MISSING(m.a, 'none') AS v FROM m WHERE m.id IN [4, 5, 6]",
+        [{"id": 4, "v": None}, {"id": 5, "v": "none"}, {"id": 6, "v": 2}],
+        [{"id": 4, "v": 3}, {"id": 5, "v": "none"}, {"id": 6, "v": 2}]),
+    "union_all": (
+        "SELECT m.id AS k, m.id AS w FROM m WHERE m.id < 3 UNION ALL SELECT m.id AS k, 'low' AS w FROM m "
+        "WHERE m.id < 3",
+        [{"k": 1, "w": 1}, {"k": 2, "w": 2}, {"k": 1, "w": "low"}, {"k": 2, "w": "low"}],
+        [{"k": 1, "w": 1}, {"k": 1, "w": "low"}]),
+    "union_all_records": (  # records of the same fields in another order are one type
+        "SELECT VALUE {'a': m.id, 'b': 'x'} FROM m WHERE m.id = 1 "
+        "UNION ALL SELECT VALUE {'b': m.a, 'a': m.id} FROM m WHERE m.id = 3",
+        [{"a": 1, "b": "x"}, {"a": 3, "b": 2.5}],
+        [{"a": 1, "b": "x"}, {"a": 3, "b": 2.5}]),
 }
 
 

@@ -46,7 +46,7 @@ _COLLECTION_FUNCTIONS = {
 
 
 #: why values of different types in one place (the results of a CASE, ...) are refused
-ONE_TYPE = "the values of one place (a column, a field, a collection's elements) must have one type"
+ONE_TYPE = "the records of one place (a column, a field, a collection's elements) must have the same fields"
 
 
 @dataclass
@@ -233,8 +233,9 @@ class TermBuilder(ABC):
                     ct = self.scalar_arg(c, sc, ctx)
                     ws.append((self.call("eq", (opt, ct), span=c.span) if opt is not None else ct, self.expr(r, sc, ctx)))
                 o = self.expr(other, sc, ctx) if other is not None else None
-                self.unified("CASE", [r for _, r in ws] + ([o] if o is not None else []), e.span)
-                return Case(tuple(ws), o, span=e.span)
+                ty = self.unified("CASE", [r for _, r in ws] + ([o] if o is not None else []), e.span)
+                return Case(tuple((c, self.coerce(r, ty)) for c, r in ws),
+                            self.coerce(o, ty) if o is not None else None, span=e.span)
             case A.IsTest(operand=x, what=what, negated=neg):
                 arg = self.scalar_arg(x, sc, ctx)
                 m = self.missing(arg)
@@ -295,6 +296,7 @@ class TermBuilder(ABC):
                 ordered = isinstance(e, A.ArrayConstructor)
                 el = self.unified(f"the {'array' if ordered else 'bag'} constructor", terms, e.span) \
                     if terms else T.ANY
+                terms = tuple(self.coerce(t, el) for t in terms)
                 var = self.fresh("array" if ordered else "bag", T.CollectionType(el, ordered))
                 cls = O.ConstructArray if ordered else O.ConstructBag
                 ctx.plan = cls(ctx.plan, terms, var, span=e.span)
@@ -355,13 +357,45 @@ class TermBuilder(ABC):
         string, tuples of other fields) are refused: a stored column has one type."""
         ty: T.Type = T.NULL
         for t in terms:
-            u = T.unify(ty, self.type_of(t))
+            u = T.widen(ty, self.type_of(t))
             if u is None:
                 other = T.brief(self.type_of(t))
                 raise SemanticError(f"{what} mixes values of types {T.brief(ty)} and {other} ({t} is {other}); "
                                     f"{ONE_TYPE}", span)
             ty = u
         return ty
+
+    def coerce(self, t: Term, to: T.Type) -> Term:
+        """``t`` as a value of type ``to``, a type :func:`~idivm.types.widen` gave for it and
+        others: a value wrapped in its alternative of a union (a NULL one a NULL union), a union
+        spread over a wider one, a record's fields put in the order of ``to``.  Numbers widen in
+        Spark itself."""
+        frm = self.type_of(t)
+        if frm == to or frm in (T.NULL, T.ANY):
+            return t
+        null = ((Call("is_null", (t,)), Const(None, to)),)
+        if isinstance(to, T.UnionType):
+            if isinstance(frm, T.UnionType):
+                parts = [self.coerce(_alternative(t, frm, tag), alt) if frm.alternative(tag) is not None
+                         else Const(None, alt) for tag, alt in zip(to.tags, to.alternatives)]
+            else:
+                own = T.union_tag(frm)
+                parts = [self.coerce(t, alt) if tag == own else Const(None, alt)
+                         for tag, alt in zip(to.tags, to.alternatives)]
+            return Case(null, TupleExpr(tuple((T.UNION_PREFIX + tag, p) for tag, p in zip(to.tags, parts))),
+                        span=t.span)
+        if isinstance(to, T.TupleType) and isinstance(frm, T.TupleType) and frm.names != to.names:
+            fields = tuple((n, self.coerce(Field(t, n), ft)) for n, ft in to.fields)
+            return Case(null, TupleExpr(fields), span=t.span)
+        if isinstance(to, T.TupleType) and isinstance(frm, T.TupleType) and frm != to:
+            fields = tuple((n, self.coerce(Field(t, n), ft)) for n, ft in to.fields)
+            if any(v != Field(t, n) for n, v in fields):
+                return Case(null, TupleExpr(fields), span=t.span)
+        if isinstance(to, T.CollectionType) and isinstance(frm, T.CollectionType) \
+                and T.unify(frm.element, to.element) is None:
+            raise UnsupportedError(f"{t} is a collection of {frm.element}, which would have to become one of "
+                                   f"{to.element}: not supported", t.span)
+        return t
 
     def scalar_arg(self, e: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
         """An operand of a scalar operator: a subquery here is used as a scalar (its single
@@ -435,17 +469,18 @@ class TermBuilder(ABC):
             return Case(((self.call("eq", args, span=e.span), MISSING),), args[0], span=e.span)
         if not args:
             raise SemanticError(f"{e.name} takes at least 1 argument, got 0", e.span)
+        ty = self.unified(e.name, args, e.span)
+        args = tuple(self.coerce(a, ty) for a in args)
         if kind == "coalesce" or all(self.missing(a) == FALSE for a in args):
             return self.call("coalesce", args, span=e.span) if len(args) > 1 else args[0]
-        self.unified(e.name, args, e.span)
         # the first argument that is not MISSING (IF_MISSING) or not NULL (IF_NULL)
         whens = []
         for a in args[:-1]:
             m = self.missing(a)
             known = _not(m) if kind == "if_missing" else \
                 _or(m, Call("not", (Call("is_null", (a,)),)))
-            whens.append((known, a))
-        return Case(tuple(whens), args[-1], span=e.span)
+            whens.append((known, self.coerce(a, ty)))
+        return Case(tuple(whens), self.coerce(args[-1], ty), span=e.span)
 
     def missing(self, t: Term) -> Term:
         """The MISSING predicate of term ``t``: a boolean term that holds where ``t`` is MISSING
