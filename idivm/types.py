@@ -104,6 +104,9 @@ class CollectionType(Type):
         return f"[{self.element}]" if self.ordered else f"{{{{{self.element}}}}}"
 
 
+#: the hidden field of a record that lists the names of its fields that are MISSING
+#: (:data:`idivm.algebra.expressions.ABSENT`)
+ABSENT_FIELD = "__idivm_absent"
 #: prefix of the fields of a tagged union's struct (:class:`UnionType`); the reserved prefix ``__``
 #: keeps them apart from users' names
 UNION_PREFIX = "__one_of_"
@@ -226,9 +229,9 @@ def unify(a: Type, b: Type) -> Type | None:
 def widen(a: Type, b: Type) -> Type | None:
     """The type of a place holding values of type ``a`` and of type ``b`` (the branches of a CASE,
     the columns of a UNION ALL): :func:`unify` where that holds both, else a :class:`UnionType`
-    of their alternatives, one per tag: records of the same fields in another order (or whose
-    fields widen) are one record, collections whose elements widen one collection; None when
-    two of one tag do not merge (records of other fields)."""
+    of their alternatives, one per tag: records are one record of all their fields (those one
+    lacks are MISSING in its values: the hidden list :data:`ABSENT_FIELD`), collections whose
+    elements widen one collection; None for a type that cannot be an alternative."""
     u = unify(a, b)
     if u is not None:
         return u
@@ -263,6 +266,12 @@ def _merge(a: Type, b: Type) -> Type | None:
     if isinstance(a, TupleType) and isinstance(b, TupleType) and sorted(a.names) == sorted(b.names):
         fields = [(n, widen(t, b.field(n))) for n, t in a.fields]  # type: ignore[arg-type]
         return None if any(t is None for _, t in fields) else TupleType(tuple(fields))  # type: ignore[arg-type]
+    if isinstance(a, TupleType) and isinstance(b, TupleType):  # records of other fields: each may be MISSING
+        names = [n for n in dict.fromkeys(a.names + b.names) if n != ABSENT_FIELD]
+        fields = [(n, widen(a.field(n) or NULL, b.field(n) or NULL)) for n in names]
+        if any(t is None for _, t in fields):
+            return None
+        return TupleType(tuple(fields) + ((ABSENT_FIELD, CollectionType(STRING)),))  # type: ignore[arg-type]
     if isinstance(a, CollectionType) and isinstance(b, CollectionType):
         element = widen(a.element, b.element)
         return None if element is None else CollectionType(element, a.ordered and b.ordered)

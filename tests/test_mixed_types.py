@@ -87,6 +87,16 @@ VIEWS = {
         "UNION ALL SELECT VALUE {'b': m.a, 'a': m.id} FROM m WHERE m.id = 3",
         [{"a": 1, "b": "x"}, {"a": 3, "b": 2.5}],
         [{"a": 1, "b": "x"}, {"a": 3, "b": 2.5}]),
+    "union_all_other_fields": (  # records of other fields: the fields one lacks are MISSING in it
+        "SELECT VALUE r FROM (SELECT VALUE {'id': m.id, 'a': m.a} FROM m WHERE m.id = 3 "
+        "UNION ALL SELECT VALUE n FROM n WHERE n.nid = 1) AS r",
+        [{"id": 3, "a": 2.5}, {"nid": 1, "a": "1"}],
+        [{"id": 3, "a": 2.5}, {"nid": 1, "a": "1"}]),
+    "fields_of_other_records": (
+        "SELECT r.id, r.nid, r.id IS MISSING AS gone FROM (SELECT VALUE {'id': m.id} FROM m WHERE m.id < 3 "
+        "UNION ALL SELECT VALUE n FROM n WHERE n.nid = 1) AS r",
+        [{"id": 1, "gone": False}, {"id": 2, "gone": False}, {"nid": 1, "gone": True}],
+        [{"id": 1, "gone": False}, {"nid": 1, "gone": True}]),
 }
 
 

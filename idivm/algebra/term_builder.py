@@ -368,8 +368,8 @@ class TermBuilder(ABC):
     def coerce(self, t: Term, to: T.Type) -> Term:
         """``t`` as a value of type ``to``, a type :func:`~idivm.types.widen` gave for it and
         others: a value wrapped in its alternative of a union (a NULL one a NULL union), a union
-        spread over a wider one, a record's fields put in the order of ``to``.  Numbers widen in
-        Spark itself."""
+        spread over a wider one, a record's fields put in the order of ``to``, those it lacks
+        MISSING.  Numbers widen in Spark itself."""
         frm = self.type_of(t)
         if frm == to or frm in (T.NULL, T.ANY):
             return t
@@ -384,13 +384,15 @@ class TermBuilder(ABC):
                          for tag, alt in zip(to.tags, to.alternatives)]
             return Case(null, TupleExpr(tuple((T.UNION_PREFIX + tag, p) for tag, p in zip(to.tags, parts))),
                         span=t.span)
-        if isinstance(to, T.TupleType) and isinstance(frm, T.TupleType) and frm.names != to.names:
-            fields = tuple((n, self.coerce(Field(t, n), ft)) for n, ft in to.fields)
-            return Case(null, TupleExpr(fields), span=t.span)
         if isinstance(to, T.TupleType) and isinstance(frm, T.TupleType) and frm != to:
-            fields = tuple((n, self.coerce(Field(t, n), ft)) for n, ft in to.fields)
-            if any(v != Field(t, n) for n, v in fields):
-                return Case(null, TupleExpr(fields), span=t.span)
+            fields = tuple((n, self.coerce(Field(t, n), ft) if frm.field(n) is not None else MISSING)
+                           for n, ft in to.fields if n != ABSENT)
+            if frm.names == to.names and all(v == Field(t, n) for n, v in fields):
+                return t
+            fields = self.with_absent(fields)
+            if to.field(ABSENT) is not None and fields[-1][0] != ABSENT:
+                fields += ((ABSENT, Const(None, to.field(ABSENT))),)
+            return Case(null, TupleExpr(fields), span=t.span)
         if isinstance(to, T.CollectionType) and isinstance(frm, T.CollectionType) \
                 and T.unify(frm.element, to.element) is None:
             raise UnsupportedError(f"{t} is a collection of {frm.element}, which would have to become one of "
