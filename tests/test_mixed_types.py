@@ -204,3 +204,15 @@ def test_random_batches_of_mixed_values_are_maintained(make_warehouse, tmp_path,
             check = wh.verify(name)
             assert check.ok, (batch_no, name, check.summary())
             assert sorted(json.dumps(x, sort_keys=True) for x in wh.rows(name)) == expected[name], (batch_no, name)
+
+
+def test_ingest_refuses_a_type_the_column_does_not_hold(make_warehouse, tmp_path):
+    from idivm.errors import DataError
+
+    wh = make_warehouse()
+    wh.create_table("m", "id", [{"id": 1, "a": 1}, {"id": 2, "a": "x"}])
+    path = tmp_path / "b.jsonl"
+    path.write_text('{"id": 3, "a": true}\n')
+    with pytest.raises(DataError, match=r"b\.jsonl:1: .*column 'a' holds values of the types int, string only, "
+                                        r"got a boolean true$"):
+        wh.ingest("m", path, format="rows", strict=True)

@@ -374,7 +374,8 @@ def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None,
         if kind == "int" and UNION_PREFIX + "int" not in tags:
             kind = "double"  # as an integer goes into a column of doubles
         if kind is None or UNION_PREFIX + kind not in tags:
-            raise bad("one of " + ", ".join(n[len(UNION_PREFIX):] for n in tags))
+            held = ", ".join(n[len(UNION_PREFIX):] for n in tags)
+            raise _Mismatch(f"column '{path}' holds values of the types {held} only, got {json_kind(v)} {_short(v)}")
         return {n: convert(v, t.field(n).type, path, unit, open_records, undeclared) if n == UNION_PREFIX + kind
                 else None for n in tags}
     if pa.types.is_struct(t):
