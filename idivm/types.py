@@ -8,6 +8,14 @@ type the definition cannot know.
 
 Types serialize to plain JSON (``to_json``/``from_json``) for the catalog and
 convert to and from Arrow schemas (``from_arrow``/``to_arrow``).
+
+A place whose values have different types across rows (a field that is an integer in one record
+and a string in another: open, mixed-type data) has a :class:`UnionType`.  Its values are stored
+as a tagged union: a struct with one field per alternative, named :data:`UNION_PREFIX` + the
+alternative's tag (``__one_of_int``, ``__one_of_string``, ...), of which a value sets exactly one
+(a null value is a null struct).  This needs nothing of Spark, Delta Lake or Arrow beyond
+structs, so every engine stores and reads it; Spark groups and joins such values by struct
+equality, and a reader turns one back into its alternative's value (:func:`union_value`).
 """
 
 from __future__ import annotations
@@ -96,6 +104,64 @@ class CollectionType(Type):
         return f"[{self.element}]" if self.ordered else f"{{{{{self.element}}}}}"
 
 
+#: the hidden field of a record that lists the names of its fields that are MISSING
+#: (:data:`idivm.algebra.expressions.ABSENT`)
+ABSENT_FIELD = "__idivm_absent"
+#: prefix of the fields of a tagged union's struct (:class:`UnionType`); the reserved prefix ``__``
+#: keeps them apart from users' names
+UNION_PREFIX = "__one_of_"
+#: the alternatives of a union in the order of their tags (AsterixDB's order of types)
+UNION_TAGS = ("bool", "int", "double", "decimal", "string", "date", "timestamp", "binary", "array", "record")
+
+
+def union_tag(t: Type) -> str:
+    """The tag of the alternative of a :class:`UnionType` that holds values of type ``t``."""
+    if isinstance(t, TupleType):
+        return "record"
+    if isinstance(t, CollectionType):
+        return "array"
+    if isinstance(t, ScalarType) and t.kind in UNION_TAGS:
+        return t.kind
+    raise ValueError(f"a value of type {t} cannot be an alternative of a union")
+
+
+@dataclass(frozen=True, slots=True)
+class UnionType(Type):
+    """Values of any of the types ``alternatives`` (at most one per tag, in :data:`UNION_TAGS`
+    order): a field of open data that holds an integer in one row and a string in another."""
+
+    alternatives: tuple[Type, ...]
+
+    def __post_init__(self):
+        tags = [union_tag(t) for t in self.alternatives]
+        if len(tags) < 2 or tags != sorted(set(tags), key=UNION_TAGS.index):
+            raise ValueError(f"a union needs two or more alternatives of distinct tags in order, got {tags}")
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return tuple(union_tag(t) for t in self.alternatives)
+
+    def alternative(self, tag: str) -> Type | None:
+        for t in self.alternatives:
+            if union_tag(t) == tag:
+                return t
+        return None
+
+    def to_json(self) -> Any:
+        return {"union": [t.to_json() for t in self.alternatives]}
+
+    def __str__(self) -> str:
+        return " | ".join(str(t) for t in self.alternatives)
+
+
+def union_value(value: Any) -> Any:
+    """The value a stored tagged union (a dict of ``__one_of_*`` fields, see :class:`UnionType`)
+    holds: its one non-null field; other values as they are."""
+    if isinstance(value, dict) and value and all(k.startswith(UNION_PREFIX) for k in value):
+        return next((v for v in value.values() if v is not None), None)
+    return value
+
+
 ANY = AnyType()
 BOOL = ScalarType("bool")
 INT = ScalarType("int")
@@ -117,6 +183,8 @@ def from_json(obj: Any) -> Type:
             return TupleType(tuple((n, from_json(t)) for n, t in val))
         if tag in ("bag", "array"):
             return CollectionType(from_json(val), ordered=(tag == "array"))
+        if tag == "union":
+            return UnionType(tuple(from_json(t) for t in val))
     raise ValueError(f"not a type: {obj!r}")
 
 
@@ -154,6 +222,58 @@ def unify(a: Type, b: Type) -> Type | None:
         return None if any(t is None for _, t in fields) else TupleType(tuple(fields))  # type: ignore[arg-type]
     if isinstance(a, CollectionType) and isinstance(b, CollectionType):
         element = unify(a.element, b.element)
+        return None if element is None else CollectionType(element, a.ordered and b.ordered)
+    return None
+
+
+def widen(a: Type, b: Type) -> Type | None:
+    """The type of a place holding values of type ``a`` and of type ``b`` (the branches of a CASE,
+    the columns of a UNION ALL): :func:`unify` where that holds both, else a :class:`UnionType`
+    of their alternatives, one per tag: records are one record of all their fields (those one
+    lacks are MISSING in its values: the hidden list :data:`ABSENT_FIELD`), collections whose
+    elements widen one collection; None for a type that cannot be an alternative."""
+    u = unify(a, b)
+    if u is not None:
+        return u
+    merged: dict[str, Type] = {}
+    for t in _alternatives(a) + _alternatives(b):
+        if t in (NULL, ANY):
+            continue
+        try:
+            tag = union_tag(t)
+        except ValueError:
+            return None
+        if tag in merged:
+            m = _merge(merged[tag], t)
+            if m is None:
+                return None
+            t = m
+        merged[tag] = t
+    if len(merged) < 2:
+        return next(iter(merged.values()), None)
+    return UnionType(tuple(merged[tag] for tag in UNION_TAGS if tag in merged))
+
+
+def _alternatives(t: Type) -> list[Type]:
+    return list(t.alternatives) if isinstance(t, UnionType) else [t]
+
+
+def _merge(a: Type, b: Type) -> Type | None:
+    """One type for two of one union tag (see :func:`widen`)."""
+    u = unify(a, b)
+    if u is not None:
+        return u
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and sorted(a.names) == sorted(b.names):
+        fields = [(n, widen(t, b.field(n))) for n, t in a.fields]  # type: ignore[arg-type]
+        return None if any(t is None for _, t in fields) else TupleType(tuple(fields))  # type: ignore[arg-type]
+    if isinstance(a, TupleType) and isinstance(b, TupleType):  # records of other fields: each may be MISSING
+        names = [n for n in dict.fromkeys(a.names + b.names) if n != ABSENT_FIELD]
+        fields = [(n, widen(a.field(n) or NULL, b.field(n) or NULL)) for n in names]
+        if any(t is None for _, t in fields):
+            return None
+        return TupleType(tuple(fields) + ((ABSENT_FIELD, CollectionType(STRING)),))  # type: ignore[arg-type]
+    if isinstance(a, CollectionType) and isinstance(b, CollectionType):
+        element = widen(a.element, b.element)
         return None if element is None else CollectionType(element, a.ordered and b.ordered)
     return None
 
@@ -200,6 +320,9 @@ def from_arrow(arrow_type) -> Type:
         return ScalarType("binary")
     if pa.types.is_null(t):
         return NULL
+    if pa.types.is_struct(t) and t.num_fields and all(t.field(i).name.startswith(UNION_PREFIX)
+                                                        for i in range(t.num_fields)):
+        return UnionType(tuple(from_arrow(t.field(i).type) for i in range(t.num_fields)))
     if pa.types.is_struct(t):
         return TupleType(tuple((t.field(i).name, from_arrow(t.field(i).type)) for i in range(t.num_fields)))
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
@@ -236,6 +359,8 @@ def to_arrow(t: Type):
         return pa.struct([pa.field(n, to_arrow(ft)) for n, ft in t.fields])
     if isinstance(t, CollectionType):
         return pa.list_(to_arrow(t.element))
+    if isinstance(t, UnionType):
+        return pa.struct([pa.field(UNION_PREFIX + union_tag(a), to_arrow(a)) for a in t.alternatives])
     raise ValueError(f"type {t} has no Arrow equivalent")
 
 

@@ -218,8 +218,6 @@ class PlanBuilder(TermBuilder):
                     f"UNION ALL branches have {len(lt.fields)} and {len(rt.fields)} columns", q.span)
             names = [n for n, _ in lt.fields]
             vars_ = [self.fresh(n) for n in names]
-            lp = O.Project(left.plan, tuple(zip(vars_, (v for _, v in lt.fields))))
-            rp = O.Project(right.plan, tuple(zip(vars_, (v for _, v in rt.fields))))
             ltype, rtype = left.type, right.type
             fields_ = []
             for i, (n, v) in enumerate(zip(names, vars_)):
@@ -228,12 +226,16 @@ class PlanBuilder(TermBuilder):
                                  rtype.fields[i][1] if isinstance(rtype, T.TupleType) else T.ANY, q.span)
                 self.var_types[v] = ft
                 fields_.append((n, ft))
+            lp = O.Project(left.plan, tuple((v, self.coerce(x, ft)) for v, (_, x), (_, ft)
+                                            in zip(vars_, lt.fields, fields_)))
+            rp = O.Project(right.plan, tuple((v, self.coerce(x, ft)) for v, (_, x), (_, ft)
+                                             in zip(vars_, rt.fields, fields_)))
             element = TupleExpr(tuple((n, Var(v)) for n, v in zip(names, vars_)))
             return _Built(O.UnionAll(lp, rp, span=q.span), element, T.TupleType(tuple(fields_)))
         ty = _union_type("UNION ALL", left.type, right.type, q.span)
         var = self.fresh("value", ty)
-        lp = O.Project(left.plan, ((var, lt),))
-        rp = O.Project(right.plan, ((var, rt),))
+        lp = O.Project(left.plan, ((var, self.coerce(lt, ty)),))
+        rp = O.Project(right.plan, ((var, self.coerce(rt, ty)),))
         return _Built(O.UnionAll(lp, rp, span=q.span), Var(var), ty)
 
     # ------------------------------------------------------------------ FROM
@@ -684,9 +686,9 @@ def _aliases_replaced(q: A.SelectQuery, is_variable):
 
 
 def _union_type(what: str, left: T.Type, right: T.Type, span) -> T.Type:
-    """The type of the values of both branches of a UNION ALL in one place; values of
-    different types there are refused (a stored column has one type)."""
-    ty = T.unify(left, right)
+    """The type of the values of both branches of a UNION ALL in one place (:func:`~idivm.types.widen`:
+    values of different types make a union); records of other fields there are refused."""
+    ty = T.widen(left, right)
     if ty is None:
         raise SemanticError(f"{what} mixes values of types {T.brief(left)} and {T.brief(right)}; {ONE_TYPE}", span)
     return ty

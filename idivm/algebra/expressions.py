@@ -116,7 +116,7 @@ FALSE = Const(False, T.BOOL)
 NULL = Const(None, T.NULL)
 #: the hidden field of a tuple (a stored view's hidden column) that lists the names of its
 #: fields that are MISSING: readers leave those fields out (``Warehouse.rows``)
-ABSENT = "__idivm_absent"
+ABSENT = T.ABSENT_FIELD
 
 
 # ----------------------------------------------------------------------------- function registry

@@ -21,7 +21,7 @@ from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
     ABSENT, FALSE, FUNCTION_ALIASES, MISSING, SCALAR_FUNCTIONS, TRUE, ArrayExpr, BagExpr, Call, Case,
-    Const, Field, Index, Term, TupleExpr, Var,
+    Const, Field, Index, Term, TupleExpr, Var, _anything,
 )
 from idivm.errors import SemanticError, Span, UnsupportedError
 from idivm.sqlpp import ast as A
@@ -49,7 +49,7 @@ _COLLECTION_FUNCTIONS = {
 _COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 
 #: why values of different types in one place (the results of a CASE, ...) are refused
-ONE_TYPE = "the values of one place (a column, a field, a collection's elements) must have one type"
+ONE_TYPE = "the records of one place (a column, a field, a collection's elements) must have the same fields"
 
 
 @dataclass
@@ -140,6 +140,8 @@ class TermBuilder(ABC):
                 return ty
             case Field(base=b, name=n):
                 bt = self.type_of(b)
+                if isinstance(bt, T.UnionType) and n.startswith(T.UNION_PREFIX):
+                    return bt.alternative(n[len(T.UNION_PREFIX):]) or T.ANY
                 return (bt.field(n) or T.ANY) if isinstance(bt, T.TupleType) else T.ANY
             case Index(base=b):
                 bt = self.type_of(b)
@@ -201,6 +203,10 @@ class TermBuilder(ABC):
                                             "an aggregate", e.span) from None
                     raise
                 bt = self.type_of(base)
+                if isinstance(bt, T.UnionType):  # a field of the value if it is a record, else MISSING
+                    if bt.alternative("record") is None:
+                        return MISSING
+                    base, bt = _alternative(base, bt, "record"), bt.alternative("record")
                 if _undeclared(bt, n):
                     return MISSING
                 if isinstance(bt, T.TupleType) and bt.field(n) is None:
@@ -238,8 +244,9 @@ class TermBuilder(ABC):
                     ct = self.scalar_arg(c, sc, ctx)
                     ws.append((self.call("eq", (opt, ct), span=c.span) if opt is not None else ct, self.expr(r, sc, ctx)))
                 o = self.expr(other, sc, ctx) if other is not None else None
-                self.unified("CASE", [r for _, r in ws] + ([o] if o is not None else []), e.span)
-                return Case(tuple(ws), o, span=e.span)
+                ty = self.unified("CASE", [r for _, r in ws] + ([o] if o is not None else []), e.span)
+                return Case(tuple((c, self.coerce(r, ty)) for c, r in ws),
+                            self.coerce(o, ty) if o is not None else None, span=e.span)
             case A.IsTest(operand=x, what=what, negated=neg):
                 arg = self.scalar_arg(x, sc, ctx)
                 m = self.missing(arg)
@@ -295,6 +302,7 @@ class TermBuilder(ABC):
                 ordered = isinstance(e, A.ArrayConstructor)
                 el = self.unified(f"the {'array' if ordered else 'bag'} constructor", terms, e.span) \
                     if terms else T.ANY
+                terms = tuple(self.coerce(t, el) for t in terms)
                 var = self.fresh("array" if ordered else "bag", T.CollectionType(el, ordered))
                 cls = O.ConstructArray if ordered else O.ConstructBag
                 ctx.plan = cls(ctx.plan, terms, var, span=e.span)
@@ -308,6 +316,8 @@ class TermBuilder(ABC):
         incompatible types (a string with a number) is NULL, as AsterixDB defines it."""
         t = Call(function, args, span=span)
         types = [self.type_of(a) for a in args]
+        if any(isinstance(x, T.UnionType) for x in types) and function not in _WHOLE_UNIONS:
+            return self.narrowed(t, types)
         why = SCALAR_FUNCTIONS[function].check(types)
         if why is not None and function in _COMPARISONS:
             # as in AsterixDB: a comparison of values of incompatible types is NULL (MISSING where
@@ -320,19 +330,85 @@ class TermBuilder(ABC):
             return same if function == "eq" else _not(same)  # type: ignore[return-value]
         return t
 
+    def narrowed(self, t: Call, types: list[T.Type]) -> Term:
+        """``t``, a call with an argument of mixed types (a :class:`~idivm.types.UnionType`), on the
+        alternatives of that argument that fit it, as AsterixDB evaluates it: NULL where the value
+        is of a type that does not fit.  A comparison (``=``, ``<``, ...) is the first non-NULL
+        comparison of the pairs of alternatives that compare (a pair of another type is NULL), a
+        function of numbers takes the number (an integer as a double where both occur), one of
+        strings the string; other functions of such a value are refused."""
+        spec = SCALAR_FUNCTIONS[t.function]
+        options = [_alternatives(a, ty) for a, ty in zip(t.args, types)]
+        if t.function in _COMPARISONS:
+            left, right = options
+            pairs = [(x, y) for x in left for y in right if T.comparable(self.type_of(x), self.type_of(y))]
+            if not pairs:
+                return Const(None, T.BOOL, span=t.span)
+            parts = tuple(self.call(t.function, pair, span=t.span) for pair in pairs)
+            return parts[0] if len(parts) == 1 else Call("coalesce", parts, span=t.span)
+        if spec.check is _anything:
+            mixed = next(x for x in types if isinstance(x, T.UnionType))
+            raise UnsupportedError(f"{t} of a value of mixed types ({mixed}) is not supported", t.span)
+        args = list(t.args)
+        for i, (a, ty) in enumerate(zip(t.args, types)):
+            if not isinstance(ty, T.UnionType):
+                continue
+            numbers = [x for x in options[i] if T.is_numeric(self.type_of(x))]
+            candidates = ([Call("coalesce", tuple(numbers))] if len(numbers) > 1 else []) + options[i]
+            fits = [c for c in candidates
+                    if spec.check([self.type_of(c) if j == i else self.type_of(x) for j, x in enumerate(args)]) is None]
+            if not fits:
+                raise SemanticError(f"type mismatch in {t}: no type of {a} ({ty}) fits it", t.span)
+            args[i] = fits[0]
+        return self.call(t.function, tuple(args), span=t.span)
+
     def unified(self, what: str, terms: Sequence[Term], span: Span | None) -> T.Type:
         """The one type of ``terms``, values of one place (the results of a CASE, the items of a
         constructor, a column of UNION ALL); values of different types there (a number and a
         string, tuples of other fields) are refused: a stored column has one type."""
         ty: T.Type = T.NULL
         for t in terms:
-            u = T.unify(ty, self.type_of(t))
+            u = T.widen(ty, self.type_of(t))
             if u is None:
                 other = T.brief(self.type_of(t))
                 raise SemanticError(f"{what} mixes values of types {T.brief(ty)} and {other} ({t} is {other}); "
                                     f"{ONE_TYPE}", span)
             ty = u
         return ty
+
+    def coerce(self, t: Term, to: T.Type) -> Term:
+        """``t`` as a value of type ``to``, a type :func:`~idivm.types.widen` gave for it and
+        others: a value wrapped in its alternative of a union (a NULL one a NULL union), a union
+        spread over a wider one, a record's fields put in the order of ``to``, those it lacks
+        MISSING.  Numbers widen in Spark itself."""
+        frm = self.type_of(t)
+        if frm == to or frm in (T.NULL, T.ANY):
+            return t
+        null = ((Call("is_null", (t,)), Const(None, to)),)
+        if isinstance(to, T.UnionType):
+            if isinstance(frm, T.UnionType):
+                parts = [self.coerce(_alternative(t, frm, tag), alt) if frm.alternative(tag) is not None
+                         else Const(None, alt) for tag, alt in zip(to.tags, to.alternatives)]
+            else:
+                own = T.union_tag(frm)
+                parts = [self.coerce(t, alt) if tag == own else Const(None, alt)
+                         for tag, alt in zip(to.tags, to.alternatives)]
+            return Case(null, TupleExpr(tuple((T.UNION_PREFIX + tag, p) for tag, p in zip(to.tags, parts))),
+                        span=t.span)
+        if isinstance(to, T.TupleType) and isinstance(frm, T.TupleType) and frm != to:
+            fields = tuple((n, self.coerce(Field(t, n), ft) if frm.field(n) is not None else MISSING)
+                           for n, ft in to.fields if n != ABSENT)
+            if frm.names == to.names and all(v == Field(t, n) for n, v in fields):
+                return t
+            fields = self.with_absent(fields)
+            if to.field(ABSENT) is not None and fields[-1][0] != ABSENT:
+                fields += ((ABSENT, Const(None, to.field(ABSENT))),)
+            return Case(null, TupleExpr(fields), span=t.span)
+        if isinstance(to, T.CollectionType) and isinstance(frm, T.CollectionType) \
+                and T.unify(frm.element, to.element) is None:
+            raise UnsupportedError(f"{t} is a collection of {frm.element}, which would have to become one of "
+                                   f"{to.element}: not supported", t.span)
+        return t
 
     def scalar_arg(self, e: A.Expr, sc: Scope, ctx: _Ctx) -> Term:
         """An operand of a scalar operator: a subquery here is used as a scalar (its single
@@ -411,17 +487,18 @@ class TermBuilder(ABC):
             return Case(((self.call("eq", args, span=e.span), MISSING),), args[0], span=e.span)
         if not args:
             raise SemanticError(f"{e.name} takes at least 1 argument, got 0", e.span)
+        ty = self.unified(e.name, args, e.span)
+        args = tuple(self.coerce(a, ty) for a in args)
         if kind == "coalesce" or all(self.missing(a) == FALSE for a in args):
             return self.call("coalesce", args, span=e.span) if len(args) > 1 else args[0]
-        self.unified(e.name, args, e.span)
         # the first argument that is not MISSING (IF_MISSING) or not NULL (IF_NULL)
         whens = []
         for a in args[:-1]:
             m = self.missing(a)
             known = _not(m) if kind == "if_missing" else \
                 _or(m, Call("not", (Call("is_null", (a,)),)))
-            whens.append((known, a))
-        return Case(tuple(whens), args[-1], span=e.span)
+            whens.append((known, self.coerce(a, ty)))
+        return Case(tuple(whens), self.coerce(args[-1], ty), span=e.span)
 
     def missing(self, t: Term) -> Term:
         """The MISSING predicate of term ``t``: a boolean term that holds where ``t`` is MISSING
@@ -604,6 +681,22 @@ _UNKNOWN_FUNCTIONS = {
     "IF_MISSING_OR_NULL": "coalesce", "IFMISSINGORNULL": "coalesce", "COALESCE": "coalesce",
     "NULL_IF": "null_if", "NULLIF": "null_if", "MISSING_IF": "missing_if", "MISSINGIF": "missing_if",
 }
+
+
+#: functions that take a value of mixed types as it is (a :class:`~idivm.types.UnionType`: its
+#: NULL-ness, or the value itself, compared field by field with one of the same type)
+_WHOLE_UNIONS = frozenset({"is_null", "same", "coalesce", "missing", "absent_fields", "absent_in"})
+_COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+
+
+def _alternative(t: Term, ty: T.UnionType, tag: str) -> Term:
+    """The value of ``t`` if it is of ``ty``'s alternative ``tag``, else NULL."""
+    return Field(t, T.UNION_PREFIX + tag, span=t.span)
+
+
+def _alternatives(t: Term, ty: T.Type) -> list[Term]:
+    """The alternatives of a value of mixed types (each NULL where the value is another), or the value."""
+    return [_alternative(t, ty, tag) for tag in ty.tags] if isinstance(ty, T.UnionType) else [t]
 
 
 def _undeclared(t: T.Type, name: str) -> bool:

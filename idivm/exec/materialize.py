@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
 
+from idivm import types as T
 from idivm.algebra.builder import VALUE_COLUMN, VALUE_NAME
 from idivm.algebra.expressions import ABSENT
 from idivm.algebra.operators import Operator
@@ -134,10 +135,13 @@ def user_visible(df: DataFrame, keep: Sequence[str] = (), absent: bool = False) 
 
 def to_python(value: Any, scalars: bool = True) -> Any:
     """Spark Row values -> plain Python (dicts, lists, numbers, strings, None; a tuple without
-    its MISSING fields, those its :data:`~idivm.algebra.expressions.ABSENT` list names); with ``scalars``
+    its MISSING fields, those its :data:`~idivm.algebra.expressions.ABSENT` list names; a tagged
+    union, :class:`~idivm.types.UnionType`, as its alternative's value); with ``scalars``
     false, decimals and dates stay as they are (exact)."""
     if hasattr(value, "asDict"):
         value = value.asDict(recursive=False)
+    if isinstance(value, dict) and value and all(k.startswith(T.UNION_PREFIX) for k in value):
+        return to_python(T.union_value(value), scalars)  # a tagged union: the value of its alternative
     if isinstance(value, dict):
         gone = set(value.get(ABSENT) or ()) | {ABSENT}  # MISSING fields are left out
         return {k: to_python(v, scalars) for k, v in value.items() if k not in gone}

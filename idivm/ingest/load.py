@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from idivm import types as T
 from idivm.algebra.expressions import ABSENT
 from idivm.errors import DataError
-from idivm.ingest.records import json_kind, read_text
+from idivm.ingest.records import json_kind, read_text, union_kind
 from idivm.storage import schema as schemas
 from idivm.storage.delta import quoted
 
@@ -431,6 +431,17 @@ def _absent_marked(values: list) -> list:
     object of this place has given those keys as null and the hidden list
     :data:`~idivm.algebra.expressions.ABSENT` naming them (null when it lacks none), and the
     keys of all of them in one order; recursively, through objects and arrays."""
+    kinds = {union_kind(v) for v in values if v is not None}
+    if None not in kinds and len(kinds - {"double"} if "int" in kinds else kinds) > 1:
+        tags = sorted(kinds, key=T.UNION_TAGS.index)  # a place of mixed types: a tagged union (types.UnionType)
+        alternatives = {tag: iter(_absent_marked([v for v in values if v is not None and union_kind(v) == tag]))
+                        for tag in tags}
+
+        def tagged(v: Any) -> dict:
+            kind = union_kind(v)
+            return {T.UNION_PREFIX + tag: next(alternatives[tag]) if tag == kind else None for tag in tags}
+
+        return [None if v is None else tagged(v) for v in values]
     dicts = [v for v in values if isinstance(v, dict)]
     lists = [v for v in values if isinstance(v, list)]
     out = values
@@ -514,6 +525,11 @@ def check_columns(schema: pa.Schema, origin: str) -> None:
             t = f.type
             while pa.types.is_list(t) or pa.types.is_large_list(t):
                 t = t.value_type
+            alternatives = [t.field(i) for i in range(t.num_fields)] if pa.types.is_struct(t) else []
+            if alternatives and all(a.name.startswith(T.UNION_PREFIX) for a in alternatives):
+                for a in alternatives:  # a tagged union (types.UnionType): its alternatives' own fields
+                    check([pa.field(f.name, a.type)], where)
+                continue
             if pa.types.is_struct(t):
                 if t.num_fields == 0:
                     raise DataError(f"{origin}: column {full!r} is an object without fields in every row; "

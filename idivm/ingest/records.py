@@ -45,6 +45,7 @@ import pyarrow as pa
 
 from idivm.algebra.expressions import ABSENT
 from idivm.errors import DataError
+from idivm.types import UNION_PREFIX
 
 if TYPE_CHECKING:
     from idivm.declared_schema import DeclaredSchema
@@ -367,6 +368,16 @@ def convert(v: Any, t: pa.DataType, path: str, unit: str | None = None,
         if isinstance(v, list):
             return [convert(e, t.value_type, f"{path}[]", None, open_records, undeclared) for e in v]
         raise bad("an array")
+    tags = [t.field(i).name for i in range(t.num_fields)] if pa.types.is_struct(t) else []
+    if tags and all(n.startswith(UNION_PREFIX) for n in tags):  # a tagged union (types.UnionType)
+        kind = union_kind(v)
+        if kind == "int" and UNION_PREFIX + "int" not in tags:
+            kind = "double"  # as an integer goes into a column of doubles
+        if kind is None or UNION_PREFIX + kind not in tags:
+            held = ", ".join(n[len(UNION_PREFIX):] for n in tags)
+            raise _Mismatch(f"column '{path}' holds values of the types {held} only, got {json_kind(v)} {_short(v)}")
+        return {n: convert(v, t.field(n).type, path, unit, open_records, undeclared) if n == UNION_PREFIX + kind
+                else None for n in tags}
     if pa.types.is_struct(t):
         if not isinstance(v, Mapping):
             raise bad("an object")
@@ -450,6 +461,24 @@ def _hashable(v: Any) -> Any:
 def _short(v: Any, width: int = 40) -> str:
     text = json.dumps(v, ensure_ascii=False, default=str)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def union_kind(v: Any) -> str | None:
+    """The tag of the alternative of a tagged union (:class:`~idivm.types.UnionType`) that holds
+    JSON value ``v``, or None for a value of no JSON type."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "double"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, Mapping):
+        return "record"
+    if isinstance(v, (list, tuple)):
+        return "array"
+    return None
 
 
 def json_kind(v: Any) -> str:
