@@ -307,6 +307,13 @@ class TermBuilder(ABC):
         if function in ("eq", "ne") and all(isinstance(x, T.TupleType) for x in types):
             same = _tuples_equal(args[0], args[1], types[0], types[1], span)  # type: ignore[arg-type]
             return same if function == "eq" else _not(same)  # type: ignore[return-value]
+        if function in ("eq", "ne", "lt", "le", "gt", "ge") and any(isinstance(x, T.CollectionType) for x in types):
+            # collections compare as in AsterixDB: = and != item by item (array_eq), the
+            # orderings not at all (NULL)
+            if function in ("eq", "ne"):
+                same = Call("array_eq", args, span=span)
+                return same if function == "eq" else Call("not", (same,), span=span)
+            return Call("unordered", args, span=span)
         return t
 
     def unified(self, what: str, terms: Sequence[Term], span: Span | None) -> T.Type:

@@ -95,6 +95,12 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             return a[0] != a[1]
         case "same":
             return a[0].eqNullSafe(a[1])
+        case "array_eq":
+            pairs = F.zip_with(a[0], a[1], lambda x, y: x == y)
+            return F.when(a[0].isNull() | a[1].isNull(), F.lit(None)).when(
+                F.size(a[0]) != F.size(a[1]), F.lit(False)).otherwise(F.forall(pairs, lambda v: v))
+        case "unordered":
+            return F.lit(None).cast("boolean")
         case "lt":
             return a[0] < a[1]
         case "le":
