@@ -309,6 +309,24 @@ G_VIEWS = {
          {"id": 4, "e": None, "ne": None, "lt": None}, {"id": 5, "e": None, "ne": None, "lt": None},
          {"id": 6, "e": None, "ne": None, "lt": None}, {"id": 7}, {"id": 8, "e": False, "ne": True, "lt": None},
          {"id": 9}, {"id": 10, "e": False, "ne": True, "lt": None}]),
+    # positions from 0, negative ones from the end; a position out of the array is MISSING
+    "g_index": (
+        "SELECT g.id, g.k[0] AS first, g.k[-1] AS last, g.k[1] IS MISSING AS gone FROM g",
+        [{"id": 1, "first": 1, "last": 2, "gone": False}, {"id": 2, "first": 1, "last": 2, "gone": False},
+         {"id": 3, "first": None, "last": None, "gone": False}, {"id": 4, "gone": True},
+         {"id": 5, "first": 1, "last": None, "gone": False}, {"id": 6, "first": 1, "last": None, "gone": False},
+         {"id": 7, "gone": True}, {"id": 8, "gone": True}],
+        [{"id": 1, "first": 2, "last": 1, "gone": False}, {"id": 2, "first": 1, "last": 2, "gone": False},
+         {"id": 4, "first": None, "last": None, "gone": False},
+         {"id": 5, "first": 1, "last": None, "gone": False}, {"id": 6, "first": 1, "last": None, "gone": False},
+         {"id": 7, "gone": True}, {"id": 8, "gone": True}, {"id": 9, "gone": True}, {"id": 10, "gone": True}]),
+    # SELECT * after GROUP BY: the keys, the group (AsterixDB's generated group variable, $1) and the group LETs
+    "g_star": (
+        "SELECT * FROM g WHERE g.id <= 2 GROUP BY g.id AS key LET n = key * 10",
+        [{"key": 1, "$1": [{"g": {"id": 1, "k": [1, 2]}}], "n": 10},
+         {"key": 2, "$1": [{"g": {"id": 2, "k": [1, 2]}}], "n": 20}],
+        [{"key": 1, "$1": [{"g": {"id": 1, "k": [2, 1]}}], "n": 10},
+         {"key": 2, "$1": [{"g": {"id": 2, "k": [1, 2]}}], "n": 20}]),
 }
 
 

@@ -434,8 +434,9 @@ class TermBuilder(ABC):
                 own = Call("absent_in", (Field(b, ABSENT), Const(n, T.STRING))) \
                     if isinstance(bt, T.TupleType) and bt.field(ABSENT) is not None else FALSE
                 return _or(self.missing(b), own)
-            case Index(base=b, index=i):
-                return _or(self.missing(b), self.missing(i))
+            case Index(base=b, index=i):  # a position out of the array is MISSING
+                beyond = Call("index_beyond", (b, i)) if isinstance(self.type_of(b), T.CollectionType) else FALSE
+                return _or(self.missing(b), self.missing(i), beyond)
             case Call(function="and" | "or", args=args):
                 m = _or(*(self.missing(a) for a in args))
                 return m if m == FALSE else _and(Call("is_null", (t,)), m)
