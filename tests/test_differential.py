@@ -540,6 +540,12 @@ RELATIONAL = [
              FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
              WHERE p.pid IS NULL OR p.price IS NULL OR p.price < 20""",
           {P, DP}),
+    _view("links_by_price",  # a MISSING price (no part) groups apart from a NULL one; DuckDB: by p.pid IS NULL too
+          """SELECT p.price, COUNT(*) AS n FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
+             GROUP BY p.price""",
+          """SELECT p.price, count(*) AS n FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
+             GROUP BY p.price, p.pid IS NULL""",
+          {P, DP}),
     # --- self-joins
     _view("same_band_part_pairs",
           """SELECT p1.pid AS pid1, p2.pid AS pid2, FLOOR(p1.price / 25) AS band
