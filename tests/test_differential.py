@@ -547,6 +547,12 @@ RELATIONAL = [
           """SELECT dp.did, dp.pid, p.price FROM devices_parts dp LEFT JOIN parts p
              ON p.pid = dp.pid AND EXISTS (SELECT 1 FROM devices_parts x WHERE x.pid = p.pid AND x.did % 2 = 0)""",
           {P, DP}),
+    _view("links_by_price",  # a MISSING price (no part) groups apart from a NULL one; DuckDB: by p.pid IS NULL too
+          """SELECT p.price, COUNT(*) AS n FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
+             GROUP BY p.price""",
+          """SELECT p.price, count(*) AS n FROM devices_parts dp LEFT JOIN parts p ON p.pid = dp.pid
+             GROUP BY p.price, p.pid IS NULL""",
+          {P, DP}),
     # --- self-joins
     _view("same_band_part_pairs",
           """SELECT p1.pid AS pid1, p2.pid AS pid2, FLOOR(p1.price / 25) AS band

@@ -285,3 +285,70 @@ def test_objects_that_lack_fields_list_them_at_every_depth():
     assert t.column("a").to_pylist() == [
         {"x": 1, "y": [{"p": 1, "q": None, ABSENT: ["q"]}, {"p": None, "q": 2, ABSENT: ["p"]}], ABSENT: None},
         {"x": 2, "y": None, ABSENT: ["y"]}]
+
+
+# --- grouping keys that are MISSING, and arrays compared --------------------------------------------
+
+G_ROWS = [{"id": 1, "k": [1, 2]}, {"id": 2, "k": [1, 2]}, {"id": 3, "k": None}, {"id": 4},
+          {"id": 5, "k": [1, None]}, {"id": 6, "k": [1, None]}, {"id": 7}, {"id": 8, "k": []}]
+# row 4's k becomes NULL and row 3 goes (the NULL group stays, of row 4 now), row 1's k changes,
+# a row lacking k and a row with an empty array arrive
+G_BATCH = [{"id": 4, "k": None}, {"__delete": {"id": 3}}, {"id": 1, "k": [2, 1]}, {"id": 9}, {"id": 10, "k": []}]
+
+G_VIEWS = {
+    # a MISSING key is a group of its own, apart from the NULL key's, and MISSING in its row
+    "g_count": (
+        "SELECT g.k, COUNT(*) AS n FROM g GROUP BY g.k",
+        [{"k": [1, 2], "n": 2}, {"k": None, "n": 1}, {"n": 2}, {"k": [1, None], "n": 2}, {"k": [], "n": 1}],
+        [{"k": [2, 1], "n": 1}, {"k": [1, 2], "n": 1}, {"k": None, "n": 1}, {"n": 2}, {"k": [1, None], "n": 2},
+         {"k": [], "n": 2}]),
+    "g_alias": (
+        "SELECT key, key IS MISSING AS gone, COUNT(*) AS n FROM g GROUP BY g.k AS key HAVING COUNT(*) > 1",
+        [{"key": [1, 2], "gone": False, "n": 2}, {"gone": True, "n": 2}, {"key": [1, None], "gone": False, "n": 2}],
+        [{"gone": True, "n": 2}, {"key": [1, None], "gone": False, "n": 2}, {"key": [], "gone": False, "n": 2}]),
+    # arrays are equal item by item: a NULL item makes = NULL (rows 5 and 6 join nothing)
+    "g_join": (
+        "SELECT x.id AS a, y.id AS b FROM g x JOIN g y ON x.k = y.k WHERE x.id < y.id",
+        [{"a": 1, "b": 2}],
+        [{"a": 8, "b": 10}]),
+    # = and != item by item, FALSE for other lengths; <, <=, >, >= of arrays NULL; MISSING stays MISSING
+    "g_compare": (
+        "SELECT g.id, g.k = [1, 2] AS e, g.k != [1, 2] AS ne, g.k < [1, 3] AS lt FROM g",
+        [{"id": 1, "e": True, "ne": False, "lt": None}, {"id": 2, "e": True, "ne": False, "lt": None},
+         {"id": 3, "e": None, "ne": None, "lt": None}, {"id": 4}, {"id": 5, "e": None, "ne": None, "lt": None},
+         {"id": 6, "e": None, "ne": None, "lt": None}, {"id": 7}, {"id": 8, "e": False, "ne": True, "lt": None}],
+        [{"id": 1, "e": False, "ne": True, "lt": None}, {"id": 2, "e": True, "ne": False, "lt": None},
+         {"id": 4, "e": None, "ne": None, "lt": None}, {"id": 5, "e": None, "ne": None, "lt": None},
+         {"id": 6, "e": None, "ne": None, "lt": None}, {"id": 7}, {"id": 8, "e": False, "ne": True, "lt": None},
+         {"id": 9}, {"id": 10, "e": False, "ne": True, "lt": None}]),
+    # positions from 0, negative ones from the end; a position out of the array is MISSING
+    "g_index": (
+        "SELECT g.id, g.k[0] AS first, g.k[-1] AS last, g.k[1] IS MISSING AS gone FROM g",
+        [{"id": 1, "first": 1, "last": 2, "gone": False}, {"id": 2, "first": 1, "last": 2, "gone": False},
+         {"id": 3, "first": None, "last": None, "gone": False}, {"id": 4, "gone": True},
+         {"id": 5, "first": 1, "last": None, "gone": False}, {"id": 6, "first": 1, "last": None, "gone": False},
+         {"id": 7, "gone": True}, {"id": 8, "gone": True}],
+        [{"id": 1, "first": 2, "last": 1, "gone": False}, {"id": 2, "first": 1, "last": 2, "gone": False},
+         {"id": 4, "first": None, "last": None, "gone": False},
+         {"id": 5, "first": 1, "last": None, "gone": False}, {"id": 6, "first": 1, "last": None, "gone": False},
+         {"id": 7, "gone": True}, {"id": 8, "gone": True}, {"id": 9, "gone": True}, {"id": 10, "gone": True}]),
+    # SELECT * after GROUP BY: the keys, the group (AsterixDB's generated group variable, $1) and the group LETs
+    "g_star": (
+        "SELECT * FROM g WHERE g.id <= 2 GROUP BY g.id AS key LET n = key * 10",
+        [{"key": 1, "$1": [{"g": {"id": 1, "k": [1, 2]}}], "n": 10},
+         {"key": 2, "$1": [{"g": {"id": 2, "k": [1, 2]}}], "n": 20}],
+        [{"key": 1, "$1": [{"g": {"id": 1, "k": [2, 1]}}], "n": 10},
+         {"key": 2, "$1": [{"g": {"id": 2, "k": [1, 2]}}], "n": 20}]),
+}
+
+
+@pytest.fixture(scope="module")
+def grouped(spark, tmp_path_factory):
+    return define_and_maintain(spark, tmp_path_factory.mktemp("grouped"), {"g": ("id", G_ROWS)}, G_VIEWS, "g",
+                               G_BATCH)
+
+
+@pytest.mark.parametrize("strategy", ["id", "recompute"])
+@pytest.mark.parametrize("view", list(G_VIEWS))
+def test_missing_keys_and_arrays_compared(grouped, view, strategy):
+    check(grouped, G_VIEWS, view, strategy)

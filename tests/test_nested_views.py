@@ -403,7 +403,7 @@ CASES = [
     """, [
         {"id": "u1", "fans": 1032, "first_friend": "u2"},
         {"id": "u2", "fans": 5, "first_friend": "u1"},
-        {"id": "u3", "fans": None, "first_friend": None},
+        {"id": "u3", "fans": None},  # no friends: friends[0] is out of the array, MISSING
         {"id": "u4", "fans": 0, "first_friend": "u1"},
     ]),
     case("select_star_gives_one_field_per_variable", """

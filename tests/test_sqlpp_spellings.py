@@ -69,6 +69,11 @@ def test_a_spelling_has_the_plan_of_its_plain_form(spelling, plain):
      "HAVING EXISTS (SELECT u.w + 1 FROM u)",
      "SELECT COUNT(*) AS `$1`, (SELECT VALUE 1 FROM u) AS `$2` FROM t GROUP BY t.v % 2 "
      "HAVING EXISTS (SELECT u.w + 1 AS `$4` FROM u)"),
+    # the blocks of a WITH clause before the query's, whether or where the query uses them
+    ("WITH m AS (SELECT MAX(u.w) FROM u), n AS (SELECT VALUE u.w + 1 FROM u) "
+     "SELECT COUNT(*), m[0], (SELECT u.w * 2 FROM u) FROM t",
+     "SELECT COUNT(*) AS `$2`, (SELECT MAX(u.w) AS `$1` FROM u)[0] AS `$3`, "
+     "(SELECT u.w * 2 AS `$5` FROM u) AS `$4` FROM t"),
 ])
 def test_unnamed_projections_get_asterixdbs_generated_names(unnamed, named):
     assert plan(unnamed) == plan(named)

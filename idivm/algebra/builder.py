@@ -552,6 +552,11 @@ class PlanBuilder(TermBuilder):
             var = self.fresh(name, self.type_of(t))
             if q.grouping_set is None or i in q.grouping_set:
                 keys.append((var, t))
+                m = self.missing(t)
+                if m != FALSE:  # MISSING and NULL are different groups: the MISSING predicate is a key too
+                    mvar = self.fresh(f"{name}_missing", T.BOOL)
+                    keys.append((mvar, m))
+                    self.var_missing[var] = Var(mvar)
             else:  # a key of the other grouping sets: NULL in this block
                 gctx.unset |= {var}
             gctx.keys.append((t, var))

@@ -234,6 +234,13 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("ne", 2, 2, _const(T.BOOL), "!=", _comparable),
         # null-safe equality (maintenance plans match IDs, which may be NULL, with it)
         FunctionSpec("same", 2, 2, _const(T.BOOL), "IS NOT DISTINCT FROM"),
+        # = of two collections as AsterixDB compares arrays: FALSE when their lengths or a pair of
+        # their items at one position differ, else NULL when an item is NULL, else TRUE
+        FunctionSpec("array_eq", 2, 2, _const(T.BOOL)),
+        # whether a position is out of an array (arr[pos] is MISSING there)
+        FunctionSpec("index_beyond", 2, 2, _const(T.BOOL)),
+        # <, <=, >, >= of collections, which AsterixDB does not order: NULL (MISSING of MISSING)
+        FunctionSpec("unordered", 2, 2, _const(T.BOOL)),
         FunctionSpec("lt", 2, 2, _const(T.BOOL), "<", _comparable),
         FunctionSpec("le", 2, 2, _const(T.BOOL), "<=", _comparable),
         FunctionSpec("gt", 2, 2, _const(T.BOOL), ">", _comparable),

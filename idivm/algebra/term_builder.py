@@ -328,6 +328,13 @@ class TermBuilder(ABC):
         if function in ("eq", "ne") and all(isinstance(x, T.TupleType) for x in types):
             same = _tuples_equal(args[0], args[1], types[0], types[1], span)  # type: ignore[arg-type]
             return same if function == "eq" else _not(same)  # type: ignore[return-value]
+        if function in ("eq", "ne", "lt", "le", "gt", "ge") and any(isinstance(x, T.CollectionType) for x in types):
+            # collections compare as in AsterixDB: = and != item by item (array_eq), the
+            # orderings not at all (NULL)
+            if function in ("eq", "ne"):
+                same = Call("array_eq", args, span=span)
+                return same if function == "eq" else Call("not", (same,), span=span)
+            return Call("unordered", args, span=span)
         return t
 
     def narrowed(self, t: Call, types: list[T.Type]) -> Term:
@@ -520,8 +527,9 @@ class TermBuilder(ABC):
                 own = Call("absent_in", (Field(b, ABSENT), Const(n, T.STRING))) \
                     if isinstance(bt, T.TupleType) and bt.field(ABSENT) is not None else FALSE
                 return _or(self.missing(b), own)
-            case Index(base=b, index=i):
-                return _or(self.missing(b), self.missing(i))
+            case Index(base=b, index=i):  # a position out of the array is MISSING
+                beyond = Call("index_beyond", (b, i)) if isinstance(self.type_of(b), T.CollectionType) else FALSE
+                return _or(self.missing(b), self.missing(i), beyond)
             case Call(function="and" | "or", args=args):
                 m = _or(*(self.missing(a) for a in args))
                 return m if m == FALSE else _and(Call("is_null", (t,)), m)

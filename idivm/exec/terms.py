@@ -43,8 +43,9 @@ def compile_term(t: Term) -> Column:
             return col(n)
         case Field(base=b, name=n):
             return compile_term(b).getField(n)
-        case Index(base=b, index=i):
-            return F.get(compile_term(b), compile_term(i))
+        case Index(base=b, index=i):  # 0-based; a negative position counts from the end (-1: the last)
+            arr, pos = compile_term(b), compile_term(i)
+            return F.get(arr, F.when(pos < 0, pos + F.size(arr)).otherwise(pos))
         case Call(function=f, args=args):
             return _call(f, args)
         case Case(whens=whens, otherwise=o):
@@ -98,6 +99,14 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             return a[0] != a[1]
         case "same":
             return a[0].eqNullSafe(a[1])
+        case "array_eq":
+            pairs = F.zip_with(a[0], a[1], lambda x, y: x == y)
+            return F.when(a[0].isNull() | a[1].isNull(), F.lit(None)).when(
+                F.size(a[0]) != F.size(a[1]), F.lit(False)).otherwise(F.forall(pairs, lambda v: v))
+        case "index_beyond":  # a position out of an array (MISSING there)
+            return F.coalesce((a[1] >= F.size(a[0])) | (a[1] < -F.size(a[0])), F.lit(False)) & a[0].isNotNull()
+        case "unordered":
+            return F.lit(None).cast("boolean")
         case "lt":
             return a[0] < a[1]
         case "le":

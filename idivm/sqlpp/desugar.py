@@ -19,11 +19,12 @@ it could mean an enclosing query's variable.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable
 
 from idivm.sqlpp import ast as A
 
-__all__ = ["free_names", "generated_names", "inline_lets", "replace_names"]
+__all__ = ["free_names", "generated_names", "inline_lets", "name_blocks", "replace_names"]
 
 # (identifier, names bound around it) -> replacement
 _OnName = Callable[[A.Identifier, frozenset[str]], A.Expr]
@@ -186,9 +187,18 @@ def generated_names(query: A.Query) -> A.Query:
     grouping variables do, but keep the name the plan builder gives them), and the blocks in
     its group LETs and HAVING; a UNION ALL's left side before its right.  So ``SELECT COUNT(*),
     MAX(x) FROM t`` returns ``$1`` and ``$2``, and ``SELECT t.id, COUNT(*)`` returns ``id`` and
-    ``$1``."""
-    counter = [0]
-    holds = _holding_queries(query)
+    ``$1``.  A block with GROUP BY and ``SELECT *`` but no GROUP AS takes a number, after its
+    grouping keys', for AsterixDB's generated group variable, which ``*`` makes a field of its
+    rows (the block gets it as its GROUP AS).  The blocks of a WITH clause come first
+    (:func:`name_blocks` names them before they are inlined): the numbers their projections took
+    are not taken again."""
+    return name_blocks(query, [_numbers_taken(query)])  # type: ignore[return-value]
+
+
+def name_blocks(root: A.Node, counter: list[int]) -> A.Node:
+    """``root`` with its projections without a name named as by :func:`generated_names`,
+    ``counter[0]`` holding the last number taken (and updated)."""
+    holds = _holding_queries(root)
 
     def fresh() -> str:
         counter[0] += 1
@@ -225,12 +235,30 @@ def generated_names(query: A.Query) -> A.Query:
             if k.alias is None and A.implicit_name(k.expr) is None:
                 fresh()  # AsterixDB's generated grouping variable takes a number (not a name here)
             keys.append(dataclasses.replace(k, expr=node(k.expr)))
+        group_as = q.group_as
+        if q.group_by and group_as is None and any(isinstance(i, A.StarItem) and i.qualifier is None
+                                                   for i in q.items):
+            group_as = fresh()  # SELECT * after GROUP BY: AsterixDB's generated group variable is a field
         group_lets = tuple(node(b) for b in q.group_lets)
         having = node(q.having) if q.having is not None else None
         return dataclasses.replace(q, items=tuple(items), value=value, from_items=from_items, lets=lets, where=where,
-                                   group_by=tuple(keys), group_lets=group_lets, having=having)
+                                   group_by=tuple(keys), group_as=group_as, group_lets=group_lets, having=having)
 
-    return block(query)
+    return node(root)
+
+
+def _numbers_taken(root: A.Node) -> int:
+    """The highest ``N`` of a projection of ``root`` named ``$N`` (0 if none is)."""
+    top = 0
+    stack: list = [root]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.ExprItem) and n.alias is not None:
+            m = re.fullmatch(r"\$(\d+)", n.alias)
+            if m:
+                top = max(top, int(m.group(1)))
+        stack.extend(n.children())
+    return top
 
 
 def _holding_queries(root: A.Node) -> set[int]:

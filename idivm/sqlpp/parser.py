@@ -16,6 +16,7 @@ meets them where a view or an IN/EXISTS subquery could end.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from typing import Any, Iterator
@@ -28,7 +29,7 @@ from lark.tree import Meta
 from idivm.errors import IdivmError, Span, SqlppSyntaxError
 from idivm.grammars import parse_text, read_grammar
 from idivm.sqlpp import ast
-from idivm.sqlpp.desugar import inline_lets
+from idivm.sqlpp.desugar import inline_lets, name_blocks
 
 __all__ = ["KEYWORDS", "parse_query", "parse_view"]
 
@@ -478,7 +479,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def let_query(self, meta, ch):
         *lets, query = ch
-        bindings = tuple(b for _, clause in lets for b in clause)
+        counter = [0]  # AsterixDB numbers the WITH clause's projections without a name first
+        bindings = tuple(dataclasses.replace(b, expr=name_blocks(b.expr, counter))
+                         for _, clause in lets for b in clause)
         return inline_lets(bindings, query)
 
     def select_block(self, meta, ch):

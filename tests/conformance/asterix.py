@@ -172,7 +172,7 @@ def queries(tree: Path, groups: tuple[str, ...] = GROUPS, read_data=None) -> lis
 
 
 FILE = re.compile(r"^(?P<case>.+)\.(?P<n>\d+)\.(?P<kind>[a-z]+)\.(?P<ext>[a-z]+)$")
-RESULT = re.compile(r"^(?P<case>.+)\.(?P<n>\d+)\.(?:adm|json)$")
+RESULT = re.compile(r"^(?P<case>.+)\.(?P<n>\d+)\.(?P<ext>[a-z]+)$")
 
 
 def convert_case(tree: Path, group: str, file_path: str, unit: str, error: bool,
@@ -190,7 +190,8 @@ def convert_case(tree: Path, group: str, file_path: str, unit: str, error: bool,
 
     if error:
         return excluded("the case expects an error")
-    # the k-th result file (in number order) is the expected result of the k-th query
+    # the k-th result file (in number order, whatever its kind: an EXPLAIN query's is a .plan) is
+    # the expected result of the k-th query
     results_dir = tree / "results" / file_path / output_dir
     results = sorted((f for f in results_dir.iterdir() if RESULT.match(f.name)),
                      key=lambda f: int(RESULT.match(f.name)["n"])) if results_dir.is_dir() else []
@@ -214,6 +215,9 @@ def convert_case(tree: Path, group: str, file_path: str, unit: str, error: bool,
                     q.view, q.datasets = state.view(text, f"q{m['n']}")
                     if len(results) < len(queries):
                         raise Excluded("no expected result file")
+                    ext = RESULT.match(results[len(queries) - 1].name)["ext"]
+                    if ext not in ("adm", "json"):
+                        raise Excluded(f"the expected result is a .{ext} file")
                     q.expected = parse_values(results[len(queries) - 1].read_text(errors="replace"))
                 except Excluded as e:
                     q.excluded = str(e)
