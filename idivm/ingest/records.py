@@ -481,23 +481,17 @@ def union_kind(v: Any) -> str | None:
     return None
 
 
+#: how messages name a JSON value of each tag (:func:`union_kind`)
+_KINDS = {"bool": "a boolean", "int": "an integer", "double": "a number", "string": "a string",
+          "record": "an object", "array": "an array"}
+
+
 def json_kind(v: Any) -> str:
     """``an integer``, ``a string``, ... for messages."""
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int):
-        return "an integer"
-    if isinstance(v, float):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, Mapping):
-        return "an object"
-    if isinstance(v, (list, tuple)):
-        return "an array"
-    if v is None:
-        return "null"
-    return f"a {type(v).__name__}"
+    kind = union_kind(v)
+    if kind is not None:
+        return _KINDS[kind]
+    return "null" if v is None else f"a {type(v).__name__}"
 
 
 def read_text(path: str | Path, source: str | None = None) -> str:
