@@ -611,7 +611,7 @@ def _sum_by(t: pa.Table, keys: Sequence[str], column: str) -> pa.Table:
 class _Steps:
     """The contexts after each factor of a product evaluated from ``start``, remembered in
     ``constants`` (the memo of one evaluation of a trigger program's statements) by the factors
-    taken so far and the identities of the tables they read: the statements of a trigger whose
+    taken so far and the identities of the tables each reads: the statements of a trigger whose
     products begin alike (the same batch, assignments and maps, then each its own map or
     value) evaluate those first factors once."""
 
@@ -622,9 +622,9 @@ class _Steps:
 
     def after(self, t: Term, on, step: Callable[[], pa.Table]) -> pa.Table:
         """The contexts after ``t`` (joined ``on``): remembered, or ``step()``."""
-        self.done += ((t, on),)
-        (_, ids), read = constant_key(Mul(tuple(f for f, _ in self.done)), self.relations, self.maps)
-        key = (id(self.start), self.done, ids)
+        (_, ids), read = constant_key(t, self.relations, self.maps)
+        self.done += ((t, on, ids),)
+        key = (id(self.start), self.done)
         if key not in self.memo:
             # the start and the tables read stay held, so that their identities stay theirs
             self.memo[key] = (step(), self.start, read)

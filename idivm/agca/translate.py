@@ -332,7 +332,7 @@ def _value(t: E.Term | None) -> Term:
     each factor goes to the map of its relation), arithmetic over one tuple's fields as one
     lifted value (as DBToaster keeps ``L_EXTENDEDPRICE * (1 + -1 * L_DISCOUNT)`` a single
     factor: expanding it would give a map per monomial, all over the same relation)."""
-    if isinstance(t, E.Call) and t.function in _ARITHMETIC and len(_scans(t)) == 1:
+    if isinstance(t, E.Call) and t.function in _ARITHMETIC and len(t.variables()) == 1:
         return _lifted(t, condition=False)
     match t:
         case E.Field(base=E.Var()):
@@ -354,11 +354,6 @@ def _value(t: E.Term | None) -> Term:
 
 #: the arithmetic :func:`_value` spells as AGCA sums and products
 _ARITHMETIC = frozenset({"add", "sub", "mul", "neg"})
-
-
-def _scans(t: E.Term) -> set[str]:
-    """The scan variables whose fields ``t`` reads (``x`` of each ``x.c``)."""
-    return {f.base.name for f in t.walk() if isinstance(f, E.Field) and isinstance(f.base, E.Var)}
 
 
 def _defined(value: Term) -> tuple[Term, ...]:
