@@ -583,3 +583,22 @@ def test_a_maps_view_is_clustered_by_its_groups_and_a_run_rewrites_only_the_file
     assert rewrite["num_target_files_removed"] == 1 and rewrite["num_target_rows_updated"] == 1
     assert {r["g"]: (r["s"], r["n"]) for r in wh.rows("v")}[5] == (1000 + 305 + 605, 3)
     assert wh.verify("v").ok
+
+
+@pytest.mark.slow  # a maps view's define (about 20 s); the default run is near its limit
+def test_a_maps_run_knows_the_rows_of_the_versions_it_appended_as_a_count_of_them_would(cost, tmp_path):
+    """The row count a run records for a map version it appended (the version before plus the
+    rows appended, without opening it) equals the rows read from that version."""
+    from idivm.storage.delta import table as tables
+
+    _ingest(cost, tmp_path, "parts", {"pid": 10, "price": 1.5}, {"__delete": {"pid": 9}})
+    _maintained(cost)
+    root, maps = cost.catalog.root, cost.catalog.view("stats").extra["maps"]
+    checked = 0
+    for rel in maps.values():
+        path = root / rel
+        key = tables.version_key(path, delta.version(path))
+        if key in delta._COUNTED:
+            assert delta._COUNTED[key] == delta.read_arrow(path).num_rows
+            checked += 1
+    assert checked

@@ -612,6 +612,7 @@ class StoredMaps:
                     delta.write_spark(increments, path, mode="append", engine=self.engine, commit_metadata=meta)
                 if local:
                     hold_appended(path, version, new, increments)
+                    delta.appended_rows(path, version, new, increments.num_rows)
                     return new, increments.num_rows
                 return new, delta.row_count(path, new) - delta.row_count(path, version)
             if local:

@@ -112,6 +112,7 @@ __all__ = [
     "PathLike",
     "Rewrite",
     "active_files",
+    "appended_rows",
     "commits_made",
     "create_table",
     "data_version",
@@ -298,6 +299,14 @@ def row_count(path: PathLike, version: int | None = None) -> int:
 #: the rows of table versions counted by this process (:func:`version_key`: a version's rows
 #: never change)
 _COUNTED: dict[tuple, int] = {}
+
+
+def appended_rows(path: PathLike, version: int, new: int, rows: int) -> None:
+    """Version ``new`` of the table at ``path`` is ``version`` plus an append of ``rows`` rows
+    (this process's commit): its row count, for :func:`row_count`, without opening it."""
+    key = version_key(path, new)
+    if key is not None:
+        remember(_COUNTED, key, row_count(path, version) + rows, 256)
 
 
 def optimize(spark: "SparkSession", path: PathLike, order: Sequence[str] = (), *, target_file_bytes: int,
