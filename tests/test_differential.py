@@ -1502,7 +1502,7 @@ def test_maintained_views_match_over_long_random_sequences(make_warehouse, tmp_p
     run_batches(corpus, batches(), tmp_path, f"seed {seed}, ")
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])  # seed 1 under --runslow
 def test_ordered_subqueries_match_over_random_sequences(make_warehouse, tmp_path, seed):
     """The views of ORDER BY / LIMIT / OFFSET / AT subqueries alone (``auto``: recomputed, as no
     i-diff rules cover them), through random batches of every kind of change."""
