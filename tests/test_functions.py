@@ -103,6 +103,23 @@ BY_HAND = {
                    {1: {"a": 2, "c": 1}, 5: {"a": 3, "c": 5}}),
     "len": ("LEN(t.l)", {1: 3, 2: 2, 3: None, 4: 0}, {1: 1, 5: 2}),
     "field": ("GET_OBJECT_FIELD_VALUE(t, 'x')", {1: 7, 2: -3, 3: None, 4: 0}, {1: 2, 5: 3}),
+    # FROM_BASE: the digits of a base (2 to 36, either case) as an integer; NULL for other
+    # characters (a sign, a space) and for values past 64 bits
+    "from_base": ("FROM_BASE(t.num, 16)", {1: 0x42, 2: 0xABC, 3: None, 4: None}, {1: 0x2147483648, 5: 5}),
+    "from_base36": ("FROM_BASE(t.s, 36)", {1: None, 2: None, 3: None, 4: 683010982}, {1: None, 5: 371}),
+    "from_base_wide": ("FROM_BASE(REPEAT('F', t.x + 9), 16)", {1: None, 2: 0xFFFFFF, 3: None, 4: 0xFFFFFFFFF},
+                       {1: 0xFFFFFFFFFFF, 5: 0xFFFFFFFFFFFF}),
+    # SWITCH_CASE(x, v1, r1, ..., [default]) is CASE x WHEN v1 THEN r1 ... ELSE default END
+    "switch": ("SWITCH_CASE(t.x > 0, true, 'pos', false, 'not pos')", {1: "pos", 2: "not pos", 3: None, 4: "not pos"},
+               {1: "pos", 5: "pos"}),
+    "switch_else": ("SWITCH_CASE(t.x, 7, 'seven', 0, 'zero', 'other')", {1: "seven", 2: "other", 3: "other", 4: "zero"},
+                    {1: "other", 5: "other"}),
+    # IS_NULL(x) & co. are x IS NULL & co.
+    "is_null_fn": ("IS_NULL(t.x)", {1: False, 2: False, 3: True, 4: False}, {1: False, 5: False}),
+    "is_unknown_fn": ("ISUNKNOWN(t.s)", {1: False, 2: False, 3: True, 4: False}, {1: False, 5: False}),
+    "is_missing_fn": ("IS_MISSING(t.l)", {1: False, 2: False, 3: False, 4: False}, {1: False, 5: False}),
+    # an array is not equal to a value of another type
+    "array_eq_number": ("t.l = 7", {1: False, 2: False, 3: None, 4: False}, {1: False, 5: False}),
 }
 
 VIEW = ("CREATE VIEW fns AS SELECT t.id, "

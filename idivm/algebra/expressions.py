@@ -236,7 +236,7 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("same", 2, 2, _const(T.BOOL), "IS NOT DISTINCT FROM"),
         # = of two collections as AsterixDB compares arrays: FALSE when their lengths or a pair of
         # their items at one position differ, else NULL when an item is NULL, else TRUE
-        FunctionSpec("array_eq", 2, 2, _const(T.BOOL)),
+        FunctionSpec("array_eq", 2, 4, _const(T.BOOL)),  # (a, b[, item types of a and b])
         # whether a position is out of an array (arr[pos] is MISSING there)
         FunctionSpec("index_beyond", 2, 2, _const(T.BOOL)),
         # <, <=, >, >= of collections, which AsterixDB does not order: NULL (MISSING of MISSING)
@@ -298,6 +298,9 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("ln", 1, 1, _const(T.DOUBLE)),
         FunctionSpec("log10", 1, 1, _const(T.DOUBLE)),
         FunctionSpec("power", 2, 2, _const(T.DOUBLE)),
+        FunctionSpec("from_base", 2, 2, _const(T.INT),
+                     check=_all_of(_each(lambda a: a == T.STRING, "a string", 0, 1),
+                                   _each(lambda a: a == T.INT, "an integer", 1))),
         FunctionSpec("sign", 1, 1, _const(T.INT)),
         # dates (a string in ISO form is read as a date)
         FunctionSpec("get_year", 1, 1, _const(T.INT)),
@@ -339,7 +342,7 @@ FUNCTION_ALIASES = {
     "REGEXP_CONTAINS": "regexp_contains", "REGEXP_LIKE": "regexp_like",
     "ABS": "abs", "ROUND": "round", "FLOOR": "floor", "CEIL": "ceil",
     "CEILING": "ceil", "SQRT": "sqrt", "EXP": "exp", "LN": "ln", "LOG": "log10", "POWER": "power",
-    "SIGN": "sign",
+    "SIGN": "sign", "FROM_BASE": "from_base",
     "TO_STRING": "to_string", "TO_STR": "to_string", "TOSTRING": "to_string", "STRING": "to_string",
     "CONCAT": "concat",
     "INT8": "to_int8", "TINYINT": "to_int8", "INT16": "to_int16", "SMALLINT": "to_int16",

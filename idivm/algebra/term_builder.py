@@ -12,6 +12,8 @@ translation (:meth:`TermBuilder.query_plan`).  The name rules are the builder's.
 
 from __future__ import annotations
 
+import json
+
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -222,7 +224,15 @@ class TermBuilder(ABC):
                 raise UnsupportedError("x[*] is supported only before a field name: x[*].f, the f of each element "
                                        "of x", e.span)
             case A.IndexAccess(base=b, index=i):
-                return Index(self.expr(b, sc, ctx), self.scalar_arg(i, sc, ctx), span=e.span)
+                base = self.expr(b, sc, ctx)
+                bt = self.type_of(base)
+                if isinstance(bt, T.UnionType):  # an item of the value if it is an array, else MISSING
+                    if bt.alternative("array") is None:
+                        return MISSING
+                    array = _alternative(base, bt, "array")
+                    other = _and(_not(Call("is_null", (base,))), Call("is_null", (array,)))
+                    return _unless_missing(other, Index(array, self.scalar_arg(i, sc, ctx), span=e.span))
+                return Index(base, self.scalar_arg(i, sc, ctx), span=e.span)
             case A.UnaryOp(op=op, operand=x):
                 arg = self.scalar_arg(x, sc, ctx)
                 if op == "+":
@@ -318,6 +328,8 @@ class TermBuilder(ABC):
         types = [self.type_of(a) for a in args]
         if any(isinstance(x, T.UnionType) for x in types) and function not in _WHOLE_UNIONS:
             return self.narrowed(t, types)
+        if function in _COMPARISONS and any(isinstance(x, T.CollectionType) for x in types):
+            return self.collections_compared(t, types)
         why = SCALAR_FUNCTIONS[function].check(types)
         if why is not None and function in _COMPARISONS:
             # as in AsterixDB: a comparison of values of incompatible types is NULL (MISSING where
@@ -328,14 +340,26 @@ class TermBuilder(ABC):
         if function in ("eq", "ne") and all(isinstance(x, T.TupleType) for x in types):
             same = _tuples_equal(args[0], args[1], types[0], types[1], span)  # type: ignore[arg-type]
             return same if function == "eq" else _not(same)  # type: ignore[return-value]
-        if function in ("eq", "ne", "lt", "le", "gt", "ge") and any(isinstance(x, T.CollectionType) for x in types):
-            # collections compare as in AsterixDB: = and != item by item (array_eq), the
-            # orderings not at all (NULL)
-            if function in ("eq", "ne"):
-                same = Call("array_eq", args, span=span)
-                return same if function == "eq" else Call("not", (same,), span=span)
-            return Call("unordered", args, span=span)
         return t
+
+    def collections_compared(self, t: Call, types: list[T.Type]) -> Term:
+        """A comparison ``t`` with a collection operand, as AsterixDB compares collections:
+        ``=`` and ``!=`` item by item (``array_eq``: items of different types are unequal, a
+        NULL item makes the result NULL unless another position differs), a collection unequal
+        to a value of another type; the orderings (``<``, ...) not at all (NULL).  MISSING
+        where an operand is."""
+        (a, b), (ta, tb) = t.args, types
+        span = t.span
+        if t.function not in ("eq", "ne") or T.NULL in (ta, tb):
+            return Call("unordered", t.args, span=span)
+        if isinstance(ta, T.CollectionType) and isinstance(tb, T.CollectionType):
+            same: Term = Call("array_eq", (a, b, _type_const(ta.element), _type_const(tb.element)), span=span)
+        elif T.ANY in (ta, tb):
+            same = Call("array_eq", t.args, span=span)
+        else:  # a collection and a value of another type
+            same = _unless_missing(_or(self.missing(a), self.missing(b)), Case(
+                ((_and(_not(Call("is_null", (a,))), _not(Call("is_null", (b,)))), FALSE),), span=span))
+        return same if t.function == "eq" else _not(same)
 
     def narrowed(self, t: Call, types: list[T.Type]) -> Term:
         """``t``, a call with an argument of mixed types (a :class:`~idivm.types.UnionType`), on the
@@ -348,11 +372,13 @@ class TermBuilder(ABC):
         options = [_alternatives(a, ty) for a, ty in zip(t.args, types)]
         if t.function in _COMPARISONS:
             left, right = options
-            pairs = [(x, y) for x in left for y in right if T.comparable(self.type_of(x), self.type_of(y))]
-            if not pairs:
-                return Const(None, T.BOOL, span=t.span)
+            pairs = [(x, y) for x in left for y in right
+                     if T.comparable(self.type_of(x), self.type_of(y))
+                     or _collection(self.type_of(x)) or _collection(self.type_of(y))]
             parts = tuple(self.call(t.function, pair, span=t.span) for pair in pairs)
-            return parts[0] if len(parts) == 1 else Call("coalesce", parts, span=t.span)
+            one = Const(None, T.BOOL, span=t.span) if not parts else parts[0] if len(parts) == 1 \
+                else Call("coalesce", parts, span=t.span)
+            return _unless_missing(_or(*(self.missing(a) for a in t.args)), one)
         if spec.check is _anything:
             mixed = next(x for x in types if isinstance(x, T.UnionType))
             raise UnsupportedError(f"{t} of a value of mixed types ({mixed}) is not supported", t.span)
@@ -470,6 +496,17 @@ class TermBuilder(ABC):
             return self.object_remove(e, sc, ctx)
         if e.name in _UNKNOWN_FUNCTIONS:
             return self.unknown_function(e, sc, ctx)
+        if e.name == "SWITCH_CASE":  # SWITCH_CASE(x, v1, r1, ..., [default]): CASE x WHEN v1 THEN r1 ... END
+            if len(e.args) < 3:
+                raise SemanticError(f"SWITCH_CASE takes at least 3 arguments, got {len(e.args)}", e.span)
+            rest = e.args[1:]
+            pairs = tuple(zip(rest[0::2], rest[1::2]))
+            default = rest[-1] if len(rest) % 2 else None
+            return self.expr(A.CaseWhen(e.args[0], pairs, default, span=e.span), sc, ctx)
+        if e.name in _IS_FUNCTIONS:  # AsterixDB's spelling of x IS NULL, x IS MISSING, x IS UNKNOWN
+            if len(e.args) != 1:
+                raise SemanticError(f"{e.name} takes 1 argument, got {len(e.args)}", e.span)
+            return self.expr(A.IsTest(e.args[0], _IS_FUNCTIONS[e.name], span=e.span), sc, ctx)
         name = FUNCTION_ALIASES.get(e.name)
         if name is None:
             raise SemanticError(f"unknown function {e.name}", e.span)
@@ -689,6 +726,9 @@ _UNKNOWN_FUNCTIONS = {
     "IF_MISSING_OR_NULL": "coalesce", "IFMISSINGORNULL": "coalesce", "COALESCE": "coalesce",
     "NULL_IF": "null_if", "NULLIF": "null_if", "MISSING_IF": "missing_if", "MISSINGIF": "missing_if",
 }
+#: the tests of MISSING and NULL as functions (``IS_NULL(x)`` is ``x IS NULL``)
+_IS_FUNCTIONS = {"IS_NULL": "NULL", "ISNULL": "NULL", "IS_MISSING": "MISSING", "ISMISSING": "MISSING",
+                 "IS_UNKNOWN": "UNKNOWN", "ISUNKNOWN": "UNKNOWN"}
 
 
 #: functions that take a value of mixed types as it is (a :class:`~idivm.types.UnionType`: its
@@ -705,6 +745,15 @@ def _alternative(t: Term, ty: T.UnionType, tag: str) -> Term:
 def _alternatives(t: Term, ty: T.Type) -> list[Term]:
     """The alternatives of a value of mixed types (each NULL where the value is another), or the value."""
     return [_alternative(t, ty, tag) for tag in ty.tags] if isinstance(ty, T.UnionType) else [t]
+
+
+def _collection(t: T.Type) -> bool:
+    return isinstance(t, T.CollectionType)
+
+
+def _type_const(t: T.Type) -> Const:
+    """Type ``t`` as a constant argument (its JSON text) of a function whose Spark form depends on it."""
+    return Const(json.dumps(t.to_json()), T.STRING)
 
 
 def _undeclared(t: T.Type, name: str) -> bool:

@@ -10,6 +10,9 @@ functions (``ARRAY_COUNT`` & co.) keep SQL++'s NULL semantics.
 
 from __future__ import annotations
 
+import json
+import math
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as ST
@@ -25,6 +28,8 @@ from idivm.storage.delta.merge import quoted
 
 #: the run-time error of a scalar subquery with several values (raised inside Spark)
 SCALAR_SUBQUERY_ERROR = "a subquery used as a scalar returned more than one value"
+#: the digits of FROM_BASE's bases, in the order of their values
+_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def col(name: str) -> Column:
@@ -100,9 +105,8 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
         case "same":
             return a[0].eqNullSafe(a[1])
         case "array_eq":
-            pairs = F.zip_with(a[0], a[1], lambda x, y: x == y)
-            return F.when(a[0].isNull() | a[1].isNull(), F.lit(None)).when(
-                F.size(a[0]) != F.size(a[1]), F.lit(False)).otherwise(F.forall(pairs, lambda v: v))
+            types = [T.from_json(json.loads(c.value)) for c in args[2:]] or [T.ANY, T.ANY]  # type: ignore[union-attr]
+            return arrays_equal(a[0], types[0], a[1], types[1])
         case "index_beyond":  # a position out of an array (MISSING there)
             return F.coalesce((a[1] >= F.size(a[0])) | (a[1] < -F.size(a[0])), F.lit(False)) & a[0].isNotNull()
         case "unordered":
@@ -209,6 +213,16 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             return F.log10(a[0])
         case "power":
             return F.pow(a[0], a[1])
+        case "from_base":  # the integer the digits a[0] are in base a[1] (2 to 36); else NULL, also past 64 bits
+            base = a[1].cast("int")
+            digits = F.transform(F.split(F.regexp_replace(F.upper(a[0]), "^0+(?=.)", ""), ""),
+                                 lambda c: F.position(c, F.lit(_DIGITS)) - 1)
+            at_most = F.floor(F.lit(63 * math.log(2)) / F.ln(base.cast("double")) + F.lit(1e-9)) + 1  # 2^63's
+            valid = ((base >= 2) & (base <= 36) & (F.length(a[0]) > 0) & (F.size(digits) <= at_most)
+                     & F.forall(digits, lambda d: (d >= 0) & (d < base)))
+            value = F.aggregate(digits, F.lit(0).cast("decimal(38,0)"),
+                                lambda acc, d: (acc * base + d).cast("decimal(38,0)"))
+            return F.when(valid, value.try_cast("bigint"))
         case "sign":
             return F.signum(a[0]).cast("bigint")
         case "get_year":
@@ -238,6 +252,51 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
                           F.raise_error(F.lit(SCALAR_SUBQUERY_ERROR))
                           ).otherwise(F.get(a[0], 0))
     raise InternalError(f"no Spark compilation for function {f}")
+
+
+def arrays_equal(a: Column, ta: T.Type, b: Column, tb: T.Type) -> Column:
+    """``a = b`` of two arrays of items of types ``ta`` and ``tb``, as AsterixDB compares them:
+    FALSE when their lengths differ or the items at one position do (:func:`items_equal`), else
+    NULL when some pair is NULL, else TRUE."""
+    pairs = F.zip_with(a, b, lambda x, y: items_equal(x, ta, y, tb))
+    return F.when(a.isNull() | b.isNull(), F.lit(None)).when(
+        F.size(a) != F.size(b), F.lit(False)).otherwise(F.forall(pairs, lambda v: v))
+
+
+def items_equal(x: Column, tx: T.Type, y: Column, ty: T.Type) -> Column:
+    """``x = y`` of two items of arrays (of types ``tx`` and ``ty``): NULL when either is NULL,
+    FALSE when they are of different kinds (a number and a string, an array and a number),
+    arrays item by item, alternatives of mixed-type items (:class:`~idivm.types.UnionType`) by
+    the alternative each holds."""
+    if isinstance(tx, T.UnionType) or isinstance(ty, T.UnionType):
+        xs, ys = _alternative_columns(x, tx), _alternative_columns(y, ty)
+        matched = [(cx.isNotNull() & cy.isNotNull(), items_equal(cx, ax, cy, ay))
+                   for cx, ax in xs for cy, ay in ys if _kind(ax) == _kind(ay)]
+        out = F.when(x.isNull() | y.isNull(), F.lit(None))
+        for both, same in matched:
+            out = out.when(both, same)
+        return out.otherwise(F.lit(False))
+    if isinstance(tx, T.CollectionType) and isinstance(ty, T.CollectionType):
+        return arrays_equal(x, tx.element, y, ty.element)
+    if T.ANY in (tx, ty) or _kind(tx) == _kind(ty):
+        return x == y
+    return F.when(x.isNotNull() & y.isNotNull(), F.lit(False))
+
+
+def _alternative_columns(x: Column, t: T.Type) -> list[tuple[Column, T.Type]]:
+    if isinstance(t, T.UnionType):
+        return [(x.getField(T.UNION_PREFIX + tag), alt) for tag, alt in zip(t.tags, t.alternatives)]
+    return [(x, t)]
+
+
+def _kind(t: T.Type) -> str:
+    """What values of type ``t`` compare with: numbers with numbers, arrays with arrays, ..."""
+    if T.is_numeric(t):
+        return "number"
+    try:
+        return T.union_tag(t)
+    except ValueError:
+        return str(t)
 
 
 def array_statistic(what: str, values: Column) -> Column:

@@ -626,6 +626,7 @@ class _Literal:
                 if self.peek() == ",":
                     self.next()
             self.next()
+            items = [None if x is MISSING else x for x in items]  # stored, a MISSING item is NULL
             return items if close == "]" else Bag(tuple(items))
         if t.kind == "string":
             return _string(t.text)
