@@ -136,6 +136,8 @@ RANDOM_VIEWS = {
     "r_group": "SELECT g AS a, COUNT(*) AS n FROM m WHERE m.a IS NOT UNKNOWN GROUP BY m.a AS g",
     "r_filter": "SELECT m.id FROM m WHERE m.a > 1",
     "r_case": "SELECT m.id, CASE WHEN m.id % 2 = 0 THEN m.a ELSE 'odd' END AS c FROM m",
+    # an array of mixed items compared item by item: a value of another kind is unequal to 1
+    "r_array": "SELECT m.id, [m.a, 1] = [1, 1.0] AS ones FROM m WHERE m.a IS NOT UNKNOWN",
 }
 
 
@@ -161,6 +163,8 @@ def _oracle(rows: dict) -> dict:
         "r_filter": [{"id": i} for i, r in rows.items() if number(r.get("a")) and r["a"] > 1],
         "r_case": [({"id": i, "c": r["a"]} if "a" in r else {"id": i}) if i % 2 == 0 else {"id": i, "c": "odd"}
                    for i, r in rows.items()],
+        "r_array": [{"id": i, "ones": number(r["a"]) and r["a"] == 1} for i, r in rows.items()
+                    if r.get("a") is not None],
     }
     return {v: sorted(json.dumps(x, sort_keys=True) for x in xs) for v, xs in out.items()}
 
