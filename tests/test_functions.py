@@ -118,6 +118,32 @@ BY_HAND = {
     "is_null_fn": ("IS_NULL(t.x)", {1: False, 2: False, 3: True, 4: False}, {1: False, 5: False}),
     "is_unknown_fn": ("ISUNKNOWN(t.s)", {1: False, 2: False, 3: True, 4: False}, {1: False, 5: False}),
     "is_missing_fn": ("IS_MISSING(t.l)", {1: False, 2: False, 3: False, 4: False}, {1: False, 5: False}),
+    # OBJECT_PUT sets a field, OBJECT_ADD only one the tuple lacks; OBJECT_UNWRAP is the value of
+    # a tuple's one field; OBJECT_CONCAT takes each field from the last tuple (or array item) that
+    # has it; OBJECT_PAIRS is the array of the {name, value} of each field
+    "obj_put": ("OBJECT_PUT({'a': t.x, 'b': t.s}, 'a', t.id)",
+                {1: {"a": 1, "b": "Hello World"}, 2: {"a": 2, "b": "  padded  "}, 3: {"a": 3, "b": None},
+                 4: {"a": 4, "b": "banana"}}, {1: {"a": 1, "b": "Good Bye"}, 5: {"a": 5, "b": "ab"}}),
+    "obj_add_new": ("OBJECT_ADD({'a': t.x}, 'c', t.id)",
+                    {1: {"a": 7, "c": 1}, 2: {"a": -3, "c": 2}, 3: {"a": None, "c": 3}, 4: {"a": 0, "c": 4}},
+                    {1: {"a": 2, "c": 1}, 5: {"a": 3, "c": 5}}),
+    "obj_add_old": ("OBJECT_ADD({'a': t.x}, 'a', 0)", {1: {"a": 7}, 2: {"a": -3}, 3: {"a": None}, 4: {"a": 0}},
+                    {1: {"a": 2}, 5: {"a": 3}}),
+    "unwrap": ("OBJECT_UNWRAP({'only': t.x})", {1: 7, 2: -3, 3: None, 4: 0}, {1: 2, 5: 3}),
+    "concat": ("OBJECT_CONCAT({'a': t.x, 'b': 1}, {'b': t.id})",
+               {1: {"a": 7, "b": 1}, 2: {"a": -3, "b": 2}, 3: {"a": None, "b": 3}, 4: {"a": 0, "b": 4}},
+               {1: {"a": 2, "b": 1}, 5: {"a": 3, "b": 5}}),
+    "concat_items": ("OBJECT_CONCAT([{'a': t.x}, {'a': t.id, 'b': t.s}, {'c': 'z'}])",
+                     {1: {"a": 1, "b": "Hello World", "c": "z"}, 2: {"a": 2, "b": "  padded  ", "c": "z"},
+                      3: {"a": 3, "b": None, "c": "z"}, 4: {"a": 4, "b": "banana", "c": "z"}},
+                     {1: {"a": 1, "b": "Good Bye", "c": "z"}, 5: {"a": 5, "b": "ab", "c": "z"}}),
+    "pairs": ("OBJECT_PAIRS({'p': t.x, 'q': t.s})",
+              {1: [{"name": "p", "value": 7}, {"name": "q", "value": "Hello World"}],
+               2: [{"name": "p", "value": -3}, {"name": "q", "value": "  padded  "}],
+               3: [{"name": "p", "value": None}, {"name": "q", "value": None}],
+               4: [{"name": "p", "value": 0}, {"name": "q", "value": "banana"}]},
+              {1: [{"name": "p", "value": 2}, {"name": "q", "value": "Good Bye"}],
+               5: [{"name": "p", "value": 3}, {"name": "q", "value": "ab"}]}),
     # an array is not equal to a value of another type
     "array_eq_number": ("t.l = 7", {1: False, 2: False, 3: None, 4: False}, {1: False, 5: False}),
 }

@@ -494,6 +494,26 @@ class TermBuilder(ABC):
             return self.field_value(e, sc, ctx)
         if e.name == "OBJECT_REMOVE":
             return self.object_remove(e, sc, ctx)
+        if e.name in ("OBJECT_PUT", "OBJECT_ADD"):
+            return self.object_put(e, sc, ctx)
+        if e.name == "OBJECT_UNWRAP":
+            base, bt = self.record_arg(e, 1, sc, ctx)
+            names = [n for n in bt.names if n != ABSENT]
+            if len(names) != 1:
+                raise UnsupportedError(f"{e.name} needs a tuple of one field, got {T.brief(bt)}", e.args[0].span)
+            return Field(base, names[0], span=e.span)
+        if e.name == "OBJECT_CONCAT":
+            return self.object_concat(e, sc, ctx)
+        if e.name == "OBJECT_PAIRS":  # the array of {name, value} of each field the tuple has
+            base, bt = self.record_arg(e, 1, sc, ctx)
+            values = [(n, Field(base, n, span=e.span)) for n in bt.names if n != ABSENT]
+            if not values:
+                raise UnsupportedError(f"{e.name} of a tuple without fields", e.args[0].span)
+            ty = self.unified(e.name, [v for _, v in values], e.span)
+            pairs = tuple(x for n, v in values for x in (
+                _not(self.missing(v)), TupleExpr((("name", Const(n, T.STRING)), ("value", self.coerce(v, ty))))))
+            return _unless_missing(self.missing(base), Case(
+                ((Call("is_null", (base,)), Const(None, T.NULL)),), Call("kept_items", pairs), span=e.span))
         if e.name in _UNKNOWN_FUNCTIONS:
             return self.unknown_function(e, sc, ctx)
         if e.name == "SWITCH_CASE":  # SWITCH_CASE(x, v1, r1, ..., [default]): CASE x WHEN v1 THEN r1 ... END
@@ -602,24 +622,114 @@ class TermBuilder(ABC):
             raise UnsupportedError(f"{e.name} needs a string literal as the field name", name.span)
         return self.expr(A.FieldAccess(e.args[0], name.value, span=e.span), sc, ctx)
 
-    def object_remove(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
-        """``OBJECT_REMOVE(t, 'name')``: tuple ``t`` without its field ``name`` (a string literal:
-        the fields of a tuple are known when the view is defined), as a new tuple of the others."""
-        if len(e.args) != 2:
-            raise SemanticError(f"{e.name} takes 2 arguments, got {len(e.args)}", e.span)
-        name = e.args[1]
-        if not (isinstance(name, A.Literal) and name.kind == "string"):
-            raise UnsupportedError(f"{e.name} needs a string literal as the field name", name.span)
+    def record_arg(self, e: A.FunctionCall, arity: int, sc: Scope, ctx: _Ctx) -> tuple[Term, T.TupleType]:
+        """The first argument of ``e``, a function of a tuple and ``arity - 1`` more, and its type."""
+        if len(e.args) != arity:
+            raise SemanticError(f"{e.name} takes {arity} argument{'s' if arity > 1 else ''}, got {len(e.args)}",
+                                e.span)
         base = self.expr(e.args[0], sc, ctx)
         bt = self.type_of(base)
         if not isinstance(bt, T.TupleType):
             raise SemanticError(f"{e.name} needs a tuple, got {T.brief(bt)}", e.args[0].span)
-        kept = tuple((n, Field(base, n, span=e.span)) for n in bt.names if n not in (name.value, ABSENT))
-        terms = self.with_absent(kept)
-        ty = T.TupleType(tuple((n, self.type_of(v)) for n, v in terms), bt.open)
+        return base, bt
+
+    def name_arg(self, e: A.FunctionCall) -> str:
+        """The field name ``e`` takes second: a string literal (the fields of a tuple are known
+        when the view is defined)."""
+        name = e.args[1]
+        if not (isinstance(name, A.Literal) and name.kind == "string"):
+            raise UnsupportedError(f"{e.name} needs a string literal as the field name", name.span)
+        return name.value
+
+    def constructed(self, fields: Sequence[tuple[str, Term]], open_: bool, ctx: _Ctx, span: Span | None) -> Term:
+        """A new tuple of ``fields`` (those MISSING left out)."""
+        terms = self.with_absent(tuple(fields))
+        ty = T.TupleType(tuple((n, self.type_of(v)) for n, v in terms), open_)
         var = self.fresh("tuple", ty)
-        ctx.plan = O.ConstructTuple(ctx.plan, terms, var, span=e.span)
-        return Var(var, span=e.span)
+        ctx.plan = O.ConstructTuple(ctx.plan, terms, var, span=span)
+        return Var(var, span=span)
+
+    def object_remove(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``OBJECT_REMOVE(t, 'name')``: tuple ``t`` without its field ``name``, as a new tuple of
+        the others."""
+        base, bt = self.record_arg(e, 2, sc, ctx)
+        name = self.name_arg(e)
+        kept = [(n, Field(base, n, span=e.span)) for n in bt.names if n not in (name, ABSENT)]
+        return self.constructed(kept, bt.open, ctx, e.span)
+
+    def object_put(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``OBJECT_PUT(t, 'name', v)``: tuple ``t`` with field ``name`` set to ``v`` (added when
+        ``t`` has none; left out where ``v`` is MISSING); ``OBJECT_ADD(t, 'name', v)`` adds the
+        field only where ``t`` has none, and is ``t`` where it has one."""
+        base, bt = self.record_arg(e, 3, sc, ctx)
+        name = self.name_arg(e)
+        value = self.scalar_arg(e.args[2], sc, ctx)
+        fields = [(n, Field(base, n, span=e.span)) for n in bt.names if n != ABSENT]
+        if bt.field(name) is None:
+            return self.constructed(fields + [(name, value)], bt.open, ctx, e.span)
+        if e.name == "OBJECT_ADD":
+            old = Field(base, name, span=e.span)
+            absent = self.missing(old)
+            if absent == FALSE:
+                return base
+            ty = self.unified(e.name, [old, value], e.span)
+            value = Case(((absent, self.coerce(value, ty)),), self.coerce(old, ty), span=e.span)
+        return self.constructed([(n, value if n == name else v) for n, v in fields], bt.open, ctx, e.span)
+
+    def object_concat(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``OBJECT_CONCAT(a, b, ...)``: one tuple of the fields of tuples ``a``, ``b``, ... (a
+        field of several from the last that has it), as AsterixDB defines it: with one argument,
+        an array of tuples is concatenated item by item and a tuple is itself; NULL where an
+        argument (an item) is not a tuple, MISSING where an argument is MISSING."""
+        if not e.args:
+            raise SemanticError(f"{e.name} takes at least 1 argument, got 0", e.span)
+        args = [self.expr(a, sc, ctx) for a in e.args]
+        options: list[tuple[Term, Term]] = []  # (holds, the tuple) for each kind the arguments may be
+        if len(args) == 1:
+            (a,) = args
+            for alt in _alternatives(a, self.type_of(a)):
+                at = self.type_of(alt)
+                if isinstance(at, T.TupleType):
+                    options.append((_not(Call("is_null", (alt,))), alt))
+                elif isinstance(at, T.CollectionType) and _record_items(at.element) is not None:
+                    options.append(self.items_concatenated(alt, at.element))
+        else:
+            records = [_record_alternative(a, self.type_of(a)) for a in args]
+            if all(r is not None for r in records):
+                held = _and(*(_not(Call("is_null", (r,))) for r in records))  # type: ignore[arg-type]
+                options.append((held, self.records_concatenated(records)))  # type: ignore[arg-type]
+        whole: Term = Const(None, T.NULL, span=e.span)
+        if options:
+            ty = self.unified(e.name, [t for _, t in options], e.span)
+            whole = Case(tuple((c, self.coerce(t, ty)) for c, t in options), span=e.span)
+        return _unless_missing(_or(*(self.missing(a) for a in args)), whole)
+
+    def records_concatenated(self, records: Sequence[Term]) -> Term:
+        """The tuple of the fields of ``records``, a field of several from the last that has it."""
+        fields: dict[str, list[Term]] = {}
+        for r in records:
+            for n in self.type_of(r).names:  # type: ignore[attr-defined]
+                if n != ABSENT:
+                    fields.setdefault(n, []).append(Field(r, n))
+        out = []
+        for n, values in fields.items():
+            ty = self.unified("OBJECT_CONCAT", values, None)
+            whens = tuple((_not(self.missing(v)), self.coerce(v, ty)) for v in reversed(values))
+            out.append((n, whens[0][1] if whens[0][0] == TRUE else Case(whens, MISSING)))
+        return TupleExpr(self.with_absent(tuple(out)))
+
+    def items_concatenated(self, array: Term, element: T.Type) -> tuple[Term, Term]:
+        """(the array's items are all tuples, the tuple of their fields, a field of several items
+        from the last that has it) of ``array``, whose items are of type ``element``."""
+        record = _record_items(element)
+        kind = _type_const(element)
+        out = []
+        for n, _ in record.fields:  # type: ignore[union-attr]
+            if n != ABSENT:
+                last = Call("last_with", (array, Const(n, T.STRING), kind))
+                out.append((n, Case(((Call("is_null", (last,)), MISSING),), Field(last, n))))
+        holds = _and(_not(Call("is_null", (array,))), _not(Call("some_not_tuples", (array, kind))))
+        return holds, TupleExpr(self.with_absent(tuple(out)))
 
     # ------------------------------------------------------------------ names
 
@@ -745,6 +855,23 @@ def _alternative(t: Term, ty: T.UnionType, tag: str) -> Term:
 def _alternatives(t: Term, ty: T.Type) -> list[Term]:
     """The alternatives of a value of mixed types (each NULL where the value is another), or the value."""
     return [_alternative(t, ty, tag) for tag in ty.tags] if isinstance(ty, T.UnionType) else [t]
+
+
+def _record_alternative(t: Term, ty: T.Type) -> Term | None:
+    """``t`` where it is a tuple (NULL elsewhere), or None when it never is."""
+    if isinstance(ty, T.TupleType):
+        return t
+    if isinstance(ty, T.UnionType) and ty.alternative("record") is not None:
+        return _alternative(t, ty, "record")
+    return None
+
+
+def _record_items(element: T.Type) -> T.TupleType | None:
+    """The tuple type of the items of a collection whose items are of type ``element`` and may be
+    tuples, or None when none can be."""
+    if isinstance(element, T.UnionType):
+        element = element.alternative("record") or T.ANY
+    return element if isinstance(element, T.TupleType) else None
 
 
 def _collection(t: T.Type) -> bool:

@@ -107,6 +107,25 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
         case "array_eq":
             types = [T.from_json(json.loads(c.value)) for c in args[2:]] or [T.ANY, T.ANY]  # type: ignore[union-attr]
             return arrays_equal(a[0], types[0], a[1], types[1])
+        case "last_with" | "some_not_tuples":  # the items of an array as tuples (OBJECT_CONCAT)
+            element = T.from_json(json.loads(args[-1].value))  # type: ignore[union-attr]
+            record = element.alternative("record") if isinstance(element, T.UnionType) else element
+
+            def tuple_of(item: Column) -> Column:
+                return item.getField(T.UNION_PREFIX + "record") if isinstance(element, T.UnionType) else item
+
+            if f == "some_not_tuples":
+                return F.exists(a[0], lambda item: item.isNotNull() & tuple_of(item).isNull())
+            name = args[1].value  # type: ignore[union-attr]
+
+            def has(item: Column) -> Column:
+                held = tuple_of(item).isNotNull()
+                if record.field(T.ABSENT_FIELD) is None:  # type: ignore[union-attr]
+                    return held
+                return held & ~F.coalesce(F.array_contains(tuple_of(item).getField(T.ABSENT_FIELD), name), F.lit(False))
+
+            having = F.transform(F.filter(a[0], has), tuple_of)
+            return F.get(having, F.size(having) - 1)
         case "index_beyond":  # a position out of an array (MISSING there)
             return F.coalesce((a[1] >= F.size(a[0])) | (a[1] < -F.size(a[0])), F.lit(False)) & a[0].isNotNull()
         case "unordered":
@@ -132,9 +151,12 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             return a[0].isNull()
         case "missing":
             return F.lit(None)
-        case "absent_fields":  # (condition, name, ...) -> the names whose condition holds
-            names = [F.when(a[i], a[i + 1]) for i in range(0, len(a), 2)]
-            return F.filter(F.array(*names), lambda n: n.isNotNull())
+        case "kept_items":  # (condition, item, ...) -> the items whose condition holds
+            kept = [F.when(a[i], F.struct(F.lit(True).alias("kept"), a[i + 1].alias("item"))) for i in range(0, len(a), 2)]
+            return F.transform(F.filter(F.array(*kept), lambda k: k.isNotNull()), lambda k: k.getField("item"))
+        case "absent_fields":  # (condition, name, ...) -> the names whose condition holds (NULL: none)
+            names = F.filter(F.array(*(F.when(a[i], a[i + 1]) for i in range(0, len(a), 2))), lambda n: n.isNotNull())
+            return F.when(F.size(names) > 0, names)
         case "absent_in":  # a tuple's ABSENT list names the field (FALSE when it has no list)
             return F.coalesce(F.array_contains(a[0], a[1]), F.lit(False))
         case "like":

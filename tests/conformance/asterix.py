@@ -43,6 +43,10 @@ GROUPS = ("aggregate-sql", "comparison", "dml", "flwor", "global-aggregate", "gr
           "tinysocial", "tpch", "tpch-sql", "tpch-sql-sugar", "union", "unnest")
 
 
+#: the objects group's cases, which the suite includes from their own file
+OBJECTS_XML = "queries_sqlpp/objects/ObjectsQueries.xml"
+
+
 class Excluded(Exception):
     """A case or query outside the conformance scope; the message is the reason."""
 
@@ -137,8 +141,9 @@ def cleanup(tree: Path) -> None:
 def cases(tree: Path, groups: tuple[str, ...] = GROUPS) -> Iterator[tuple[str, str, str, bool, str]]:
     """(group, file path, compilation unit, expects an error, output directory) of every case of
     ``groups``."""
-    text = (tree / "sqlpp_queries.xml").read_text()
-    text = re.sub(r"<!DOCTYPE[^>]*>", "", text)
+    # the suite's main file, and the group the suite includes from a file of its own
+    text = "".join(f.read_text() for f in (tree / "sqlpp_queries.xml", tree / OBJECTS_XML) if f.is_file())
+    text = re.sub(r"<!DOCTYPE[^>]*>|<\?xml[^>]*\?>", "", text)
     root = ET.fromstring(f"<root>{text}</root>")
 
     def local(tag: str) -> str:
