@@ -138,6 +138,8 @@ RANDOM_VIEWS = {
     "r_case": "SELECT m.id, CASE WHEN m.id % 2 = 0 THEN m.a ELSE 'odd' END AS c FROM m",
     # an array of mixed items compared item by item: a value of another kind is unequal to 1
     "r_array": "SELECT m.id, [m.a, 1] = [1, 1.0] AS ones FROM m WHERE m.a IS NOT UNKNOWN",
+    # tuple functions over a value of mixed types, MISSING where the record lacks it
+    "r_object": "SELECT VALUE OBJECT_CONCAT({'id': m.id, 'k': 0}, OBJECT_PUT({'a': m.a}, 'k', m.id % 3)) FROM m",
 }
 
 
@@ -165,6 +167,7 @@ def _oracle(rows: dict) -> dict:
                    for i, r in rows.items()],
         "r_array": [{"id": i, "ones": number(r["a"]) and r["a"] == 1} for i, r in rows.items()
                     if r.get("a") is not None],
+        "r_object": [{"id": i, "k": i % 3, **({"a": r["a"]} if "a" in r else {})} for i, r in rows.items()],
     }
     return {v: sorted(json.dumps(x, sort_keys=True) for x in xs) for v, xs in out.items()}
 

@@ -490,43 +490,14 @@ class TermBuilder(ABC):
             var = self.fresh(what, ty)
             ctx.plan = O.FunctionCall(ctx.plan, fn, (arg,), var, span=e.span)
             return Var(var, span=e.span)
-        if e.name == "GET_OBJECT_FIELD_VALUE":
-            return self.field_value(e, sc, ctx)
-        if e.name == "OBJECT_REMOVE":
-            return self.object_remove(e, sc, ctx)
-        if e.name in ("OBJECT_PUT", "OBJECT_ADD"):
-            return self.object_put(e, sc, ctx)
-        if e.name == "OBJECT_UNWRAP":
-            base, bt = self.record_arg(e, 1, sc, ctx)
-            names = [n for n in bt.names if n != ABSENT]
-            if len(names) != 1:
-                raise UnsupportedError(f"{e.name} needs a tuple of one field, got {T.brief(bt)}", e.args[0].span)
-            return Field(base, names[0], span=e.span)
-        if e.name == "OBJECT_CONCAT":
-            return self.object_concat(e, sc, ctx)
-        if e.name == "OBJECT_PAIRS":  # the array of {name, value} of each field the tuple has
-            base, bt = self.record_arg(e, 1, sc, ctx)
-            values = [(n, Field(base, n, span=e.span)) for n in bt.names if n != ABSENT]
-            if not values:
-                raise UnsupportedError(f"{e.name} of a tuple without fields", e.args[0].span)
-            ty = self.unified(e.name, [v for _, v in values], e.span)
-            pairs = tuple(x for n, v in values for x in (
-                _not(self.missing(v)), TupleExpr((("name", Const(n, T.STRING)), ("value", self.coerce(v, ty))))))
-            return _unless_missing(self.missing(base), Case(
-                ((Call("is_null", (base,)), Const(None, T.NULL)),), Call("kept_items", pairs), span=e.span))
         if e.name in _UNKNOWN_FUNCTIONS:
             return self.unknown_function(e, sc, ctx)
-        if e.name == "SWITCH_CASE":  # SWITCH_CASE(x, v1, r1, ..., [default]): CASE x WHEN v1 THEN r1 ... END
-            if len(e.args) < 3:
-                raise SemanticError(f"SWITCH_CASE takes at least 3 arguments, got {len(e.args)}", e.span)
-            rest = e.args[1:]
-            pairs = tuple(zip(rest[0::2], rest[1::2]))
-            default = rest[-1] if len(rest) % 2 else None
-            return self.expr(A.CaseWhen(e.args[0], pairs, default, span=e.span), sc, ctx)
         if e.name in _IS_FUNCTIONS:  # AsterixDB's spelling of x IS NULL, x IS MISSING, x IS UNKNOWN
             if len(e.args) != 1:
                 raise SemanticError(f"{e.name} takes 1 argument, got {len(e.args)}", e.span)
             return self.expr(A.IsTest(e.args[0], _IS_FUNCTIONS[e.name], span=e.span), sc, ctx)
+        if e.name in _BUILT_FUNCTIONS:
+            return getattr(self, _BUILT_FUNCTIONS[e.name])(e, sc, ctx)
         name = FUNCTION_ALIASES.get(e.name)
         if name is None:
             raise SemanticError(f"unknown function {e.name}", e.span)
@@ -621,6 +592,34 @@ class TermBuilder(ABC):
         if not (isinstance(name, A.Literal) and name.kind == "string"):
             raise UnsupportedError(f"{e.name} needs a string literal as the field name", name.span)
         return self.expr(A.FieldAccess(e.args[0], name.value, span=e.span), sc, ctx)
+
+    def switch_case(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``SWITCH_CASE(x, v1, r1, ..., [default])``: ``CASE x WHEN v1 THEN r1 ... ELSE default END``."""
+        if len(e.args) < 3:
+            raise SemanticError(f"{e.name} takes at least 3 arguments, got {len(e.args)}", e.span)
+        rest = e.args[1:]
+        default = rest[-1] if len(rest) % 2 else None
+        return self.expr(A.CaseWhen(e.args[0], tuple(zip(rest[0::2], rest[1::2])), default, span=e.span), sc, ctx)
+
+    def object_unwrap(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``OBJECT_UNWRAP(t)``: the value of tuple ``t``'s one field."""
+        base, bt = self.record_arg(e, 1, sc, ctx)
+        names = [n for n in bt.names if n != ABSENT]
+        if len(names) != 1:
+            raise UnsupportedError(f"{e.name} needs a tuple of one field, got {T.brief(bt)}", e.args[0].span)
+        return Field(base, names[0], span=e.span)
+
+    def object_pairs(self, e: A.FunctionCall, sc: Scope, ctx: _Ctx) -> Term:
+        """``OBJECT_PAIRS(t)``: the array of ``{name, value}`` of each field tuple ``t`` has."""
+        base, bt = self.record_arg(e, 1, sc, ctx)
+        values = [(n, Field(base, n, span=e.span)) for n in bt.names if n != ABSENT]
+        if not values:
+            raise UnsupportedError(f"{e.name} of a tuple without fields", e.args[0].span)
+        ty = self.unified(e.name, [v for _, v in values], e.span)
+        pairs = tuple(x for n, v in values for x in (
+            _not(self.missing(v)), TupleExpr((("name", Const(n, T.STRING)), ("value", self.coerce(v, ty))))))
+        return _unless_missing(self.missing(base), Case(
+            ((Call("is_null", (base,)), Const(None, T.NULL)),), Call("kept_items", pairs), span=e.span))
 
     def record_arg(self, e: A.FunctionCall, arity: int, sc: Scope, ctx: _Ctx) -> tuple[Term, T.TupleType]:
         """The first argument of ``e``, a function of a tuple and ``arity - 1`` more, and its type."""
@@ -835,6 +834,12 @@ _UNKNOWN_FUNCTIONS = {
     "IF_MISSING": "if_missing", "IFMISSING": "if_missing", "IF_NULL": "if_null", "IFNULL": "if_null",
     "IF_MISSING_OR_NULL": "coalesce", "IFMISSINGORNULL": "coalesce", "COALESCE": "coalesce",
     "NULL_IF": "null_if", "NULLIF": "null_if", "MISSING_IF": "missing_if", "MISSINGIF": "missing_if",
+}
+#: functions built from other terms (a tuple's fields, a CASE), by the builder's method of each
+_BUILT_FUNCTIONS = {
+    "GET_OBJECT_FIELD_VALUE": "field_value", "OBJECT_REMOVE": "object_remove", "OBJECT_PUT": "object_put",
+    "OBJECT_ADD": "object_put", "OBJECT_UNWRAP": "object_unwrap", "OBJECT_CONCAT": "object_concat",
+    "OBJECT_PAIRS": "object_pairs", "SWITCH_CASE": "switch_case",
 }
 #: the tests of MISSING and NULL as functions (``IS_NULL(x)`` is ``x IS NULL``)
 _IS_FUNCTIONS = {"IS_NULL": "NULL", "ISNULL": "NULL", "IS_MISSING": "MISSING", "ISMISSING": "MISSING",
