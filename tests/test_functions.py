@@ -117,6 +117,7 @@ BY_HAND = {
     # IS_NULL(x) & co. are x IS NULL & co.
     "is_null_fn": ("IS_NULL(t.x)", {1: False, 2: False, 3: True, 4: False}, {1: False, 5: False}),
     "is_unknown_fn": ("ISUNKNOWN(t.s)", {1: False, 2: False, 3: True, 4: False}, {1: False, 5: False}),
+    "is_known": ("t.s IS KNOWN", {1: True, 2: True, 3: False, 4: True}, {1: True, 5: True}),
     "is_missing_fn": ("IS_MISSING(t.l)", {1: False, 2: False, 3: False, 4: False}, {1: False, 5: False}),
     # OBJECT_PUT sets a field, OBJECT_ADD only one the tuple lacks; OBJECT_UNWRAP is the value of
     # a tuple's one field; OBJECT_CONCAT takes each field from the last tuple (or array item) that

@@ -593,6 +593,9 @@ def test_literals(text, value, kind):
      op("OR", op("AND", A.IsTest(I("a"), "NULL", negated=True), A.IsTest(I("b"), "MISSING")),
         A.IsTest(I("c"), "UNKNOWN"))),
     ("a + 1 IS NULL", A.IsTest(op("+", I("a"), num(1)), "NULL")),
+    # IS [NOT] KNOWN is IS NOT UNKNOWN (IS UNKNOWN); KNOWN is not reserved
+    ("a IS KNOWN AND b IS NOT known OR known", op("OR", op("AND", A.IsTest(I("a"), "UNKNOWN", negated=True),
+                                                          A.IsTest(I("b"), "UNKNOWN")), I("known"))),
     ("a LIKE 'x%' AND b NOT LIKE 'y'",
      op("AND", A.Like(I("a"), s("x%")), A.Like(I("b"), s("y"), negated=True))),
     ("a IN (1, 2) OR a NOT IN (3)",
@@ -606,6 +609,12 @@ def test_literals(text, value, kind):
 ])
 def test_precedence(text, expected):
     assert expr(text) == expected
+
+
+def test_is_needs_a_test_it_knows():
+    e = syntax_error("SELECT VALUE a IS NOTHING")
+    assert (e.span.line, e.span.column) == (1, 19)
+    assert e.message == "unexpected 'NOTHING' after IS: expected NULL, MISSING, UNKNOWN or KNOWN"
 
 
 def test_comparisons_do_not_chain():

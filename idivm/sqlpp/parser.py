@@ -668,6 +668,15 @@ class _ToAst(Transformer_NonRecursive):
         what = _tokens(ch)[-1].type
         return ast.IsTest(operand, what, "NOT" in types, span=_span(meta))
 
+    def is_known(self, meta, ch):
+        """``x IS [NOT] KNOWN`` (KNOWN not reserved): ``x IS NOT UNKNOWN`` (``IS UNKNOWN``)."""
+        (operand,) = _nodes(ch)
+        word = _tokens(ch)[-1]
+        if word.value.upper() != "KNOWN":
+            raise SqlppSyntaxError(f"unexpected {word.value!r} after IS: expected NULL, MISSING, UNKNOWN or KNOWN",
+                                   _token_span(word))
+        return ast.IsTest(operand, "UNKNOWN", "NOT" not in _types(ch), span=_span(meta))
+
     def like(self, meta, ch):
         operand, pattern = _nodes(ch)
         return ast.Like(operand, pattern, "NOT" in _types(ch), span=_span(meta))

@@ -691,6 +691,8 @@ def _unescape(m: re.Match) -> str:
 
 
 def _construct(name: str, arg: Any) -> Any:
+    if isinstance(arg, str) and name in _INTS | _FLOATS:  # a typed literal's text: int8("+48i8"), float("1.5f")
+        arg = re.sub(r"(i8|i16|i32|i64|f|d)$", "", arg.strip())
     if name in _INTS:
         return int(arg)
     if name in _FLOATS:
