@@ -154,6 +154,14 @@ class UnionType(Type):
         return " | ".join(str(t) for t in self.alternatives)
 
 
+def record_of(t: Type) -> "TupleType | None":
+    """The tuple type of values of type ``t`` that are tuples: ``t`` itself, or its tuple
+    alternative if it is a :class:`UnionType`; None when none is."""
+    if isinstance(t, UnionType):
+        t = t.alternative("record") or ANY
+    return t if isinstance(t, TupleType) else None
+
+
 def union_value(value: Any) -> Any:
     """The value a stored tagged union (a dict of ``__one_of_*`` fields, see :class:`UnionType`)
     holds: its one non-null field; other values as they are."""

@@ -216,14 +216,6 @@ class FunctionSpec:
         return f"{self.min_args} to {self.max_args}"
 
 
-def _items_record(t: T.Type) -> T.Type:
-    """The tuple type of the items of a collection of type ``t`` (their tuple alternative)."""
-    el = t.element if isinstance(t, T.CollectionType) else T.ANY
-    if isinstance(el, T.UnionType):
-        el = el.alternative("record") or T.ANY
-    return el
-
-
 def _const(t: T.Type) -> Callable[[list[T.Type]], T.Type]:
     return lambda _args: t
 
@@ -249,7 +241,8 @@ def _specs() -> dict[str, FunctionSpec]:
         FunctionSpec("index_beyond", 2, 2, _const(T.BOOL)),
         # (array, name, item type): the last item of the array (its tuple) that has field name
         # (OBJECT_CONCAT of an array); and whether some item is not a tuple
-        FunctionSpec("last_with", 3, 3, lambda a: _items_record(a[0])),
+        FunctionSpec("last_with", 3, 3,
+                     lambda a: (T.record_of(a[0].element) if isinstance(a[0], T.CollectionType) else None) or T.ANY),
         FunctionSpec("some_not_tuples", 2, 2, _const(T.BOOL)),
         # (condition, item, ...): the array of the items whose condition holds (OBJECT_PAIRS)
         FunctionSpec("kept_items", 2, None, lambda a: T.CollectionType(a[1], ordered=True)),

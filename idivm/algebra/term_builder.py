@@ -690,7 +690,7 @@ class TermBuilder(ABC):
                 at = self.type_of(alt)
                 if isinstance(at, T.TupleType):
                     options.append((_not(Call("is_null", (alt,))), alt))
-                elif isinstance(at, T.CollectionType) and _record_items(at.element) is not None:
+                elif isinstance(at, T.CollectionType) and T.record_of(at.element) is not None:
                     options.append(self.items_concatenated(alt, at.element))
         else:
             records = [_record_alternative(a, self.type_of(a)) for a in args]
@@ -720,7 +720,7 @@ class TermBuilder(ABC):
     def items_concatenated(self, array: Term, element: T.Type) -> tuple[Term, Term]:
         """(the array's items are all tuples, the tuple of their fields, a field of several items
         from the last that has it) of ``array``, whose items are of type ``element``."""
-        record = _record_items(element)
+        record = T.record_of(element)
         kind = _type_const(element)
         out = []
         for n, _ in record.fields:  # type: ignore[union-attr]
@@ -869,14 +869,6 @@ def _record_alternative(t: Term, ty: T.Type) -> Term | None:
     if isinstance(ty, T.UnionType) and ty.alternative("record") is not None:
         return _alternative(t, ty, "record")
     return None
-
-
-def _record_items(element: T.Type) -> T.TupleType | None:
-    """The tuple type of the items of a collection whose items are of type ``element`` and may be
-    tuples, or None when none can be."""
-    if isinstance(element, T.UnionType):
-        element = element.alternative("record") or T.ANY
-    return element if isinstance(element, T.TupleType) else None
 
 
 def _collection(t: T.Type) -> bool:

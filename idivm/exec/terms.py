@@ -109,7 +109,7 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
             return arrays_equal(a[0], types[0], a[1], types[1])
         case "last_with" | "some_not_tuples":  # the items of an array as tuples (OBJECT_CONCAT)
             element = T.from_json(json.loads(args[-1].value))  # type: ignore[union-attr]
-            record = element.alternative("record") if isinstance(element, T.UnionType) else element
+            record = T.record_of(element)
 
             def tuple_of(item: Column) -> Column:
                 return item.getField(T.UNION_PREFIX + "record") if isinstance(element, T.UnionType) else item
@@ -152,10 +152,9 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
         case "missing":
             return F.lit(None)
         case "kept_items":  # (condition, item, ...) -> the items whose condition holds
-            kept = [F.when(a[i], F.struct(F.lit(True).alias("kept"), a[i + 1].alias("item"))) for i in range(0, len(a), 2)]
-            return F.transform(F.filter(F.array(*kept), lambda k: k.isNotNull()), lambda k: k.getField("item"))
+            return _kept(a)
         case "absent_fields":  # (condition, name, ...) -> the names whose condition holds (NULL: none)
-            names = F.filter(F.array(*(F.when(a[i], a[i + 1]) for i in range(0, len(a), 2))), lambda n: n.isNotNull())
+            names = _kept(a)
             return F.when(F.size(names) > 0, names)
         case "absent_in":  # a tuple's ABSENT list names the field (FALSE when it has no list)
             return F.coalesce(F.array_contains(a[0], a[1]), F.lit(False))
@@ -274,6 +273,12 @@ def _call(f: str, args: tuple[Term, ...]) -> Column:
                           F.raise_error(F.lit(SCALAR_SUBQUERY_ERROR))
                           ).otherwise(F.get(a[0], 0))
     raise InternalError(f"no Spark compilation for function {f}")
+
+
+def _kept(a: list[Column]) -> Column:
+    """The array of the items ``a[i + 1]`` whose condition ``a[i]`` holds (a NULL item kept too)."""
+    kept = [F.when(a[i], F.struct(F.lit(True).alias("kept"), a[i + 1].alias("item"))) for i in range(0, len(a), 2)]
+    return F.transform(F.filter(F.array(*kept), lambda k: k.isNotNull()), lambda k: k.getField("item"))
 
 
 def arrays_equal(a: Column, ta: T.Type, b: Column, tb: T.Type) -> Column:
