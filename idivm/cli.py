@@ -398,6 +398,8 @@ def define(ctx: click.Context, file: str, strategy: str, replace: bool, fmt: str
     with Progress("define") as bar:
         info = open_warehouse(ctx).define(Path(file), strategy=strategy, replace=replace,
                                           progress=bar)  # a file, never SQL++ text
+    for warning in info.warnings:
+        click.echo(f"warning: {file}:{warning}", err=True)
     if fmt == "json":
         echo_json(info.as_json())
         return

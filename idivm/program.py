@@ -39,6 +39,9 @@ class Program:
     note: str = ""
     indexes: Any = None  # IndexSelection | None: the global provenance indexes (§2.15.2)
     maps: Any = None  # idivm.exec.maps.MapsPlan | None: the view's higher-order delta maps
+    #: (table, column) of each column a base table lacked when the view was defined that it reads (as MISSING)
+    absent_columns: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()  # about the view text, each with its position
 
 
 def to_json(program: Program) -> dict:

@@ -71,9 +71,12 @@ class ScalarType(Type):
 @dataclass(frozen=True, slots=True)
 class TupleType(Type):
     fields: tuple[tuple[str, Type], ...]
-    #: an open record of a declared schema: a field it does not declare is MISSING (not stored)
-    #: rather than an error; not part of the type's identity
+    #: an open record of a declared schema: a field it does not declare is MISSING (not stored);
+    #: not part of the type's identity
     open: bool = field(default=False, compare=False)
+    #: a closed record of a declared schema: reading a field it does not declare is an error (of
+    #: other records, those inferred from data and those a query builds, it reads MISSING)
+    closed: bool = field(default=False, compare=False)
 
     def field(self, name: str) -> Type | None:
         for n, t in self.fields:
@@ -338,19 +341,20 @@ def from_arrow(arrow_type) -> Type:
     raise ValueError(f"unsupported Arrow type {t}")
 
 
-def opened(t: Type, paths: Iterable[str]) -> Type:
-    """``t`` with the records at ``paths`` open (paths as a declared schema names them: ``""``
-    the row, ``address``, ``parts[]`` the elements of an array, ``parts[].spec``)."""
+def declared(t: Type, open_paths: Iterable[str]) -> Type:
+    """``t``, the type of a declared schema, with its records at ``open_paths`` open and the
+    others closed (paths as a declared schema names them: ``""`` the row, ``address``,
+    ``parts[]`` the elements of an array, ``parts[].spec``)."""
     def walk(t: Type, here: str) -> Type:
         if isinstance(t, TupleType):
             inner = tuple((n, walk(ft, f"{here}.{n}" if here else n)) for n, ft in t.fields)
-            return TupleType(inner, open=here in wanted)
+            return TupleType(inner, open=here in wanted, closed=here not in wanted)
         if isinstance(t, CollectionType):
             return CollectionType(walk(t.element, f"{here}[]"), t.ordered)
         return t
 
-    wanted = frozenset(paths)
-    return walk(t, "") if wanted else t
+    wanted = frozenset(open_paths)
+    return walk(t, "")
 
 
 def to_arrow(t: Type):

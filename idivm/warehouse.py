@@ -212,13 +212,15 @@ class ViewInfo:
     maintained: str = ""
     #: how many versions of its inputs are committed past its watermark (0: up to date)
     lag: int = 0
+    #: about its text (a field no record of a table has, read as MISSING), each with its position
+    warnings: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The view as a JSON object for programs (``view list --format json``)."""
         return {"name": self.name, "strategy": self.strategy, "strategy_note": self.strategy_note,
                 "rows": self.rows, "version": self.version, "inputs": list(self.inputs),
                 "watermark": dict(self.watermark), "maintained": self.maintained, "lag": self.lag,
-                "created": self.created, "path": str(self.path)}
+                "created": self.created, "path": str(self.path), "warnings": list(self.warnings)}
 
 
 #: maintenance strategies ``define`` accepts (see :meth:`Warehouse.define`)
@@ -404,17 +406,23 @@ class Warehouse:
         them to the table, nullable (the rows before it have nulls there), each typed from its
         values in the batch as ``create_table`` types a file's columns, and the catalog's
         schema of the table follows; views defined before do not read them, views defined
-        after may.  A file without changes commits nothing.  Needs no Spark.
+        after may.  A view that reads a column the table lacked when it was defined reads it as
+        MISSING: a batch that would add that column is refused, naming the view.  A file without changes commits nothing.  Needs no Spark.
         ``progress`` is told of each batch applied.
         """
         from idivm.ingest import ingest_feed
 
         catalog = self.catalog
         entry = self._changeable(table)
+        read_as_missing: dict[str, list[str]] = {}  # column -> the views that read it as MISSING
+        for view in catalog.views.values():
+            for column in (view.extra.get("absent_columns") or {}).get(table, ()):
+                read_as_missing.setdefault(column, []).append(view.name)
         try:
             return ingest_feed(catalog.path_of(entry), self._quarantine(table), source, tuple(entry.key),
                                format=format, element_keys=entry.element_keys, strict=strict, table=table,
-                               evolve=evolve, progress=progress, declared=declared_schema(entry))
+                               evolve=evolve, progress=progress, declared=declared_schema(entry),
+                               read_as_missing=read_as_missing)
         finally:
             self._follow_table_schema(table)
 
@@ -794,7 +802,7 @@ class Warehouse:
                         strategy=entry.extra.get("strategy", "recompute"),
                         strategy_note=entry.extra.get("strategy_note", ""), inputs=entry.inputs(),
                         watermark=watermark, maintained=commit_time(last.get("timestamp")) if last else "",
-                        lag=lag(catalog, watermark))
+                        lag=lag(catalog, watermark), warnings=tuple(entry.extra.get("warnings") or ()))
 
     # --- describing and dropping -----------------------------------------------------------------
 

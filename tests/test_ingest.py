@@ -451,3 +451,25 @@ def test_views_over_an_evolved_table_stay_equal_to_their_recomputation(make_ware
     for name in ("days", "names", "ages"):
         assert wh.verify(name).ok, wh.verify(name).summary()
     assert sorted((r["id"], r["age"]) for r in wh.rows("ages")) == [(1, 1), (2, 3), (5, 7)]
+
+
+def test_evolve_refuses_a_column_a_view_reads_as_missing(make_warehouse, tmp_path):
+    """A view defined while the table lacked ``age`` reads it as MISSING: adding the column would
+    leave that view answering for a table it no longer describes, so the batch is refused
+    (nothing applied) naming the view; without that view the same batch evolves the table."""
+    wh = make_warehouse()
+    wh.create_table("users", "id", BASE, element_keys={"hours": "day"})
+    wh.define("CREATE VIEW adults AS SELECT u.id FROM users AS u WHERE u.age >= 18")
+    wh.define("CREATE VIEW named AS SELECT u.id, u.name FROM users AS u")
+    assert wh.rows("adults") == []
+    path = write(tmp_path, "drift.jsonl", DRIFT)
+    with pytest.raises(DataError, match=r"^drift.jsonl: ingest --evolve would add column 'age', which view adults "
+                                        r"reads as MISSING .*nothing was ingested"):
+        wh.ingest("users", path, evolve=True)
+    assert version(wh) == 0 and wh.table_info("users").schema.names == ("id", "name", "tags", "hours")
+    wh.drop_view("adults")
+    assert wh.ingest("users", path, evolve=True).added == ("email", "age")
+    wh.maintain()
+    assert wh.verify("named").ok
+    wh.define("CREATE VIEW adults AS SELECT u.id FROM users AS u WHERE u.age >= 18")
+    assert wh.rows("adults") == [{"id": 4}]

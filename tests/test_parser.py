@@ -283,6 +283,21 @@ def test_from_first_blocks_mean_their_select_first_spelling(from_first, select_f
     assert parse_query(from_first) == parse_query(select_first)
 
 
+@pytest.mark.parametrize("filtered, plain", [
+    ("SELECT COUNT(*) FILTER (WHERE t.a > 1) AS n FROM t", "SELECT COUNT(CASE WHEN t.a > 1 THEN 1 END) AS n FROM t"),
+    ("SELECT sum(DISTINCT t.b) filter(where t.c) AS s FROM t", "SELECT SUM(DISTINCT CASE WHEN t.c THEN t.b END) AS s FROM t"),
+    ("SELECT t.filter, filter(t.a) AS filter FROM t", "SELECT t.filter, filter(t.a) AS filter FROM t"),  # not reserved
+])
+def test_an_aggregates_filter_is_a_case_of_its_argument(filtered, plain):
+    assert parse_query(filtered) == parse_query(plain)
+
+
+def test_filter_applies_to_aggregates_only():
+    e = syntax_error("SELECT UPPER(t.a) FILTER (WHERE t.b) AS u FROM t")
+    assert (e.span.line, e.span.column) == (1, 8)
+    assert e.message == "FILTER (WHERE …) applies to an aggregate of one argument, not UPPER"
+
+
 def test_from_first_view_and_positions():
     v = parse_view("CREATE VIEW v AS\nFROM t\nWHERE t.a > 1\nSELECT t.a;")
     assert v.query == select(item(path("t", "a")), from_=(table("t"),), where=op(">", path("t", "a"), num(1)))

@@ -35,7 +35,7 @@ from typing import Mapping
 from idivm import types as T
 from idivm.algebra import operators as O
 from idivm.algebra.expressions import (
-    ABSENT, FALSE, NULL, TRUE, Call, Const, Field, TableRef, Term, TupleExpr, Var, conjunction,
+    ABSENT, FALSE, MISSING, NULL, TRUE, Call, Const, Field, TableRef, Term, TupleExpr, Var, conjunction,
 )
 from idivm.algebra.term_builder import ONE_TYPE, Binding, GroupContext, Scope, TermBuilder, _Ctx
 from idivm.errors import InternalError, SemanticError, UnsupportedError
@@ -58,6 +58,9 @@ class ViewPlan:
     name: str
     plan: O.Operator
     type: T.TupleType
+    #: (table, column) of each column a base table lacks that the view reads (as MISSING)
+    absent_columns: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()  # about the view text, each with its position
 
 
 @dataclass
@@ -82,12 +85,12 @@ def build_view(view: A.CreateView, tables: Mapping[str, T.TupleType]) -> ViewPla
             raise UnsupportedError(
                 f"the type of the values of view '{view.name}' cannot be inferred ({ty}); "
                 "a view must return values of one known type", view.query.span)
-        return ViewPlan(view.name, O.ReturnBag(plan.input, TupleExpr(((VALUE_COLUMN, plan.element),)),
-                                               span=plan.span), T.TupleType(((VALUE_COLUMN, ty),)))
-    if not isinstance(plan.element, TupleExpr):  # SELECT VALUE of a tuple: one column per field
+        plan, ty = (O.ReturnBag(plan.input, TupleExpr(((VALUE_COLUMN, plan.element),)), span=plan.span),
+                    T.TupleType(((VALUE_COLUMN, ty),)))
+    elif not isinstance(plan.element, TupleExpr):  # SELECT VALUE of a tuple: one column per field
         el = plan.element
         plan = O.ReturnBag(plan.input, TupleExpr(tuple((n, Field(el, n)) for n, _ in ty.fields)), span=plan.span)
-    return ViewPlan(view.name, plan, ty)
+    return ViewPlan(view.name, plan, ty, tuple(sorted(b.absent_columns)), tuple(b.warnings))
 
 
 def scalar_type(schema: T.TupleType) -> T.Type | None:
@@ -651,6 +654,9 @@ class PlanBuilder(TermBuilder):
         for i, (n, old) in enumerate(fields_):
             if n != name:
                 continue
+            if MISSING in (old, t):  # a field that is always MISSING is never in the tuple: no conflict
+                fields_[i] = (name, old if t == MISSING else t)
+                return
             if star and (name in _natural_names(sc) or old == t):
                 return  # the same (natural-join) column again
             if n in from_star and (name in _natural_names(sc) or old == t):

@@ -119,6 +119,9 @@ class TermBuilder(ABC):
         # the MISSING predicate of a variable that may be MISSING (the right side of a LEFT
         # JOIN, a LET of a term that may be), over the variables in scope where it is bound
         self.var_missing: dict[str, Term] = {}
+        #: (table, column) of each column a base table lacks that the query reads (as MISSING)
+        self.absent_columns: set[tuple[str, str]] = set()
+        self.warnings: list[str] = []  # about the query, each with its position
 
     # ------------------------------------------------------------------ naming
 
@@ -209,16 +212,15 @@ class TermBuilder(ABC):
                     if bt.alternative("record") is None:
                         return MISSING
                     base, bt = _alternative(base, bt, "record"), bt.alternative("record")
-                if _undeclared(bt, n):
-                    return MISSING
                 if isinstance(bt, T.TupleType) and bt.field(n) is None:
-                    raise SemanticError(
-                        f"unknown field '{n}' of {base} (fields: {', '.join(bt.names)})", e.span)
+                    return self.absent_field(base, bt, n, e.span)
                 if isinstance(bt, T.CollectionType):
-                    raise SemanticError(f"cannot navigate into {base}: it is a collection, not a tuple "
-                                        f"(iterate it in FROM first)", e.span)
+                    self.warn(f"{base} is a collection, not a tuple: its field '{n}' is MISSING (iterate it in "
+                              "FROM to read the field of each element)", e.span)
+                    return MISSING
                 if isinstance(bt, T.ScalarType):
-                    raise SemanticError(f"cannot navigate into {base}: it is {bt}, not a tuple", e.span)
+                    self.warn(f"{base} is {bt}, not a tuple: its field '{n}' is MISSING", e.span)
+                    return MISSING
                 return Field(base, n, span=e.span)
             case A.ArrayStar():
                 raise UnsupportedError("x[*] is supported only before a field name: x[*].f, the f of each element "
@@ -748,7 +750,8 @@ class TermBuilder(ABC):
                     + " or ".join(f"{h.name}.{name}" for h in hits), span)
             if hits:
                 return Field(Var(hits[0].var), name, span=span)
-            if len(s.bindings) == 1 and _undeclared(s.bindings[0].type, name):  # the only variable's field
+            only = s.bindings[0].type if len(s.bindings) == 1 else None
+            if isinstance(only, T.TupleType) and only.open:  # a field the only variable's open record lacks
                 return MISSING
             pre = s.group.pre_scope if s.group is not None else None  # the grouped block; parent s.parent
             if pre is not None and (pre.lookup(name) is not None or name in pre.natural or any(
@@ -775,6 +778,30 @@ class TermBuilder(ABC):
         if n not in self.tables or meanings > 1:
             raise SemanticError(f"'{n}' of a WITH definition cannot be inlined here: a variable of the query "
                                 "hides it; rename that variable", e.span)
+
+    def absent_field(self, base: Term, bt: T.TupleType, name: str, span: Span | None) -> Term:
+        """The field ``name`` of ``base``, a record of type ``bt`` without it: MISSING, as SQL++
+        reads a field a record lacks, unless ``bt`` is a closed record of a declared schema
+        (then an error).  A record inferred from data or built by the query never has it (it is
+        not in its type), so the view says so (:meth:`warn`); a column a base table lacks is
+        remembered (:attr:`absent_columns`: the table may gain it by ``ingest --evolve``,
+        which then refuses, as the view reads it as MISSING)."""
+        if bt.closed:
+            raise SemanticError(f"unknown field '{name}' of {base}: its declared record type is closed "
+                                f"(fields: {', '.join(bt.names)})", span)
+        if not bt.open:
+            table = next((t for t, ty in self.tables.items() if ty is bt), None)
+            if table is not None:
+                self.absent_columns.add((table, name))
+            self.warn(f"{base} has no field '{name}' (fields: {', '.join(n for n in bt.names if n != ABSENT)}): "
+                      "it is MISSING", span)
+        return MISSING
+
+    def warn(self, message: str, span: Span | None) -> None:
+        """A warning about the view (reported by ``define``), with its position."""
+        where = f"{span.line}:{span.column}: " if span is not None else ""
+        if where + message not in self.warnings:
+            self.warnings.append(where + message)
 
     def grouping(self, e: A.FunctionCall, sc: Scope) -> Term:
         """``GROUPING(k1, …, kn)`` after GROUP BY: a bit per key, the first the highest, 1 where
@@ -878,12 +905,6 @@ def _collection(t: T.Type) -> bool:
 def _type_const(t: T.Type) -> Const:
     """Type ``t`` as a constant argument (its JSON text) of a function whose Spark form depends on it."""
     return Const(json.dumps(t.to_json()), T.STRING)
-
-
-def _undeclared(t: T.Type, name: str) -> bool:
-    """Whether ``name`` is a field that open record type ``t`` does not declare: never stored, so
-    MISSING wherever it is read."""
-    return isinstance(t, T.TupleType) and t.open and t.field(name) is None
 
 
 def _tuples_equal(a: Term, b: Term, ta: T.TupleType, tb: T.TupleType, span: Span | None) -> Term:

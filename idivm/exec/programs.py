@@ -128,7 +128,8 @@ def compile_program(catalog: Catalog, text: str, filename: str | None, strategy:
             mp = plan_maps(catalog, prov, text, filename)
         except (UnsupportedError, AgcaError):
             mp = None
-    return Program(view.name, view.type, view.plan, prov, script, note, selection, mp)
+    return Program(view.name, view.type, view.plan, prov, script, note, selection, mp, view.absent_columns,
+                   view.warnings)
 
 
 def groups(plan) -> bool:
@@ -240,13 +241,14 @@ def stored_indexes(program: "Program", path: Path) -> list:
     return indexes.resolve(program.indexes, delta.schema(path), program.prov.view_ids, program.script.statements)
 
 
-def opened_records(schema: T.TupleType, declared: dict[str, str]) -> T.TupleType:
+def declared_records(schema: T.TupleType, declared: dict[str, str]) -> T.TupleType:
     """``schema`` with the records its declared schema (as the catalog keeps it) leaves open
-    marked open: a view reads a field they do not declare as MISSING."""
+    marked open (a view reads a field they do not declare as MISSING) and the others closed
+    (reading such a field is an error)."""
     from idivm.declared_schema import parse_schema
 
     parsed = parse_schema(declared["text"], language=declared["language"])
-    return T.opened(schema, parsed.open_records)  # type: ignore[return-value]
+    return T.declared(schema, parsed.open_records)  # type: ignore[return-value]
 
 
 def input_relations(catalog: Catalog) -> BaseTables:
@@ -263,7 +265,7 @@ def input_relations(catalog: Catalog) -> BaseTables:
     types, keys, element_keys = dict(base.types), dict(base.keys), dict(base.element_keys)
     for name, table in catalog.tables.items():  # the open records of declared schemas
         if table.declared_schema is not None:
-            types[name] = opened_records(table.schema, table.declared_schema)
+            types[name] = declared_records(table.schema, table.declared_schema)
     for name, entry in catalog.views.items():
         stored = T.from_arrow(delta.schema(catalog.path_of(entry)))
         relation = _with_hidden(entry.schema, stored)

@@ -365,6 +365,10 @@ class Runtime:
                  "strategy": strategy, "inputs": list(watermark)}
         if program.note:
             extra["strategy_note"] = program.note
+        if program.warnings:
+            extra["warnings"] = list(program.warnings)
+        for table, column in program.absent_columns:  # refused by ingest --evolve (Warehouse.ingest)
+            extra.setdefault("absent_columns", {}).setdefault(table, []).append(column)
         writes: list[tuple[str, Callable[[Path], object]]] = [
             (program_folder(rel), lambda p: write_program(p, program))]
         if script is not None:

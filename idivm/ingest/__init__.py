@@ -72,7 +72,8 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
                 element_keys: Mapping[str, Sequence[str]] | None = None, strict: bool = False,
                 table: str | None = None, evolve: bool = False,
                 progress: Callable[[str], None] | None = None,
-                declared: "DeclaredSchema | None" = None) -> IngestResult:
+                declared: "DeclaredSchema | None" = None,
+                read_as_missing: Mapping[str, Sequence[str]] | None = None) -> IngestResult:
     """Ingest every batch of ``source`` (a file, a directory, ``-`` or a Kafka topic
     ``kafka://HOST:PORT/TOPIC``; :mod:`~idivm.ingest.feeds`) in order, each in one commit,
     skipping batches already taken.
@@ -83,7 +84,9 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     ``file:line`` (``topic[partition]@offset``) instead, and nothing of the batch is applied.
     Columns the table does not have raise in either case, unless ``evolve``: then they are
     added to the table (nullable, typed from the batch's values, :func:`added_columns`) in the
-    commit that applies the batch.  A Kafka topic is read by the consumer group
+    commit that applies the batch, unless one of them is in ``read_as_missing`` (column → the
+    views that read it as MISSING, defined when the table lacked it): then the batch is refused.
+    A Kafka topic is read by the consumer group
     ``idivm.<table>`` (``table``: by default the name of the quarantine's directory), whose
     offsets are committed after each batch's commit.  ``progress`` is told of each batch applied.
     Records are checked against the table's ``declared`` schema, if it has one
@@ -98,7 +101,7 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
     try:
         for batch in feed:
             results.append(ingest_batch(table_path, quarantine, batch, tuple(key), format, read, element_keys,
-                                        strict, evolve, declared))
+                                        strict, evolve, declared, read_as_missing))
             if batch.done is not None:
                 batch.done()
             if progress:
@@ -114,16 +117,19 @@ def ingest_feed(table_path: str | Path, quarantine: Quarantine, source: str | Pa
 
 def ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
                  read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
-                 evolve: bool = False, declared: "DeclaredSchema | None" = None) -> IngestResult:
+                 evolve: bool = False, declared: "DeclaredSchema | None" = None,
+                 read_as_missing: Mapping[str, Sequence[str]] | None = None) -> IngestResult:
     """Apply ``batch`` to the table at ``table_path`` in one commit (its rejected records to
     ``quarantine``), unless its origin was applied already (:func:`at_one_version`)."""
     return at_one_version(table_path, lambda: _ingest_batch(table_path, quarantine, batch, key, format, read,
-                                                            element_keys, strict, evolve, declared))
+                                                            element_keys, strict, evolve, declared,
+                                                            read_as_missing or {}))
 
 
 def _ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, key: tuple[str, ...], format: str,
                   read, element_keys: Mapping[str, Sequence[str]] | None, strict: bool,
-                  evolve: bool, declared: "DeclaredSchema | None") -> IngestResult:
+                  evolve: bool, declared: "DeclaredSchema | None",
+                  read_as_missing: Mapping[str, Sequence[str]]) -> IngestResult:
     taken = taken_in(Path(table_path), batch.origin)
     if taken is None:
         q = taken_in(quarantine.path, batch.origin)
@@ -144,6 +150,14 @@ def _ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, 
         if batch.offsets is None:
             raise
         raise DataError(batch.relocated(str(e))) from None
+    added = schema.names[len(table_schema):]
+    for column in (c for c in added if c in read_as_missing):
+        views = read_as_missing[column]
+        raise DataError(f"{batch.name}: ingest --evolve would add column {column!r}, which view"
+                        f"{'s' if len(views) > 1 else ''} {', '.join(views)} read{'' if len(views) > 1 else 's'} "
+                        "as MISSING (defined when the table lacked it); nothing was ingested: drop "
+                        f"{'them' if len(views) > 1 else 'it'}, ingest, and define {'them' if len(views) > 1 else 'it'} "
+                        "again")
     if batch.rejected:
         change_set = _rejected_by_feed(change_set, batch.rejected)
     if change_set.rejected:
@@ -151,7 +165,7 @@ def _ingest_batch(table_path: str | Path, quarantine: Quarantine, batch: Batch, 
     if schema == table_schema:
         return apply_changes(table_path, change_set, key, {ORIGIN: batch.origin})
     result = apply_changes(table_path, change_set, key, {ORIGIN: batch.origin}, schema=schema)
-    return replace(result, added=tuple(schema.names[len(table_schema):]))
+    return replace(result, added=tuple(added))
 
 
 def _read_batch(read, batch: Batch, table_path: str | Path, schema: pa.Schema, key: tuple[str, ...],

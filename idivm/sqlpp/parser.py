@@ -65,6 +65,13 @@ def _parse(text: str, start: str, filename: str | None) -> Any:
 # ----------------------------------------------------------------------------- lexing
 
 
+@dataclasses.dataclass(frozen=True)
+class _Filter:
+    """An aggregate's ``FILTER (WHERE condition)``, while its call is built."""
+
+    condition: ast.Expr
+
+
 class _Keywords(PostLex):
     """Retypes NAME tokens that spell a keyword, except in field-name position.
 
@@ -95,6 +102,8 @@ class _Keywords(PostLex):
         if tok.type != "NAME":
             return tok
         kw = tok.value.upper()
+        if kw == "FILTER" and prev is not None and prev.value == ")" and nxt is not None and nxt.value == "(":
+            return Token.new_borrow_pos(kw, tok.value, tok)  # an aggregate's FILTER (WHERE ...)
         if kw not in KEYWORDS:
             return tok
         if (prev is not None and prev.type == "DOT") or (nxt is not None and nxt.type == "COLON"):
@@ -789,14 +798,25 @@ class _ToAst(Transformer_NonRecursive):
         name_tok = ch[0]
         types = _types(ch[1:])
         args = tuple(_nodes(ch))
+        condition = next((n.condition for n in ch if isinstance(n, _Filter)), None)
         # AsterixDB spells its functions with '_' or '-' alike (get_year, `get-year`)
         name = (_unquote(name_tok) if name_tok.type == "QUOTED_NAME" else name_tok.value).upper().replace("-", "_")
         if "STAR" in types and name != "COUNT":
             raise SqlppSyntaxError(f"'*' is only allowed as the argument of COUNT, not {name}", _span(meta))
         if "DISTINCT" in types and not args:
             raise SqlppSyntaxError(f"{name}(DISTINCT …) needs an argument", _span(meta))
-        return ast.FunctionCall(name, args, distinct="DISTINCT" in types, star="STAR" in types,
-                                span=_span(meta))
+        star = "STAR" in types
+        if condition is not None:  # agg(x) FILTER (WHERE c): agg(CASE WHEN c THEN x END), NULLs being skipped
+            if name not in ast.AGGREGATES or len(args) > 1:
+                raise SqlppSyntaxError(f"FILTER (WHERE …) applies to an aggregate of one argument, not {name}",
+                                       _span(meta))
+            value = args[0] if args else ast.Literal(1, "number", span=_span(meta))
+            args, star = (ast.CaseWhen(None, ((condition, value),), None, span=condition.span),), False
+        return ast.FunctionCall(name, args, distinct="DISTINCT" in types, star=star, span=_span(meta))
+
+    def filter_clause(self, meta, ch):
+        (condition,) = _nodes(ch)
+        return _Filter(condition)
 
     def qualified_call(self, meta, ch):
         """``dataverse.function(...)``: the call; the dataverse name is not checked (a view

@@ -274,12 +274,24 @@ def collect(df: "DataFrame", adaptive: bool | None = None) -> "pa.Table":
     conf = df.sparkSession.conf
     key = "spark.sql.adaptive.enabled"
     if conf.get(key) != "true" or adaptive or (adaptive is None and not _in_memory(df)):
-        return df.toArrow()
+        return arrow_rows(df)
     conf.set(key, "false")
     try:
-        return df.toArrow()
+        return arrow_rows(df)
     finally:
         conf.set(key, "true")
+
+
+def arrow_rows(df: "DataFrame") -> "pa.Table":
+    """``df.toArrow()``, typed with every field nullable: Spark may declare a field of a struct
+    not null whose value is null where the whole struct is (a LEFT JOIN's padded side), which
+    Arrow refuses to read as non-nullable."""
+    import pyarrow as pa
+
+    from idivm.storage.schema import arrow_schema
+
+    batches = df._collect_as_arrow(split_batches=False, empty_list_if_zero_records=False)
+    return pa.Table.from_batches(batches).cast(arrow_schema(df.schema, nullable=True))
 
 
 def small_result(df: "DataFrame", max_input_bytes: int) -> "pa.Table | None":

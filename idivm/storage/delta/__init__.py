@@ -210,13 +210,27 @@ def write_spark(df: "DataFrame", path: PathLike, *, mode: Literal["error", "over
 
 
 def _without_void_columns(df: "DataFrame") -> "DataFrame":
-    """Cast top-level NULL-typed columns (e.g. ``lit(None)``) to string: Parquet cannot hold them."""
-    from pyspark.sql.types import NullType
+    """Cast NULL-typed columns (e.g. ``lit(None)``), and columns with NULL-typed items or fields
+    (an array of NULLs), to string in their place: Parquet cannot hold them (nor Spark's Arrow
+    writer an array of them)."""
+    from pyspark.sql import types as ST
 
-    void = [f.name for f in df.schema.fields if isinstance(f.dataType, NullType)]
-    if not void:
+    def unvoided(t: ST.DataType) -> ST.DataType:
+        if isinstance(t, ST.NullType):
+            return ST.StringType()
+        if isinstance(t, ST.ArrayType):
+            return ST.ArrayType(unvoided(t.elementType), t.containsNull)
+        if isinstance(t, ST.StructType):
+            return ST.StructType([ST.StructField(f.name, unvoided(f.dataType), f.nullable) for f in t.fields])
+        if isinstance(t, ST.MapType):
+            return ST.MapType(unvoided(t.keyType), unvoided(t.valueType), t.valueContainsNull)
+        return t
+
+    cast = {f.name: unvoided(f.dataType) for f in df.schema.fields}
+    cast = {n: t for n, t in cast.items() if t != df.schema[n].dataType}
+    if not cast:
         return df
-    return df.withColumns({name: df[quoted(name)].cast("string") for name in void})
+    return df.withColumns({n: df[quoted(n)].cast(t) for n, t in cast.items()})
 
 
 def read_spark(spark: "SparkSession", path: PathLike, version: int | None = None, *,

@@ -354,6 +354,8 @@ def read_arrow(dt: "DeltaTable", path: PathLike, version: int | None = None,
     ``holding`` the rows :func:`read` keeps, with ``order`` sorted by that column."""
     from pyspark.sql import SparkSession, functions as F
 
+    from idivm.storage.spark import arrow_rows
+
     df = read(SparkSession.active(), path, version, holding)
     if order is not None:
         df = df.orderBy(F.col(quoted(order)))
@@ -361,7 +363,7 @@ def read_arrow(dt: "DeltaTable", path: PathLike, version: int | None = None,
         df = df.select(*[F.col(quoted(c)) for c in columns])
     schema = schemas.as_arrow_schema(dt.schema().to_arrow())
     target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-    return schemas.conform(df.toArrow(), target)
+    return schemas.conform(arrow_rows(df), target)
 
 
 def write_arrow(path: PathLike, data: pa.Table | pa.RecordBatchReader, mode: Literal["append", "overwrite"], *,
