@@ -292,6 +292,12 @@ def test_an_aggregates_filter_is_a_case_of_its_argument(filtered, plain):
     assert parse_query(filtered) == parse_query(plain)
 
 
+def test_any_is_some_before_a_variable_and_in():
+    assert parse_query("SELECT VALUE t FROM t WHERE ANY x IN t.xs SATISFIES x > 1 END") == \
+        parse_query("SELECT VALUE t FROM t WHERE SOME x IN t.xs SATISFIES x > 1")
+    assert parse_query("SELECT t.any, any AS a FROM t") == parse_query("SELECT t.`any`, `any` AS a FROM t")
+
+
 def test_filter_applies_to_aggregates_only():
     e = syntax_error("SELECT UPPER(t.a) FILTER (WHERE t.b) AS u FROM t")
     assert (e.span.line, e.span.column) == (1, 8)

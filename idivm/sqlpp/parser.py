@@ -83,7 +83,7 @@ class _Keywords(PostLex):
     always_accept = ("UNTERMINATED_STRING", "UNTERMINATED_COMMENT")
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
-        return _quantifier_ends(self._classified(stream))
+        return _quantifier_ends(_any_as_some(self._classified(stream)))
 
     def _classified(self, stream: Iterator[Token]) -> Iterator[Token]:
         prev: Token | None = None
@@ -109,6 +109,21 @@ class _Keywords(PostLex):
         if (prev is not None and prev.type == "DOT") or (nxt is not None and nxt.type == "COLON"):
             return tok
         return Token.new_borrow_pos(kw, tok.value, tok)
+
+
+def _any_as_some(tokens: Iterator[Token]) -> Iterator[Token]:
+    """The tokens with ``ANY x IN`` read as ``SOME x IN`` (AsterixDB's synonym; ANY is not
+    reserved, so only a word ANY followed by a name and IN starts a quantifier)."""
+    window: list[Token] = []
+    for tok in tokens:
+        window.append(tok)
+        if len(window) == 3:
+            first = window.pop(0)
+            if first.type == "NAME" and first.value.upper() == "ANY" and window[0].type == "NAME" \
+                    and window[1].type == "IN":
+                first = Token.new_borrow_pos("SOME", first.value, first)
+            yield first
+    yield from window
 
 
 #: tokens that end a quantified expression's condition at its own nesting depth
