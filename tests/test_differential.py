@@ -822,6 +822,18 @@ RELATIONAL = [
           "SELECT DISTINCT VALUE d.category FROM devices d JOIN devices_parts dp ON d.did = dp.did",
           "SELECT DISTINCT d.category FROM devices d JOIN devices_parts dp ON d.did = dp.did",
           {D, DP}, scalar=True),
+    _view("filtered_sums_of_shared_devices",  # FILTER, ANY … SATISFIES, a field no row has (MISSING)
+          """SELECT d.category, COUNT(*) FILTER (WHERE p.price > 50) AS pricey,
+                    SUM(p.price) FILTER (WHERE p.price <= 50) AS cheap_total, COUNT(COALESCE(p.discount, p.pid)) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             WHERE ANY x IN devices_parts SATISFIES x.did = d.did AND x.pid <> p.pid END
+             GROUP BY d.category""",
+          """SELECT d.category, count(*) FILTER (WHERE p.price > 50) AS pricey,
+                    sum(p.price) FILTER (WHERE p.price <= 50) AS cheap_total, count(p.pid) AS n
+             FROM devices d JOIN devices_parts dp ON d.did = dp.did JOIN parts p ON p.pid = dp.pid
+             WHERE EXISTS (SELECT 1 FROM devices_parts x WHERE x.did = d.did AND x.pid <> p.pid)
+             GROUP BY d.category""",
+          {D, P, DP}),
 ]
 assert len({v.name for v in RELATIONAL}) == len(RELATIONAL)
 
