@@ -260,3 +260,36 @@ def test_a_lookup_finds_the_entries_of_the_values_asked_as_a_filter_of_its_value
             want = [r for r in lookup.value.to_pylist() if r[column] in asked]
             key = lambda r: (str(r["a"]), r["b"], r[M])  # noqa: E731
             assert sorted(got.to_pylist(), key=key) == sorted(want, key=key)
+
+
+@pytest.mark.parametrize("op", ["<", "<=", ">", ">="])
+@pytest.mark.parametrize("flipped", [False, True], ids=["k-op-p", "p-op-k"])
+@pytest.mark.parametrize("kinds", [("int", "int"), ("int", "float"), ("float", "int")], ids="-".join)
+@pytest.mark.parametrize("lookups", [False, True], ids=["table", "lookup"])
+def test_nested_sums_correlated_on_an_inequality_equal_the_join_they_stand_for(op, flipped, kinds, lookups,
+                                                                                monkeypatch):
+    """``z := Sum[](m[][k] * (k θ p))`` per context, by running sums and binary search
+    (``arrow._range_sums``), against the same term joined and summed: NULL keys and values, keys
+    equal to values, values past either end, entries of negative multiplicity."""
+    from idivm.agca.terms import Assign, Cmp, MapRef, Mul, Sum, Var
+
+    rnd = random.Random(f"{op}{flipped}{kinds}{lookups}")
+    typed = {"int": (pa.int64(), lambda: rnd.randint(-3, 12)), "float": (pa.float64(), lambda: rnd.randint(-6, 24) / 2)}
+    (kt, key), (pt, value) = typed[kinds[0]], typed[kinds[1]]
+    entries = pa.table({"k": pa.array([key() if rnd.random() > 0.1 else None for _ in range(40)], kt),
+                        M: pa.array([float(rnd.choice([-2, -1, 1, 1, 2, 3])) for _ in range(40)], pa.float64())})
+    entries = arrow.summed([entries], ["k"])
+    values = [None, -100, 100, *(value() if rnd.random() > 0.1 else None for _ in range(27))]
+    contexts = pa.table({"p": pa.array(values, pt), M: pa.array([1.0] * 30, pa.float64())})
+    cmp = Cmp(op, Var("p"), Var("k")) if flipped else Cmp(op, Var("k"), Var("p"))
+    term = Assign("z", Sum((), Mul((MapRef("m", (), ("k",)), cmp))))
+    maps = {"m": arrow.Lookup(entries, ["k"]) if lookups else entries}
+
+    def rows(t: pa.Table) -> list:
+        return sorted(((r["p"] is None, r["p"] or 0, r["z"]) for r in t.to_pylist()), key=repr)
+
+    fast = arrow.compile_term(term, contexts, {}, maps, {}, _no_lift)
+    monkeypatch.setattr(arrow, "_range_sums", lambda *a: None)
+    joined = arrow.compile_term(term, contexts, {}, maps, {}, _no_lift)
+    assert rows(fast) == rows(joined) and len(rows(fast)) == 30
+    assert any(r[2] != 0 for r in rows(fast)) and any(r[2] == 0 for r in rows(fast))

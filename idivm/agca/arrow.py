@@ -647,16 +647,74 @@ def _nested(x: str, q: Term, contexts: pa.Table, relations, maps, constants: dic
             constants[key] = (float(total) if total is not None else 0.0, read)
         return _assigned(contexts, x, pa.scalar(constants[key][0], pa.float64()))
     envs = _distinct(contexts.select(params))
-    envs = envs.append_column(M, pa.array([1.0] * envs.num_rows, pa.float64()))
-    value = compile_term(q, envs, relations, maps, constants, lift)
-    _single(x, value, params)
-    value = _sum_by(value, params, M).rename_columns([*params, _VALUE])
+    value = _range_sums(q, params, envs, maps)
+    if value is None:
+        envs = envs.append_column(M, pa.array([1.0] * envs.num_rows, pa.float64()))
+        value = compile_term(q, envs, relations, maps, constants, lift)
+        _single(x, value, params)
+        value = _sum_by(value, params, M)
+    value = value.rename_columns([*params, _VALUE])
     joined = contexts.join(_conformed(value, contexts, params), params, join_type="left outer", coalesce_keys=True)
     v = pc.fill_null(joined.column(_VALUE), 0.0)
     joined = joined.drop_columns([_VALUE])
     if x in joined.column_names:
         return _where(joined, pc.equal(joined.column(x), v))
     return joined.append_column(x, v)
+
+
+#: ``a θ b`` as ``b θ' a``
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _range_sums(q: Term, params: Sequence[str], envs: pa.Table, maps) -> pa.Table | None:
+    """``Sum[](m[][k] * (k θ p))`` for each value of its one input ``p`` in ``envs``, θ an
+    inequality and ``m`` a map of one numeric key: the map's entries sorted by ``k`` and their
+    running sums, and per value of ``p`` a binary search for where ``k θ p`` starts or ends to
+    read the sum there.  This is the nested aggregate correlated on an inequality (VWAP's
+    "the volume priced above this price", DBToaster §8): a pass over the map and one over the
+    values, where the join it stands for pairs every value with every entry.  (``envs``' ``p``
+    with its sum, 0 where no entry qualifies or ``p`` is NULL, as :func:`_nested` reads an
+    aggregate without tuples; None for any other term.)"""
+    if len(params) != 1 or not isinstance(q, Sum) or q.group or not isinstance(q.term, Mul) \
+            or len(q.term.terms) != 2:
+        return None
+    ref = next((t for t in q.term.terms if isinstance(t, MapRef)), None)
+    cmp = next((t for t in q.term.terms if isinstance(t, Cmp)), None)
+    if ref is None or cmp is None or ref.inputs or ref.name not in maps or cmp.op not in _FLIPPED \
+            or not (isinstance(cmp.left, Var) and isinstance(cmp.right, Var)):
+        return None
+    (p,) = params
+    entries = _gmr_of(ref, {}, maps)
+    entries = entries.table() if isinstance(entries, _MapRows) else entries
+    (k,) = _variables(entries) if len(_variables(entries)) == 1 else (None,)
+    if (cmp.left.name, cmp.right.name) == (k, p):
+        op = cmp.op
+    elif (cmp.left.name, cmp.right.name) == (p, k):
+        op = _FLIPPED[cmp.op]
+    else:
+        return None
+    kt, pt = entries.schema.field(k).type, envs.schema.field(p).type
+    if not all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in (kt, pt)):
+        return None
+    common = np.int64 if pa.types.is_integer(kt) and pa.types.is_integer(pt) else np.float64
+    entries = entries.filter(pc.is_valid(entries.column(k)))
+    order = pc.sort_indices(entries.column(k))
+    keys = entries.column(k).take(order).to_numpy().astype(common)
+    m = pc.fill_null(entries.column(M).take(order), 0.0).to_numpy()
+    values = envs.column(p)
+    valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
+    at = pc.fill_null(values, 0).to_numpy().astype(common)
+    n = len(keys)
+    if op in (">", ">="):  # the entries from the first with k θ p on: a sum from the top
+        start = np.searchsorted(keys, at, side="right" if op == ">" else "left")
+        suffix = np.append(np.cumsum(m[::-1])[::-1], 0.0)
+        sums = suffix[start]
+    else:  # the entries up to the last with k θ p
+        end = np.searchsorted(keys, at, side="left" if op == "<" else "right")
+        prefix = np.insert(np.cumsum(m), 0, 0.0)
+        sums = prefix[end]
+    sums = np.where(valid & (n > 0), sums, 0.0)
+    return pa.table({p: values, M: pa.array(sums, pa.float64())})
 
 
 def _distinct(t: pa.Table) -> pa.Table:
