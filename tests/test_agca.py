@@ -234,6 +234,13 @@ PROGRAMS = {
                                                        * Assign("z2", Sum((), Rel("S", ("C1", "D1")) * v("D1") * Const(0.5)))
                                                        * Cmp(">", v("D"), v("z2"))
                                                        * (v("A") - v("C"))),
+    "independent factors, each with a nested aggregate on an inequality (MST's shape)":
+        Sum((), Rel("R", ("A", "B")) * Rel("S", ("C", "D"))
+            * Assign("z1", Sum((), Rel("R", ("A1", "B1")) * Cmp(">", v("A1"), v("A")) * v("B1")))
+            * Cmp("<", v("z1"), Const(4))
+            * Assign("z2", Sum((), Rel("S", ("C1", "D1")) * Cmp("<=", v("C"), v("C1")) * v("D1")))
+            * Cmp(">", v("z2"), Const(1))
+            * (v("B") + v("D"))),
 }
 COLUMNS = {"R": ("A", "B"), "S": ("C", "D"), "T": ("E", "F")}
 
