@@ -211,10 +211,10 @@ def test_the_values_of_a_restriction_by_an_i_diff_the_driver_holds_are_taken_wit
     from those rows: no query computes them (the restricted read of t@post, which gives the
     values for u@post, still does); the result is the one without the rows in memory."""
     import pyarrow as pa
-    from pyspark.sql.classic.dataframe import DataFrame
 
     from idivm.exec.compiler import PlanCompiler
     from idivm.storage import delta
+    from idivm.storage import spark as spark_rows
 
     delta.create_table(tmp_path / "t", pa.table({"a": [f"k{i}" for i in range(100)], "x": list(range(100))}))
     delta.create_table(tmp_path / "u", pa.table({"x": list(range(100)), "y": [f"y{i}" for i in range(100)]}))
@@ -224,8 +224,8 @@ def test_the_values_of_a_restriction_by_an_i_diff_the_driver_holds_are_taken_wit
     plan = O.ReturnBag(O.InnerJoin(O.InnerJoin(scan("Δ(s)", "s"), scan("t@post", "t"), eq("t", "a", "s", "b")),
                                    scan("u@post", "u"), eq("u", "x", "t", "x")), Field(Var("u"), "y"))
     jobs: list[str] = []
-    to_arrow = DataFrame.toArrow
-    monkeypatch.setattr(DataFrame, "toArrow", lambda df: jobs.append(df.columns[0]) or to_arrow(df))
+    to_arrow = spark_rows.arrow_rows  # where idivm collects a DataFrame
+    monkeypatch.setattr(spark_rows, "arrow_rows", lambda df: jobs.append(df.columns[0]) or to_arrow(df))
     results, heard = [], []
     for in_memory in (held.get, None):
         jobs.clear()
@@ -370,17 +370,17 @@ def test_a_view_maintained_by_id_is_stored_in_files_of_narrow_id_ranges_a_run_re
 
     # a run of two updates and a delete: no Spark action of it reads more than those three
     # files of the view
-    from pyspark.sql.classic.dataframe import DataFrame
+    from idivm.storage import spark as spark_rows
 
     view_files = {u.removeprefix("file://") for u in delta.open_table(path).file_uris()}
     read: list[set[str]] = []
-    to_arrow = DataFrame.toArrow
+    to_arrow = spark_rows.arrow_rows  # where idivm collects a DataFrame
 
     def recorded(df):
         read.append({f.removeprefix("file://") for f in df.inputFiles()} & view_files)
         return to_arrow(df)
 
-    monkeypatch.setattr(DataFrame, "toArrow", recorded)
+    monkeypatch.setattr(spark_rows, "arrow_rows", recorded)
     _events(tmp_path, wh, "t", ({"k": 7, "v": 70}, {"k": 7, "v": 71}), ({"k": 2900, "v": 29000}, {"k": 2900, "v": 5}),
             ({"k": 1500, "v": 15000}, None))
     _maintained(wh, "w")

@@ -290,8 +290,12 @@ def arrow_rows(df: "DataFrame") -> "pa.Table":
 
     from idivm.storage.schema import arrow_schema
 
+    schema = arrow_schema(df.schema, nullable=True)
     batches = df._collect_as_arrow(split_batches=False, empty_list_if_zero_records=False)
-    return pa.Table.from_batches(batches).cast(arrow_schema(df.schema, nullable=True))
+    table = pa.Table.from_batches(batches).cast(schema) if batches else None
+    if table is None or table.num_rows == 0:  # with a chunk per column, as Spark's conversions expect (a cast
+        return schema.empty_table().combine_chunks()  # of no rows may leave a column none)
+    return table
 
 
 def small_result(df: "DataFrame", max_input_bytes: int) -> "pa.Table | None":
