@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 
 from idivm.agca.gmr import AgcaError
 from idivm.agca.terms import (
-    EPSILON, ROUNDING, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var, inputs,
-    outputs,
+    EPSILON, FLIPPED, ROUNDING, Add, Assign, Cmp, Const, Exists, Lift, MapRef, Mul, Rel, Sum, Term, Value, Var,
+    inputs, outputs,
 )
 from idivm.agca.spark import M, constant_key, exists_columns
 
@@ -676,20 +676,19 @@ def _nested(x: str, q: Term, contexts: pa.Table, relations, maps, constants: dic
 def _independent(factors: Sequence[Term]) -> list[list[Term]]:
     """``factors`` in groups, each in its order, no two groups sharing a variable (one of a
     factor's inputs or outputs)."""
-    groups: list[tuple[set[str], list[Term]]] = []
-    for t in factors:
-        names, members = set(inputs(t) | outputs(t)), [t]
+    groups: list[tuple[set[str], list[int]]] = []  # (variables, positions of the factors)
+    for i, t in enumerate(factors):
+        names, members = set(inputs(t) | outputs(t)), [i]
         for g in [g for g in groups if g[0] & names]:
             groups.remove(g)
             names |= g[0]
-            members = g[1] + members
+            members += g[1]
         groups.append((names, members))
-    order = {id(t): i for i, t in enumerate(factors)}
-    return [sorted(members, key=lambda t: order[id(t)]) for _, members in groups]
+    return [[factors[i] for i in sorted(members)] for _, members in groups]
 
 
-#: ``a θ b`` as ``b θ' a``
-_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+#: the inequalities, which a sum over a sorted map reads by binary search (:func:`_range_sums`)
+_INEQUALITIES = frozenset({"<", "<=", ">", ">="})
 
 
 def _range_sums(q: Term, params: Sequence[str], envs: pa.Table, maps) -> pa.Table | None:
@@ -706,17 +705,19 @@ def _range_sums(q: Term, params: Sequence[str], envs: pa.Table, maps) -> pa.Tabl
         return None
     ref = next((t for t in q.term.terms if isinstance(t, MapRef)), None)
     cmp = next((t for t in q.term.terms if isinstance(t, Cmp)), None)
-    if ref is None or cmp is None or ref.inputs or ref.name not in maps or cmp.op not in _FLIPPED \
+    if ref is None or cmp is None or ref.inputs or ref.name not in maps or cmp.op not in _INEQUALITIES \
             or not (isinstance(cmp.left, Var) and isinstance(cmp.right, Var)):
         return None
     (p,) = params
     entries = _gmr_of(ref, {}, maps)
     entries = entries.table() if isinstance(entries, _MapRows) else entries
-    (k,) = _variables(entries) if len(_variables(entries)) == 1 else (None,)
+    if len(_variables(entries)) != 1:
+        return None
+    (k,) = _variables(entries)
     if (cmp.left.name, cmp.right.name) == (k, p):
         op = cmp.op
     elif (cmp.left.name, cmp.right.name) == (p, k):
-        op = _FLIPPED[cmp.op]
+        op = FLIPPED[cmp.op]
     else:
         return None
     kt, pt = entries.schema.field(k).type, envs.schema.field(p).type

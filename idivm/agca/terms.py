@@ -54,6 +54,8 @@ COMPARISONS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": oper
                "~>": lambda a, b: a > b and not within_rounding(a, b),
                "~<=": lambda a, b: a <= b or within_rounding(a, b),
                "~>=": lambda a, b: a >= b or within_rounding(a, b)}
+#: ``a θ b`` as ``b θ' a``, for the comparisons of SQL
+FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from idivm.agca.gmr import GMR
 from idivm.agca.terms import (
-    EPSILON, LIFTED_FUNCTIONS, ONE, Add, Assign, Cmp, Const, Lift, Mul, Rel, Sum, Term, Value, Var,
+    EPSILON, FLIPPED, LIFTED_FUNCTIONS, ONE, Add, Assign, Cmp, Const, Lift, Mul, Rel, Sum, Term, Value, Var,
 )
 from idivm.algebra import expressions as E
 from idivm.algebra import operators as O
@@ -213,9 +213,6 @@ def _reads(t: E.Term, scalars: Mapping[str, _Scalar]) -> bool:
     return bool(scalars) and isinstance(t, E.Call) and any(_subquery(x, scalars) for x in t.args)
 
 
-_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
 def _compared(t: E.Term, scalars: Mapping[str, _Scalar]) -> Term:
     """A comparison with a scalar subquery, of a field or number or of another subquery (VWAP's
     shape: a quarter of the total volume against the volume above a price): the subqueries'
@@ -231,7 +228,7 @@ def _compared(t: E.Term, scalars: Mapping[str, _Scalar]) -> Term:
     v = _subquery(right, scalars)
     other = left
     if v is None:
-        v, other, op = _subquery(left, scalars), right, _FLIPPED[op]
+        v, other, op = _subquery(left, scalars), right, FLIPPED[op]
     if v is None:
         raise Untranslatable(f"condition {t} has no AGCA form here")
     sq = scalars[v]

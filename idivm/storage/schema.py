@@ -18,7 +18,7 @@ Three conversions:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -56,6 +56,24 @@ def arrow_schema(schema: "StructType", *, nullable: bool = False) -> pa.Schema:
 
     result = to_arrow_schema(schema, timezone="UTC")
     return relax_nullability(result) if nullable else result
+
+
+def rebuilt_spark_type(t: Any, leaf: Callable[[Any], Any] = lambda t: t, *, nullable: bool = False) -> Any:
+    """The Spark type ``t`` with ``leaf`` applied to each of its types that nest none, and with
+    ``nullable`` every field, array element and map value nullable (else as they are)."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    def walk(t: Any) -> Any:
+        if isinstance(t, StructType):
+            return StructType([StructField(f.name, walk(f.dataType), nullable or f.nullable, f.metadata)
+                               for f in t.fields])
+        if isinstance(t, ArrayType):
+            return ArrayType(walk(t.elementType), nullable or t.containsNull)
+        if isinstance(t, MapType):
+            return MapType(walk(t.keyType), walk(t.valueType), nullable or t.valueContainsNull)
+        return leaf(t)
+
+    return walk(t)
 
 
 def relax_nullability(schema: pa.Schema) -> pa.Schema:

@@ -292,10 +292,9 @@ def arrow_rows(df: "DataFrame") -> "pa.Table":
 
     schema = arrow_schema(df.schema, nullable=True)
     batches = df._collect_as_arrow(split_batches=False, empty_list_if_zero_records=False)
-    table = pa.Table.from_batches(batches).cast(schema) if batches else None
-    if table is None or table.num_rows == 0:  # with a chunk per column, as Spark's conversions expect (a cast
-        return schema.empty_table().combine_chunks()  # of no rows may leave a column none)
-    return table
+    if not any(b.num_rows for b in batches):  # with a chunk per column, as Spark's conversions expect (a
+        return schema.empty_table().combine_chunks()  # cast of no rows may leave a column none)
+    return pa.Table.from_batches(batches).cast(schema)
 
 
 def small_result(df: "DataFrame", max_input_bytes: int) -> "pa.Table | None":

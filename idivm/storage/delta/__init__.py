@@ -215,18 +215,10 @@ def _without_void_columns(df: "DataFrame") -> "DataFrame":
     writer an array of them)."""
     from pyspark.sql import types as ST
 
-    def unvoided(t: ST.DataType) -> ST.DataType:
-        if isinstance(t, ST.NullType):
-            return ST.StringType()
-        if isinstance(t, ST.ArrayType):
-            return ST.ArrayType(unvoided(t.elementType), t.containsNull)
-        if isinstance(t, ST.StructType):
-            return ST.StructType([ST.StructField(f.name, unvoided(f.dataType), f.nullable) for f in t.fields])
-        if isinstance(t, ST.MapType):
-            return ST.MapType(unvoided(t.keyType), unvoided(t.valueType), t.valueContainsNull)
-        return t
+    from idivm.storage.schema import rebuilt_spark_type
 
-    cast = {f.name: unvoided(f.dataType) for f in df.schema.fields}
+    cast = {f.name: rebuilt_spark_type(f.dataType, lambda t: ST.StringType() if isinstance(t, ST.NullType) else t)
+            for f in df.schema.fields}
     cast = {n: t for n, t in cast.items() if t != df.schema[n].dataType}
     if not cast:
         return df

@@ -119,27 +119,14 @@ def create_mapped(df: "DataFrame", target: Path, *, deletion_vectors: bool, clus
     rows are written by a second commit (the caller's append)."""
     spark = df.sparkSession
     properties = {**_created_with(deletion_vectors), "delta.columnMapping.mode": "name"}
-    columns = spark._jsparkSession.parseDataType(_nullable(df.schema).json()).toDDL()
+    nullable = schemas.rebuilt_spark_type(df.schema, nullable=True)  # a table's schema holds no NOT NULL
+    columns = spark._jsparkSession.parseDataType(nullable.json()).toDDL()
     statement = (f"CREATE TABLE delta.{quoted(str(target.absolute()))} ({columns}) USING delta "
                  + (f"CLUSTER BY ({', '.join(quoted(c) for c in cluster_by)}) " if cluster_by else "")
                  + f"TBLPROPERTIES ({', '.join(f'{_sql_string(k)} = {_sql_string(v)}' for k, v in properties.items())})")
     target.parent.mkdir(parents=True, exist_ok=True)
     spark.sql(statement).collect()
     count()
-
-
-def _nullable(t: Any) -> Any:
-    """The Spark type ``t`` with every field, array element and map value nullable (a table's
-    schema holds no NOT NULL constraint, as tables written by :func:`write` hold none)."""
-    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
-
-    if isinstance(t, StructType):
-        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in t.fields])
-    if isinstance(t, ArrayType):
-        return ArrayType(_nullable(t.elementType), True)
-    if isinstance(t, MapType):
-        return MapType(_nullable(t.keyType), _nullable(t.valueType), True)
-    return t
 
 
 def map_columns(spark: "SparkSession", target: Path) -> None:
